@@ -1,0 +1,204 @@
+// zero3.h: a device-agnostic ZeRO engine (stages 0-3), the heart of this project.
+//
+// The model is described to the engine as a list of *units*: groups of tensors that are gathered
+// together (for GPT-2: the embedding, one unit per transformer block, the final layernorm). Each unit
+// is one flat buffer with its tensors at fixed, aligned offsets, padded so that it divides into
+// `world` equal shards. Rank r owns the contiguous slice [r*S, (r+1)*S) of every unit.
+//
+// What each rank keeps resident depends on the stage (DESIGN.md section 2):
+//
+//   stage | params          | grads           | master, m, v | after a unit's backward | after step
+//   ------+-----------------+-----------------+--------------+-------------------------+------------
+//     0   | full            | full            | full         | all-reduce (last micro) | -
+//     1   | full            | full            | 1/N          | reduce-scatter (last)   | all-gather params
+//     2   | full            | 1/N             | 1/N          | reduce-scatter, free    | all-gather params
+//     3   | 1/N             | 1/N             | 1/N          | reduce-scatter, free    | - (next forward gathers)
+//
+// The trainer drives one training step as the textbook pseudocode reads:
+//
+//   zero3_step_begin(z);
+//   for each micro-step k:
+//     zero3_micro_begin(z, k, A, ZERO3_PASS_TRAIN);
+//     forward:  w = zero3_gather(z, u); ...compute...; zero3_release(z, u);
+//     backward: w = zero3_gather(z, u); g = zero3_grads(z, u); ...compute (g +=)...;
+//               zero3_reduce_grads(z, u); zero3_release(z, u);
+//   norm = zero3_grad_norm(z);                       // one all-reduce of one number
+//   zero3_optimizer_step(z, &hyper, clip_coef);      // AdamW on the local shard only
+//
+// zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
+// the trainer supplies (MPI + C loops on the CPU, NCCL + CUDA kernels on the GPU).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZERO3_MAX_TENSORS 16   // tensors in one unit
+#define ZERO3_MAX_UNITS 4096
+#define ZERO3_MAX_POOL 64      // cached transient buffers (gathered params, full grads)
+#define ZERO3_MAX_INFLIGHT 8   // outstanding reduce collectives
+
+typedef enum { ZERO3_F32 = 0, ZERO3_BF16 = 1 } Zero3DType;
+static inline size_t zero3_dtype_size(Zero3DType t) { return t == ZERO3_BF16 ? 2 : 4; }
+
+// ----------------------------------------------------------------------------------------------
+// The backend: everything device- or transport-specific. Counts are elements of the given dtype.
+// Asynchronous collectives return an opaque handle; `wait` makes later work (host code on the CPU,
+// the compute stream on the GPU) see the result. A buffer handed to a collective must not be
+// reused before its handle has been waited on.
+typedef struct Zero3Backend {
+    void *ctx;
+    int rank, world;
+    // memory (device memory on the GPU)
+    void *(*alloc)(void *ctx, size_t bytes);           // returns zeroed memory, never NULL (dies instead)
+    void (*free)(void *ctx, void *ptr);
+    void (*zero)(void *ctx, void *ptr, size_t bytes);
+    // collectives (sum reductions)
+    // all_gather: full[r*n .. (r+1)*n) = shard of rank r. In place when shard == full + rank*n.
+    void *(*all_gather_start)(void *ctx, const void *shard, void *full, size_t n, Zero3DType t);
+    // reduce_scatter: shard = (sum over ranks of full)[rank*n .. (rank+1)*n). In place when
+    // shard == full + rank*n (the rest of full is then left undefined).
+    void *(*reduce_scatter_start)(void *ctx, const void *full, void *shard, size_t n, Zero3DType t);
+    void *(*all_reduce_start)(void *ctx, void *buf, size_t n, Zero3DType t);   // in place
+    void (*wait)(void *ctx, void *handle);
+    double (*all_reduce_scalar)(void *ctx, double x);                           // blocking sum
+    // shard math
+    double (*sum_squares)(void *ctx, const void *x, size_t n, Zero3DType t);  // local, deterministic
+    void (*add)(void *ctx, void *dst, const void *src, size_t n, Zero3DType t); // dst += src
+    void (*cast_from_f32)(void *ctx, void *dst, Zero3DType t, const float *src, size_t n);
+    // AdamW on n elements: master/m/v fp32, grad in grad_type scaled by grad_scale (the clip
+    // coefficient), writes master and, when params != master, the working params in param_type.
+    void (*adamw)(void *ctx, float *master, float *m, float *v, const void *grad, Zero3DType grad_type,
+                  void *params, Zero3DType param_type, size_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, float grad_scale, int t);
+} Zero3Backend;
+
+// ----------------------------------------------------------------------------------------------
+typedef struct {
+    char name[32];
+    size_t offset;   // in elements, from the start of the unit (aligned)
+    size_t numel;
+    int decay;       // weight decay applies to this tensor
+} Zero3Tensor;
+
+typedef struct {
+    char name[32];
+    int ntensors;
+    Zero3Tensor tensors[ZERO3_MAX_TENSORS];
+    size_t numel;          // real parameters (sum of tensor numels)
+    size_t padded;         // P: the flat size, a multiple of world*align
+    size_t shard;          // S = P / world
+    size_t full_offset;    // where this unit starts in the flat full-size buffers
+    size_t shard_offset;   // where its shard starts in the flat shard-size buffers
+    // per-step runtime state
+    void *params_gathered; // stage 3: the pool buffer holding the gathered unit, else NULL
+    void *gather_handle;   // an all-gather in flight into params_gathered
+    int holders;           // zero3_gather calls not yet released
+    void *grads_buffer;    // stage 2/3: the full-size gradient buffer of this micro-step
+} Zero3Unit;
+
+typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1 } Zero3Pass;
+
+typedef struct {
+    int stage;              // 0..3
+    int prefetch_depth;     // units gathered ahead of use (stage 3); 0 = none
+    int align;              // tensor offsets and shard sizes are multiples of this many elements
+    Zero3DType param_type;  // working parameters (what is gathered and computed with)
+    Zero3DType grad_type;   // gradients (what is reduced)
+} Zero3Config;
+
+typedef struct {
+    void *ptr;
+    size_t capacity;  // bytes
+    size_t used;      // bytes asked for by the current holder, 0 when free
+} Zero3PoolEntry;
+
+typedef struct {
+    // per step (reset by zero3_step_begin); bytes under the ring cost model
+    double comm_bytes;          // everything this rank sent
+    double comm_gather_bytes, comm_reduce_bytes, comm_scalar_bytes;
+    size_t transient_bytes;     // gathered units + full gradient buffers live now
+    size_t transient_peak;      // their maximum this step
+    int gathers, reduces;       // collectives issued this step
+} Zero3Stats;
+
+typedef struct {
+    Zero3Config cfg;
+    const Zero3Backend *be;
+    int rank, world;
+    int nunits;
+    Zero3Unit *units;          // nunits
+    size_t total_numel;        // real parameters in the model
+    size_t total_padded;       // sum of P
+    size_t total_shard;        // sum of S
+    int master_is_params;      // fp32 working params double as the master copy
+    // resident model state (one flat allocation each; NULL where the stage keeps none)
+    void *params_full;         // stages 0-2: sum P, param_type
+    void *params_shard;        // stage 3: sum S, param_type
+    float *master;             // fp32 master when params are not fp32: stage 0 sum P, else sum S
+    float *adam_m, *adam_v;    // stage 0: sum P; else sum S
+    void *grads_full;          // stages 0-1: sum P, grad_type
+    void *grads_shard;         // stages 2-3: sum S, grad_type
+    size_t resident_bytes;     // bytes of the buffers above
+    // the pass schedule, so that zero3_gather knows what to prefetch
+    int *schedule;             // unit ids in the order the current pass gathers them
+    int schedule_len, schedule_pos;
+    int micro, micro_steps;
+    // transient buffers, cached like a caching allocator: allocated on first need, reused after
+    Zero3PoolEntry pool[ZERO3_MAX_POOL];
+    int pool_count;
+    size_t pool_bytes;
+    // reductions in flight, oldest first, and the gradient buffers they still read
+    void *inflight_handle[ZERO3_MAX_INFLIGHT];
+    int inflight_unit[ZERO3_MAX_INFLIGHT];
+    int inflight_count;
+    Zero3Stats stats;
+    double comm_bytes_total;
+} Zero3;
+
+// ---- building the layout -----------------------------------------------------------------------
+void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg);
+// Adds a unit of ntensors tensors; returns its id. Call before zero3_allocate.
+int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *names,
+                   const size_t *numels, const int *decay);
+// Fixes the padding and allocates the resident buffers for the stage.
+void zero3_allocate(Zero3 *z);
+void zero3_free(Zero3 *z);
+
+// ---- parameters: initialization and loading ----------------------------------------------------
+// Each rank fills the master copy of the slice it owns, in unit coordinates [r*S, (r+1)*S):
+// zero3_owned_master(z, u) points at element r*S of unit u (fp32, S elements, zero padding beyond
+// the tensors). After filling every unit, zero3_publish_params spreads the values to where the stage
+// needs them (all-gather for stages 0-2, cast to the working dtype).
+float *zero3_owned_master(Zero3 *z, int u);
+void zero3_publish_params(Zero3 *z);
+size_t zero3_owned_begin(const Zero3 *z, int u);   // r*S
+// The AdamW moments of the owned slice (S elements each), for checkpoints.
+float *zero3_owned_m(Zero3 *z, int u);
+float *zero3_owned_v(Zero3 *z, int u);
+
+// ---- the step -------------------------------------------------------------------------------
+void zero3_step_begin(Zero3 *z);
+void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass);
+void *zero3_gather(Zero3 *z, int u);     // the full unit's working params, ready to compute with
+void zero3_release(Zero3 *z, int u);
+void *zero3_grads(Zero3 *z, int u);      // the full unit's gradient buffer to accumulate (+=) into
+void zero3_reduce_grads(Zero3 *z, int u);
+void zero3_finish_reductions(Zero3 *z);  // waits for every reduction in flight
+double zero3_grad_norm(Zero3 *z);        // global L2 norm of the reduced gradients, same on all ranks
+void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, float grad_scale, int t);
+// After the whole pass, every unit must be released and every reduction finished.
+void zero3_check_idle(const Zero3 *z);
+
+// The reduced gradient slice this rank owns for unit u ([r*S, (r+1)*S) in unit coordinates),
+// valid after zero3_finish_reductions (used by tests to compare against a reference).
+const void *zero3_owned_grads(const Zero3 *z, int u);
+
+// ---- accounting --------------------------------------------------------------------------------
+// Model-state bytes per rank that stage `stage` holds for `nparams` parameters on `world` ranks,
+// in theory (no padding): working params + grads + (master if separate) + m + v.
+double zero3_theory_state_bytes(int stage, double nparams, int world, Zero3DType param_type,
+                                Zero3DType grad_type);
+// Communication per step in theory, bytes this rank sends (ring model), one micro-step.
+double zero3_theory_comm_bytes(int stage, double nparams, int world, Zero3DType param_type,
+                               Zero3DType grad_type);
+size_t zero3_peak_bytes(const Zero3 *z);   // resident + transient peak of this step
