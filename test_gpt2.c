@@ -219,9 +219,11 @@ int main(int argc, char **argv) {
 #else
     int stages[] = {0, 1, 2, 3};
 #endif
+    const char *only = getenv("TEST_STAGES");   // e.g. TEST_STAGES=3 to debug one stage
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
         for (int A = 1; A <= 2; A++) {
             if (d.B % (be.world * A) != 0) continue;   // the batch must split into N*A equal parts
+            if (only && !strchr(only, '0' + stages[i])) continue;
             int prefetch = (stages[i] == 3 && A == 2) ? 2 : 1;
             failures += run_case(&be, &d, model_path, stages[i], A, prefetch, &tol) ? 1 : 0;
             cases++;

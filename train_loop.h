@@ -15,7 +15,15 @@
 //   void   model_free(Model *m);
 //   void   model_describe(char *buf, size_t n);    // device line for the startup report
 //   double model_step_flops_fraction(double flops_per_s);  // MFU (0..1), or <0 when not applicable
+// and optionally (checkpoint.h; defaults for host memory):
+//   TRAIN_COPY_TO_HOST(dst, src, bytes), TRAIN_COPY_TO_DEVICE(dst, src, bytes)
+//                                         copies between the engine's buffers and host memory
+//   TRAIN_EXPORT_VERSION                  model.bin written at the end of a run: 3 fp32 (default), 5 bf16
+//
+// With -o DIR the run writes DIR/log.csv, a sharded checkpoint every -n steps and at the end, and the
+// trained model as DIR/model.bin (llm.c format); -y 1 resumes from DIR/latest (checkpoint.h).
 #pragma once
+#include "checkpoint.h"
 #include "cli.h"
 #include "common.h"
 #include "dataloader.h"
@@ -23,6 +31,10 @@
 #include "tokenizer.h"
 #include "zero3.h"
 #include <sys/stat.h>
+
+#ifndef TRAIN_EXPORT_VERSION
+#define TRAIN_EXPORT_VERSION 3
+#endif
 
 typedef struct {
     TrainArgs args;
@@ -37,13 +49,16 @@ typedef struct {
     Tokenizer tok;
     int have_tok;
     uint64_t sample_rng;
+    int start_step;                   // 0, or the checkpoint's step when resuming
+    char last_ckpt[CKPT_NAME_MAX];    // the newest checkpoint this run wrote or resumed from
 } Trainer;
 
-// LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr down to F*lr over the
-// remaining steps: at s = W the full lr, at the last step (S-1) exactly F*lr.
+// LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr towards F*lr over the
+// remaining S - W steps, as llm.c: progress (s - W) / (S - W) runs from 0 at s = W to (S-W-1)/(S-W)
+// at the last step (so the last step's LR is just above F*lr). Same formula as dev/gpt2_reference.py.
 static float lr_at(const TrainArgs *a, int s) {
     if (s < a->warmup) return a->lr * (float)(s + 1) / (float)a->warmup;
-    int decay_steps = a->steps - 1 - a->warmup;
+    int decay_steps = a->steps - a->warmup;
     if (decay_steps <= 0) return a->lr;
     double progress = (double)(s - a->warmup) / (double)decay_steps;
     double cosine = 0.5 * (1.0 + cos(M_PI * progress));   // 1 -> 0
@@ -54,18 +69,34 @@ static void format_bytes(char *buf, size_t n, double bytes) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
     while (bytes >= 1024.0 && i < 4) { bytes /= 1024.0; i++; }
-    snprintf(buf, n, "%.2f %s", bytes, unit[i]);
+    fmt_path(buf, n, "%.2f %s", bytes, unit[i]);
 }
 
 // ------------------------------------------------------------------------------------------------
 // Setup
 
+// Prints what a long phase is doing (rank 0), so a user watching a big model knows it is not stuck.
+static void progress(const Trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const Trainer *tr, const char *fmt, ...) {
+    if (tr->be->rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+// Lays the model out in the engine and fills each rank's master slices: from the seed, or from an
+// llm.c model file (each rank reads only its slices). When resuming, the checkpoint fills them
+// instead (trainer_resume), so only the shape is taken from -e.
 static void trainer_load_model(Trainer *tr) {
     const TrainArgs *a = &tr->args;
     Zero3 *z = &tr->z;
     if (a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &tr->cfg) == 0) {
         gpt2_register_units(&tr->cfg, z);
         zero3_allocate(z);
+        if (a->resume) return;
+        progress(tr, "init: random GPT-2 %s, seed %llu\n", a->init, a->seed);
         gpt2_init_random(&tr->cfg, z, a->seed);
         return;
     }
@@ -76,8 +107,79 @@ static void trainer_load_model(Trainer *tr) {
     if (gpt2_read_header(f, a->init, &tr->cfg, &elem_bytes, err, sizeof err)) fatal("%s", err);
     gpt2_register_units(&tr->cfg, z);
     zero3_allocate(z);
-    if (gpt2_load_owned(&tr->cfg, z, f, a->init, elem_bytes)) fatal_local("model file %s: read failed", a->init);
+    if (!a->resume) {
+        progress(tr, "init: loading %s (%s, each rank reads its own slices)\n", a->init, elem_bytes == 4 ? "fp32" : "bf16");
+        if (gpt2_load_owned(&tr->cfg, z, f, a->init, elem_bytes)) fatal_local("model file %s: read failed", a->init);
+    }
     fclose(f);
+}
+
+// -y 1: fills every rank's master, m and v from the checkpoint DIR/latest names (resharding when
+// N or the stage changed) and continues its step counter, data position and sampling RNG.
+static void trainer_resume(Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    CkptMeta m;
+    double t0 = now_seconds();
+    progress(tr, "resume: reading the checkpoint %s/latest names\n", a->out_dir);
+    ckpt_load_latest(a->out_dir, &tr->cfg, &tr->z, &m, tr->last_ckpt);
+    if (m.step > a->steps)
+        fatal("flag -x: the checkpoint %s/%s is at step %d, past the %d steps asked for", a->out_dir, tr->last_ckpt, m.step, a->steps);
+    tr->start_step = m.step;
+    tr->sample_rng = m.sample_rng;
+    progress(tr, "resume: %s/%s, step %d, written on N=%d at ZeRO stage %d%s (%.2f s)\n", a->out_dir, tr->last_ckpt,
+             m.step, m.world, m.stage, (m.world != tr->be->world || m.stage != a->stage) ? ", resharded" : "",
+             now_seconds() - t0);
+    // what may legitimately change on resume, said out loud: a different batch moves the data order
+    // (it follows the step index, DESIGN.md), a different schedule changes the LR from here on
+    if (tr->be->rank == 0) {
+        if (m.tokens_per_step != a->tokens_per_step || m.B * m.T != a->B * a->T)
+            fprintf(stderr, "warning: the checkpoint was written with %lld tokens/step (B=%d T=%d), this run uses %lld (B=%d T=%d): "
+                    "the data order follows the step index, so the tokens differ from an uninterrupted run\n",
+                    m.tokens_per_step, m.B, m.T, a->tokens_per_step, a->B, a->T);
+        if (m.total_steps != a->steps || m.warmup != a->warmup || m.lr != a->lr || m.final_frac != a->final_frac ||
+            m.weight_decay != a->weight_decay || m.grad_clip != a->grad_clip)
+            fprintf(stderr, "warning: the checkpoint's schedule (-x %d -u %d -l %g -q %g -c %g -gc %g) differs from this run's "
+                    "(-x %d -u %d -l %g -q %g -c %g -gc %g)\n", m.total_steps, m.warmup, m.lr, m.final_frac, m.weight_decay,
+                    m.grad_clip, a->steps, a->warmup, a->lr, a->final_frac, a->weight_decay, a->grad_clip);
+        if (m.seed != a->seed)
+            fprintf(stderr, "warning: the checkpoint's seed %llu differs from -S %llu (the sampling RNG continues from the checkpoint)\n",
+                    (unsigned long long)m.seed, a->seed);
+    }
+}
+
+// Saves the training state after `step` completed steps (collective).
+static void trainer_checkpoint(Trainer *tr, int step) {
+    const TrainArgs *a = &tr->args;
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    m.step = step;
+    m.world = tr->be->world;
+    m.stage = a->stage;
+    m.align = tr->z.cfg.align;
+    m.cfg = tr->cfg;
+    m.B = a->B; m.T = a->T; m.A = tr->A;
+    m.tokens_per_step = a->tokens_per_step;
+    m.data_window = (long long)step * tr->A * tr->be->world;
+    m.sample_rng = tr->sample_rng;
+    m.seed = a->seed;
+    m.total_steps = a->steps; m.warmup = a->warmup;
+    m.lr = a->lr; m.final_frac = a->final_frac; m.weight_decay = a->weight_decay; m.grad_clip = a->grad_clip;
+    double t0 = now_seconds();
+    ckpt_save(a->out_dir, &m, &tr->z, tr->last_ckpt);
+    char size[32];
+    format_bytes(size, sizeof size, 12.0 * (double)tr->z.total_shard * tr->be->world);
+    progress(tr, "checkpoint: %s/%s written (step %d, %d shard files, %s, %.2f s)\n", a->out_dir, tr->last_ckpt, step,
+             tr->be->world, size, now_seconds() - t0);
+}
+
+// Writes DIR/model.bin, the trained model in llm.c's format (collective).
+static void trainer_export(Trainer *tr) {
+    char path[4096];
+    fmt_path(path, sizeof path, "%s/model.bin", tr->args.out_dir);
+    double t0 = now_seconds();
+    progress(tr, "export: writing %s (llm.c version %d, every rank its own slices)\n", path, TRAIN_EXPORT_VERSION);
+    model_export(path, &tr->cfg, &tr->z, TRAIN_EXPORT_VERSION);
+    progress(tr, "export: done (%.2f s)\n", now_seconds() - t0);
 }
 
 static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
@@ -109,6 +211,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     tr->inputs = xmalloc((size_t)a->B * a->T * sizeof(int));
     tr->targets = xmalloc((size_t)a->B * a->T * sizeof(int));
     tr->sample_rng = a->seed ^ 0x5DEECE66Dull;
+    if (a->resume) trainer_resume(tr);
 }
 
 static void trainer_publish(Trainer *tr) {
@@ -154,16 +257,65 @@ static void trainer_report(Trainer *tr) {
     fflush(stdout);
 }
 
+// -o: creates the output directory and checks that it takes files, before the long setup, so a bad
+// -o fails at once on every rank.
+static void trainer_prepare_out_dir(const Trainer *tr) {
+    const char *dir = tr->args.out_dir;
+    char err[1024] = "";
+    if (dir && strlen(dir) > 3000) set_err(err, sizeof err, "flag -o: the path is longer than 3000 characters");
+    else if (dir && tr->be->rank == 0) {
+        char probe[4200];
+        fmt_path(probe, sizeof probe, "%s/.write_test", dir);
+        FILE *f = NULL;
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            set_err(err, sizeof err, "flag -o: cannot create directory %s (%s)", dir, strerror(errno));
+        else if (!(f = fopen(probe, "wb")))
+            set_err(err, sizeof err, "flag -o: cannot write into %s (%s)", dir, strerror(errno));
+        if (f) { fclose(f); remove(probe); }
+    }
+    agree_or_exit(tr->be, err);
+}
+
+// When resuming, log.csv keeps its header and the rows of the steps before the checkpoint; the rows
+// of steps the resumed run will redo are dropped (the file is rewritten atomically).
+static int log_truncate(const char *path, int keep_below, char *err, size_t errlen) {
+    FILE *in = fopen(path, "rb");
+    if (!in) return 0;   // no log yet: trainer_open_log starts one
+    char tmp[4200];
+    fmt_path(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "wb");
+    if (!out) { fclose(in); set_err(err, errlen, "flag -o: cannot write %s (%s)", tmp, strerror(errno)); return -1; }
+    char line[4096];
+    int first = 1;
+    while (fgets(line, sizeof line, in)) {
+        long long step;
+        char *end;
+        errno = 0;
+        step = strtoll(line, &end, 10);
+        int is_row = (end != line && *end == ',' && errno == 0);
+        if (first || (is_row && step >= 0 && step < keep_below)) fputs(line, out);
+        first = 0;
+    }
+    fclose(in);
+    return commit_file(out, tmp, path, err, errlen);
+}
+
 static void trainer_open_log(Trainer *tr) {
     const char *dir = tr->args.out_dir;
-    if (!dir || tr->be->rank != 0) return;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) fatal("flag -o: cannot create directory %s (%s)", dir, strerror(errno));
-    char path[4096];
-    snprintf(path, sizeof path, "%s/log.csv", dir);
-    tr->log = fopen(path, tr->args.resume ? "a" : "w");
-    if (!tr->log) fatal("flag -o: cannot write %s (%s)", path, strerror(errno));
-    if (!tr->args.resume)
-        fprintf(tr->log, "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes\n");
+    char err[1024] = "";
+    if (dir && tr->be->rank == 0) {
+        char path[4096];
+        fmt_path(path, sizeof path, "%s/log.csv", dir);
+        FILE *existing = tr->args.resume ? fopen(path, "rb") : NULL;
+        int append = existing != NULL;
+        if (existing) fclose(existing);
+        if (append && log_truncate(path, tr->start_step, err, sizeof err) != 0) { /* err says why */ }
+        else if (!(tr->log = fopen(path, append ? "a" : "w")))
+            set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
+        else if (!append)
+            fprintf(tr->log, "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes\n");
+    }
+    agree_or_exit(tr->be, err);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -197,6 +349,11 @@ static void trainer_sample(Trainer *tr) {
         float coin = random_f32(&tr->sample_rng), cdf = 0.0f;
         int next = V - 1;
         for (int i = 0; i < V; i++) { cdf += probs[i]; if (coin < cdf) { next = i; break; } }
+        // every rank must have picked the same token (same weights, same RNG): one scalar says so
+        char err[128] = "";
+        if (tr->be->all_reduce_scalar(tr->be->ctx, next) != (double)next * tr->be->world)
+            set_err(err, sizeof err, "sampling: the ranks picked different tokens (this rank %d)", next);
+        agree_or_exit(tr->be, err);
         if (tr->be->rank == 0) {
             if (tr->have_tok) tokenizer_print(&tr->tok, (uint32_t)next, stdout);
             else printf("%d ", next);
@@ -258,24 +415,37 @@ static int train_main(int argc, char **argv, const Zero3Backend *be) {
     memset(&tr, 0, sizeof tr);
     args_defaults(&tr.args);
     if (args_parse(&tr.args, argc, argv)) { args_usage(argv[0]); return 0; }
+    tr.be = be;
+    trainer_prepare_out_dir(&tr);
     trainer_setup(&tr, be);
     trainer_publish(&tr);
     trainer_report(&tr);
     trainer_open_log(&tr);
     const TrainArgs *a = &tr.args;
     double tokens = (double)a->tokens_per_step, total_ms = 0.0;
-    for (int step = 0; step < a->steps; step++) {
+    // ---- test hook (tests/test_faults.sh): ZERO3_INJECT_NAN_STEP=k makes step k's loss NaN on every
+    // rank, to check that a non-finite loss stops the run with the last checkpoint intact.
+    const char *inject = getenv("ZERO3_INJECT_NAN_STEP");
+    int nan_step = inject ? atoi(inject) : -1;
+    int saved_step = -1;   // the step of the checkpoint this run wrote last
+    for (int step = tr.start_step; step < a->steps; step++) {
         float lr = lr_at(a, step), norm;
         double t0 = now_seconds();
         float loss = trainer_step(&tr, step, lr, &norm);
         double ms = (now_seconds() - t0) * 1000.0;
-        if (!isfinite(loss) || !isfinite(norm))
-            fatal("step %d: loss %g, grad norm %g is not finite; stopping (the last checkpoint is intact)", step, loss, norm);
-        if (step > 0) total_ms += ms;   // the first step warms caches and the buffer pool
+        if (step == nan_step) loss = NAN;   // test hook, see above
+        if (!isfinite(loss) || !isfinite(norm)) {
+            if (tr.last_ckpt[0])
+                fatal("step %d: loss %g, grad norm %g is not finite; stopping. The last good checkpoint, %s/%s, is intact: "
+                      "resume with -y 1 (perhaps with a lower -l)", step, loss, norm, a->out_dir, tr.last_ckpt);
+            fatal("step %d: loss %g, grad norm %g is not finite; stopping (no checkpoint was written: -o DIR -n STEPS "
+                  "keeps one)", step, loss, norm);
+        }
+        if (step > tr.start_step) total_ms += ms;   // the first step warms caches and the buffer pool
         float val = NAN;
         if (a->val_every > 0 && ((step + 1) % a->val_every == 0 || step == a->steps - 1)) val = trainer_validate(&tr);
         if (tr.be->rank == 0) {
-            double avg_ms = step > 0 ? total_ms / step : ms;
+            double avg_ms = step > tr.start_step ? total_ms / (step - tr.start_step) : ms;
             double eta = avg_ms * (a->steps - 1 - step) / 1000.0;
             char sent[32], peak[32];
             format_bytes(sent, sizeof sent, tr.z.stats.comm_bytes);
@@ -296,6 +466,13 @@ static int train_main(int argc, char **argv, const Zero3Backend *be) {
             }
         }
         if (a->sample_every > 0 && ((step + 1) % a->sample_every == 0 || step == a->steps - 1)) trainer_sample(&tr);
+        if (a->ckpt_every > 0 && (step + 1) % a->ckpt_every == 0) { trainer_checkpoint(&tr, step + 1); saved_step = step + 1; }
+    }
+    // the end of a run with -o: a checkpoint of the final state (unless the last step just wrote one)
+    // and the trained model as an llm.c file
+    if (a->out_dir) {
+        if (saved_step != a->steps) trainer_checkpoint(&tr, a->steps);
+        trainer_export(&tr);
     }
     trainer_free(&tr);
     return 0;

@@ -280,6 +280,9 @@ static void build_schedule(Zero3 *z, Zero3Pass pass) {
 }
 
 void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
+    // the previous micro-step's last reductions still read their gradient buffers; the units
+    // start a new accumulation now, so let those finish first
+    zero3_finish_reductions(z);
     z->micro = micro;
     z->micro_steps = micro_steps;
     build_schedule(z, pass);
