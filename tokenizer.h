@@ -1,0 +1,205 @@
+/*
+GPT-2 tokenizer for decoding: token id -> its bytes. Header-only, C and C++ (nvcc) alike.
+
+Reads llm.c's tokenizer file, written by data/tinyshakespeare.py:
+    header: 256 uint32: [0] magic 20240328, [1] version 2, [2] vocab size V, [3] EOT token id
+    then for each token id 0..V-1: one uint8 length L (1..255) and L raw bytes
+A token's bytes are not always whole characters: GPT-2 works on UTF-8 bytes, so one character
+can be split over two tokens. Decoding a sequence is concatenating the bytes of its tokens.
+
+Every check failure returns an error code and a one-line message; the caller decides how to die.
+
+    Tokenizer tok;
+    char err[256];
+    if (tokenizer_init(&tok, "data/tinyshakespeare/gpt2_tokenizer.bin", err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err); exit(1);
+    }
+    size_t len; const char *s = tokenizer_decode(&tok, 464, &len);   // "The", len 3
+    tokenizer_free(&tok);
+*/
+#ifndef TOKENIZER_H
+#define TOKENIZER_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+#define TOKENIZER_MAGIC 20240328
+#define TOKENIZER_VERSION 2
+#define TOKENIZER_HEADER_BYTES (256 * sizeof(uint32_t))
+// GPT-2 has 50,257 tokens; anything beyond a few million is a corrupt header, not a vocabulary.
+#define TOKENIZER_MAX_VOCAB (1u << 22)
+
+typedef struct {
+    uint32_t vocab_size;   // V
+    uint32_t eot_token;    // <|endoftext|>, 50256 for GPT-2
+    char *bytes;           // every token's bytes, each followed by a NUL (so it prints as a string)
+    uint32_t *offsets;     // (V+1,) token i is bytes[offsets[i]] .. bytes[offsets[i+1]-2], then NUL
+} Tokenizer;
+
+// Writes a message into err (when given) and returns -1, so checks read `return tokenizer_fail_(...)`.
+static inline int tokenizer_fail_(char *err, size_t errlen, const char *fmt, ...) {
+    if (err != NULL && errlen > 0) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(err, errlen, fmt, args);
+        va_end(args);
+    }
+    return -1;
+}
+
+static inline void tokenizer_free(Tokenizer *t) {
+    free(t->bytes);
+    free(t->offsets);
+    memset(t, 0, sizeof(*t));
+}
+
+// Reads the whole file at path into a malloc'd buffer. Returns 0 and sets *out, *size; else -1.
+static inline int tokenizer_slurp_(const char *path, unsigned char **out, size_t *size,
+                                   char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        return tokenizer_fail_(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return tokenizer_fail_(err, errlen, "%s: not a regular file", path);
+    }
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return tokenizer_fail_(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
+    }
+    size_t n = (size_t)st.st_size;
+    unsigned char *buf = (unsigned char *)malloc(n > 0 ? n : 1);
+    if (buf == NULL) {
+        fclose(f);
+        return tokenizer_fail_(err, errlen, "%s: out of memory reading %zu bytes", path, n);
+    }
+    size_t got = fread(buf, 1, n, f);
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        return tokenizer_fail_(err, errlen, "%s: read %zu of %zu bytes", path, got, n);
+    }
+    *out = buf;
+    *size = n;
+    return 0;
+}
+
+// Loads and validates the tokenizer file. Returns 0 on success; on failure returns -1, writes a
+// one-line message naming the file into err, and leaves t zeroed (tokenizer_free is still safe).
+static inline int tokenizer_init(Tokenizer *t, const char *path, char *err, size_t errlen) {
+    memset(t, 0, sizeof(*t));
+    unsigned char *file = NULL;
+    size_t size = 0;
+    if (tokenizer_slurp_(path, &file, &size, err, errlen) != 0) { return -1; }
+
+    int rc = 0;
+    uint32_t header[256];
+    if (size < TOKENIZER_HEADER_BYTES) {
+        rc = tokenizer_fail_(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
+                             path, size, (size_t)TOKENIZER_HEADER_BYTES);
+        goto done;
+    }
+    memcpy(header, file, TOKENIZER_HEADER_BYTES);  // the file is little-endian, as is the host
+    if (header[0] != TOKENIZER_MAGIC) {
+        rc = tokenizer_fail_(err, errlen, "%s: bad magic %u (want %u): not a tokenizer file",
+                             path, header[0], TOKENIZER_MAGIC);
+        goto done;
+    }
+    if (header[1] != TOKENIZER_VERSION) {
+        rc = tokenizer_fail_(err, errlen, "%s: version %u, want %u (regenerate with data/tinyshakespeare.py)",
+                             path, header[1], TOKENIZER_VERSION);
+        goto done;
+    }
+    t->vocab_size = header[2];
+    t->eot_token = header[3];
+    if (t->vocab_size == 0 || t->vocab_size > TOKENIZER_MAX_VOCAB) {
+        rc = tokenizer_fail_(err, errlen, "%s: vocab size %u outside 1..%u", path, t->vocab_size,
+                             TOKENIZER_MAX_VOCAB);
+        goto done;
+    }
+    if (t->eot_token >= t->vocab_size) {
+        rc = tokenizer_fail_(err, errlen, "%s: EOT token %u is not below the vocab size %u",
+                             path, t->eot_token, t->vocab_size);
+        goto done;
+    }
+
+    {
+        // Walk the (length, bytes) records once to check each fits, then copy them out NUL-terminated.
+        // Each record costs 1 + L file bytes and L + 1 table bytes, so the table is body-sized.
+        const unsigned char *body = file + TOKENIZER_HEADER_BYTES;
+        size_t body_size = size - TOKENIZER_HEADER_BYTES;
+        t->offsets = (uint32_t *)malloc(((size_t)t->vocab_size + 1) * sizeof(uint32_t));
+        t->bytes = (char *)malloc(body_size > 0 ? body_size : 1);
+        if (t->offsets == NULL || t->bytes == NULL) {
+            rc = tokenizer_fail_(err, errlen, "%s: out of memory for %u tokens", path, t->vocab_size);
+            goto done;
+        }
+        size_t pos = 0;  // read position in body; also the write position in t->bytes
+        for (uint32_t id = 0; id < t->vocab_size; id++) {
+            if (pos >= body_size) {
+                rc = tokenizer_fail_(err, errlen, "%s: file ends at token %u of %u (truncated)",
+                                     path, id, t->vocab_size);
+                goto done;
+            }
+            size_t len = body[pos];
+            if (len == 0) {
+                rc = tokenizer_fail_(err, errlen, "%s: token %u has length 0", path, id);
+                goto done;
+            }
+            if (pos + 1 + len > body_size) {
+                rc = tokenizer_fail_(err, errlen, "%s: token %u (%zu bytes) runs past the end of the file (truncated)",
+                                     path, id, len);
+                goto done;
+            }
+            t->offsets[id] = (uint32_t)pos;
+            memcpy(t->bytes + pos, body + pos + 1, len);
+            t->bytes[pos + len] = '\0';
+            pos += 1 + len;
+        }
+        t->offsets[t->vocab_size] = (uint32_t)pos;
+        if (pos != body_size) {
+            rc = tokenizer_fail_(err, errlen, "%s: %zu bytes of trailing garbage after the last token",
+                                 path, body_size - pos);
+            goto done;
+        }
+    }
+
+done:
+    free(file);
+    if (rc != 0) { tokenizer_free(t); }
+    return rc;
+}
+
+// Returns the bytes of token id (NUL-terminated, but may also contain NULs: use *len), and sets
+// *len (when given) to their count. Returns NULL, *len 0, for an id outside the vocabulary.
+static inline const char *tokenizer_decode(const Tokenizer *t, uint32_t id, size_t *len) {
+    if (id >= t->vocab_size) {
+        if (len != NULL) { *len = 0; }
+        return NULL;
+    }
+    size_t start = t->offsets[id];
+    if (len != NULL) { *len = t->offsets[id + 1] - start - 1; }
+    return t->bytes + start;
+}
+
+// Writes token id to f for a human to read: like llm.c's safe_printf, a token that is a single
+// non-printing byte (a control character other than newline and tab) is dropped so it cannot
+// garble the terminal. Bytes of multi-byte characters are written as they are.
+static inline void tokenizer_print(const Tokenizer *t, uint32_t id, FILE *f) {
+    size_t len;
+    const char *s = tokenizer_decode(t, id, &len);
+    if (s == NULL) { return; }
+    if (len == 1) {
+        unsigned char c = (unsigned char)s[0];
+        int printable = (c >= 32 && c != 127) || c == '\n' || c == '\t';
+        if (!printable) { return; }
+    }
+    fwrite(s, 1, len, f);
+}
+
+#endif // TOKENIZER_H
