@@ -432,6 +432,9 @@ static int train_main(int argc, char **argv, const Zero3Backend *be) {
         float lr = lr_at(a, step), norm;
         double t0 = now_seconds();
         float loss = trainer_step(&tr, step, lr, &norm);
+        // the step's own traffic and peak, before validation or sampling add their gathers
+        double step_comm = tr.z.stats.comm_bytes;
+        size_t step_peak = zero3_peak_bytes(&tr.z);
         double ms = (now_seconds() - t0) * 1000.0;
         if (step == nan_step) loss = NAN;   // test hook, see above
         if (!isfinite(loss) || !isfinite(norm)) {
@@ -448,8 +451,8 @@ static int train_main(int argc, char **argv, const Zero3Backend *be) {
             double avg_ms = step > tr.start_step ? total_ms / (step - tr.start_step) : ms;
             double eta = avg_ms * (a->steps - 1 - step) / 1000.0;
             char sent[32], peak[32];
-            format_bytes(sent, sizeof sent, tr.z.stats.comm_bytes);
-            format_bytes(peak, sizeof peak, (double)zero3_peak_bytes(&tr.z));
+            format_bytes(sent, sizeof sent, step_comm);
+            format_bytes(peak, sizeof peak, (double)step_peak);
             double mfu = model_step_flops_fraction(6.0 * (double)tr.z.total_numel * tokens / (ms / 1000.0) / tr.be->world);
             printf("step %*d/%d | loss %.6f", (int)log10(a->steps) + 1, step + 1, a->steps, loss);
             if (!isnan(val)) printf(" | val %.6f", val);
@@ -461,7 +464,7 @@ static int train_main(int argc, char **argv, const Zero3Backend *be) {
                 fprintf(tr.log, "%d,%.9g,", step, loss);
                 if (!isnan(val)) fprintf(tr.log, "%.9g", val);
                 fprintf(tr.log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%zu\n", lr, norm, ms, tokens / (ms / 1000.0),
-                        tr.z.stats.comm_bytes, tr.z.resident_bytes, zero3_peak_bytes(&tr.z));
+                        step_comm, tr.z.resident_bytes, step_peak);
                 fflush(tr.log);
             }
         }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# CPU benchmark: ms/step and tokens/s for one fixed config at 1 and 2 ranks and every ZeRO stage.
+#   scripts/bench_cpu.sh [-e MODEL] [-b B] [-t T] [-x STEPS]
+# The same total work per step at every N (B per rank = B/N), so the figures compare directly.
+# Each run's first step (buffer pool and cache warm-up) is left out of the average.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=d2c128h2t64; B=8; T=64; STEPS=8
+while getopts "e:b:t:x:" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;; t) T=$OPTARG;; x) STEPS=$OPTARG;;
+  *) echo "usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS]" >&2; exit 2;; esac; done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+make -s train_gpt2_zero3 >/dev/null
+CORES=$(nproc)
+out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+printf "%-6s %-6s %10s %12s %14s %14s\n" ranks stage ms/step tokens/s comm/step peak/rank
+for n in 1 2; do
+  for z in 0 1 2 3; do
+    threads=$(( CORES / n )); [ $threads -ge 1 ] || threads=1
+    cmd=(./train_gpt2_zero3 -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -v 0 -o "$out/r$n$z")
+    if [ "$n" -gt 1 ]; then cmd=(mpirun --oversubscribe --bind-to none -np "$n" "${cmd[@]}"); fi
+    OMP_NUM_THREADS=$threads "${cmd[@]}" >/dev/null
+    awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) 'NR>2 { ms += $6; c++; comm = $8; peak = $10 }
+      END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, peak/1048576 }' "$out/r$n$z/log.csv"
+  done
+done
