@@ -61,11 +61,79 @@ data:
 	/usr/bin/env python3 data/tinyshakespeare.py $(DATA_ARGS) || /usr/bin/python3 data/tinyshakespeare.py $(DATA_ARGS)
 
 # the PyTorch reference model and activation dump the tests compare against
-dumps: dev/ref/tiny.dump
+# tiny: L=3 C=72 NH=3 with GPT-2's vocabulary; small: the same with V=1024 (ids taken mod 1024), for
+# the multi-rank tests, where the 50257-row LM head would dominate the run time.
+dumps: dev/ref/tiny.dump dev/ref/small.dump
 dev/ref/tiny.dump: dev/gpt2_reference.py data/tinyshakespeare/tiny_shakespeare_val.bin
 	$(PYTHON) dev/gpt2_reference.py --preset tiny
+dev/ref/small.dump: dev/gpt2_reference.py dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin
+	@mkdir -p dev/ref
+	$(PYTHON) dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin dev/ref/val_v1024.bin 1024
+	$(PYTHON) dev/gpt2_reference.py --L 3 --C 72 --NH 3 --V 1024 --maxT 64 --B 12 --T 32 --seed 1337 \
+		--tokens dev/ref/val_v1024.bin --model-out dev/ref/small_model.bin --dump-out dev/ref/small.dump
 
 # ---------------------------------------------------------------- GPU (BEGIN GPU SECTION)
+# The GPU trainer and its test, built with nvcc into the repository root:
+#   make train_gpt2_zero3cu test_gpt2cu [PRECISION=BF16|FP32] [DDP=1] [USE_MPI=0] [GPU_COMPUTE_CAPABILITY=90]
+#   make cuda_kernels      build and run every kernel check in dev/cuda (needs a GPU)
+#   make gpu_check         scripts/gpu_check.sh: the whole GPU check (DESIGN.md section 5)
+# NCCL: the CUDA toolkit's by default; NCCL_HOME=DIR for another one, e.g. the nvidia/nccl folder of
+# PyTorch's wheels (DIR/include/nccl.h, DIR/lib/libnccl.so or libnccl.so.2; linked with an rpath).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xptxas --warn-on-spills -Xcompiler -fopenmp \
+              -Xcompiler -Wall -Xcompiler -Wno-unused-function -Xcompiler -Wno-unused-parameter
+NVCC_ARCH = -arch=sm_$(GPU_COMPUTE_CAPABILITY)
+ifeq ($(PRECISION),FP32)
+NVCC_DEFS = -DENABLE_FP32
+else ifeq ($(PRECISION),BF16)
+NVCC_DEFS = -DENABLE_BF16
+else
+$(error PRECISION must be BF16 or FP32, got '$(PRECISION)')
+endif
+ifeq ($(DDP),1)
+NVCC_DEFS += -DZERO3_DDP_ONLY
+endif
+ifeq ($(USE_MPI),1)
+NVCC_DEFS += -DUSE_MPI
+GPU_MPI_FLAGS = $(shell mpicc --showme:compile 2>/dev/null) $(shell mpicc --showme:link 2>/dev/null || echo -lmpi)
+endif
+NCCL_HOME ?=
+ifneq ($(NCCL_HOME),)
+NCCL_FLAGS = -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib \
+             $(if $(wildcard $(NCCL_HOME)/lib/libnccl.so),-lnccl,-l:libnccl.so.2)
+else
+NCCL_FLAGS = -lnccl
+endif
+GPU_LIBS = -lcublasLt -lcublas -lgomp
+GPU_SOURCES = $(wildcard gpu/*.cuh) gpu/host.h $(HOST_HEADERS)
+# The shared host code is C (C++ rejects it), so the train loop and the test's checks are compiled
+# as C (gpu/train_host.c, gpu/test_host.c) and linked with the CUDA half; so is the engine.
+GPU_OBJDIR = build/gpu_$(PRECISION)_ddp$(DDP)
+GPU_HOST_CFLAGS = -O2 -std=gnu11 -Wall -Wno-unused-function -Wno-unused-parameter $(NVCC_DEFS)
+
+$(GPU_OBJDIR)/zero3.o: zero3.c zero3.h
+	@mkdir -p $(GPU_OBJDIR)
+	gcc $(GPU_HOST_CFLAGS) -c zero3.c -o $@
+$(GPU_OBJDIR)/%.o: gpu/%.c gpu/host_glue.h $(GPU_SOURCES)
+	@mkdir -p $(GPU_OBJDIR)
+	gcc $(GPU_HOST_CFLAGS) -c $< -o $@
+
+GPU_TRAIN_OBJS = $(GPU_OBJDIR)/zero3.o $(GPU_OBJDIR)/train_host.o
+train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_TRAIN_OBJS)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_TRAIN_OBJS) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
+
+test_gpt2cu: test_gpt2.cu train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_TRAIN_OBJS) $(GPU_OBJDIR)/test_host.o
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ test_gpt2.cu $(GPU_TRAIN_OBJS) $(GPU_OBJDIR)/test_host.o $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
+
+gpu: train_gpt2_zero3cu test_gpt2cu
+
+cuda_kernels:
+	$(MAKE) -C dev/cuda run GPU_COMPUTE_CAPABILITY=$(GPU_COMPUTE_CAPABILITY)
+
+gpu_check:
+	bash scripts/gpu_check.sh
+
+.PHONY: cuda_kernels gpu_check
 # (END GPU SECTION)
 
 # ---------------------------------------------------------------- operations (checkpoint, export, fuzz)
