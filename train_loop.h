@@ -69,7 +69,7 @@ static void format_bytes(char *buf, size_t n, double bytes) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
     while (bytes >= 1024.0 && i < 4) { bytes /= 1024.0; i++; }
-    fmt_path(buf, n, "%.2f %s", bytes, unit[i]);
+    snprintf(buf, n, "%.2f %s", bytes, unit[i]);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -257,8 +257,21 @@ static void trainer_report(Trainer *tr) {
     fflush(stdout);
 }
 
-// -o: creates the output directory and checks that it takes files, before the long setup, so a bad
-// -o fails at once on every rank.
+// mkdir -p: creates dir and any missing parents. 0, or -1 with errno set.
+static int make_dirs(const char *dir) {
+    char path[4096];
+    if (fmt_path(path, sizeof path, "%s", dir) != 0) { errno = ENAMETOOLONG; return -1; }
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return (mkdir(path, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
+// -o: creates the output directory (and its parents) and checks that it takes files, before the
+// long setup, so a bad -o fails at once on every rank.
 static void trainer_prepare_out_dir(const Trainer *tr) {
     const char *dir = tr->args.out_dir;
     char err[1024] = "";
@@ -267,11 +280,15 @@ static void trainer_prepare_out_dir(const Trainer *tr) {
         char probe[4200];
         fmt_path(probe, sizeof probe, "%s/.write_test", dir);
         FILE *f = NULL;
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        if (make_dirs(dir) != 0)
             set_err(err, sizeof err, "flag -o: cannot create directory %s (%s)", dir, strerror(errno));
         else if (!(f = fopen(probe, "wb")))
             set_err(err, sizeof err, "flag -o: cannot write into %s (%s)", dir, strerror(errno));
         if (f) { fclose(f); remove(probe); }
+        char name[CKPT_NAME_MAX], ignored[256];
+        if (!err[0] && !tr->args.resume && ckpt_read_latest(dir, name, ignored, sizeof ignored) == 0)
+            fprintf(stderr, "warning: %s already holds checkpoints (latest: %s); this run starts afresh and its "
+                    "checkpoints replace them (-y 1 resumes instead)\n", dir, name);
     }
     agree_or_exit(tr->be, err);
 }

@@ -2,7 +2,7 @@
 # Installs the Debian packages this project needs: MPI, Python with torch/numpy/regex/matplotlib.
 # Idempotent (does nothing when all are present), quiet, and loud on failure.
 set -euo pipefail
-pkgs=(build-essential openmpi-bin libopenmpi-dev python3-torch python3-numpy python3-regex python3-matplotlib libopenblas0-pthread nodejs npm)
+pkgs=(build-essential openmpi-bin libopenmpi-dev python3-torch python3-numpy python3-regex python3-matplotlib libopenblas0-pthread clang-14 libclang-rt-14-dev nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# DDP vs ZeRO-3 on the CPU trainer: builds the DDP binary (make ddp -> build/ddp/train_gpt2_zero3,
+# fixed at stage 0) and the ZeRO binary, trains both with mpirun -np N on tinyshakespeare from the
+# same init and data, and plots the two loss curves, the per-rank memory and the bytes sent per step
+# (dev/plot_compare.py). Prints the largest loss difference and the memory / communication numbers.
+#
+#   scripts/compare_ddp_zero3.sh [-n N] [-x STEPS] [-e MODEL] [-o DIR] [-p PNG] [-- TRAINER FLAGS...]
+#     -n N       ranks                                  default 4
+#     -x STEPS   training steps                         default 100
+#     -e MODEL   model: a descriptor or an llm.c file   default d2c64h2t64
+#     -o DIR     output: DIR/{ddp,zero3}/log.csv, the PNG   default build/compare_ddp_zero3
+#     -p PNG     where the plot goes                    default DIR/compare_ddp_zero3.png
+#   Flags after -- go to both trainers (e.g. -- -b 8 -t 32).
+#
+# The README's plot is dev/compare_ddp_zero3.png:
+#   scripts/compare_ddp_zero3.sh -n 4 -x 150 -p dev/compare_ddp_zero3.png
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+N=4; STEPS=100; MODEL=d2c64h2t64; OUT=build/compare_ddp_zero3; PNG=
+while getopts "n:x:e:o:p:h" opt; do
+  case $opt in
+    n) N=$OPTARG ;; x) STEPS=$OPTARG ;; e) MODEL=$OPTARG ;; o) OUT=$OPTARG ;; p) PNG=$OPTARG ;;
+    h) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = "--" ] && shift
+case $N in ''|*[!0-9]*) echo "compare_ddp_zero3.sh: -n must be a positive integer, got '$N'" >&2; exit 2 ;; esac
+case $STEPS in ''|*[!0-9]*) echo "compare_ddp_zero3.sh: -x must be a positive integer, got '$STEPS'" >&2; exit 2 ;; esac
+[ "$N" -ge 1 ] && [ "$STEPS" -ge 1 ] || { echo "compare_ddp_zero3.sh: -n and -x must be >= 1" >&2; exit 2; }
+PNG=${PNG:-$OUT/compare_ddp_zero3.png}
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# one OpenMP thread per rank when the ranks already cover the cores
+cores=$(nproc)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / N > 0 ? cores / N : 1 ))}
+
+echo "== building the DDP and ZeRO binaries"
+make -s train_gpt2_zero3 ddp
+mkdir -p "$OUT"
+# the same model, data, init (-S) and schedule for both; only the stage differs
+FLAGS=(-e "$MODEL" -b 4 -t 64 -x "$STEPS" -l 1e-3 -u 10 -q 0.1 -c 0.1 -v 25 -m 4 -S 1337 "$@")
+run() {   # run NAME BINARY STAGE
+  echo "== $1: mpirun -np $N $2 -z $3 ${FLAGS[*]} -o $OUT/$1"
+  rm -rf "${OUT:?}/$1"
+  mpirun -np "$N" "$2" "${FLAGS[@]}" -z "$3" -o "$OUT/$1" >"$OUT/$1.out" 2>&1 || { tail -20 "$OUT/$1.out"; exit 1; }
+  grep -E '^step' "$OUT/$1.out" | sed -n '1p;$p'
+}
+t0=$(date +%s)
+run ddp build/ddp/train_gpt2_zero3 0
+run zero3 ./train_gpt2_zero3 3
+echo "== both runs took $(( $(date +%s) - t0 )) s; plotting"
+$PY dev/plot_compare.py --ddp "$OUT/ddp/log.csv" --zero3 "$OUT/zero3/log.csv" --out "$PNG" \
+  --title "$MODEL, $N ranks, $STEPS steps"
