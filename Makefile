@@ -104,7 +104,9 @@ NCCL_FLAGS = -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HO
 else
 NCCL_FLAGS = -lnccl
 endif
-GPU_LIBS = -lcublasLt -lcublas -lgomp
+# the toolkit's libraries by rpath too: a machine whose loader does not know /usr/local/cuda/lib64
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+GPU_LIBS = -lcublasLt -lcublas -lgomp -Xlinker -rpath=$(CUDA_HOME)/lib64
 GPU_SOURCES = $(wildcard gpu/*.cuh) gpu/host.h $(HOST_HEADERS)
 # The shared host code is C (C++ rejects it), so the train loop and the test's checks are compiled
 # as C (gpu/train_host.c, gpu/test_host.c) and linked with the CUDA half; so is the engine.

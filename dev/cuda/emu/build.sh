@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds a CUDA source of this project for the CPU emulator (see README.md here).
+#   dev/cuda/emu/build.sh [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...]
+# SRC.cu is a path from the repository root (e.g. dev/cuda/layernorm.cu or test_gpt2.cu). The
+# repository's CUDA and C sources are copied to a staging tree with the <<<>>> launches rewritten,
+# then compiled with g++ against the emulator's headers; extra .c files are compiled with gcc.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+asan=()
+if [ "${1:-}" = "--asan" ]; then asan=(-fsanitize=address -fno-omit-frame-pointer); shift; fi
+[ $# -ge 2 ] || { echo "usage: $0 [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...]" >&2; exit 2; }
+out="$1"; src="$2"; shift 2
+defs=(); extra_c=()
+for a in "$@"; do
+  case "$a" in
+    -D*|-U*) defs+=("$a") ;;
+    *.c) extra_c+=("$a") ;;
+    *) echo "build.sh: unexpected argument $a" >&2; exit 2 ;;
+  esac
+done
+stage="$(mktemp -d "${TMPDIR:-/tmp}/cuda_emu.XXXXXX")"
+trap 'rm -rf "$stage"' EXIT
+# the staging tree mirrors the repository so relative includes keep working
+(cd "$root" && find . -maxdepth 1 -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print;
+ find gpu dev/cuda -maxdepth 1 -type f \( -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print 2>/dev/null) |
+while read -r f; do
+  mkdir -p "$stage/$(dirname "$f")"
+  case "$f" in
+    *.cu|*.cuh) python3 "$here/cu2cpp.py" "$root/$f" "$stage/$f" ;;
+    *) cp "$root/$f" "$stage/$f" ;;
+  esac
+done
+objs=()
+for c in "${extra_c[@]}"; do
+  o="$stage/$(basename "$c" .c).o"
+  gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" -I"$root" -c "$root/$c" -o "$o"
+  objs+=("$o")
+done
+mkdir -p "$(dirname "$out")"
+g++ -std=c++17 -O2 -g -fno-strict-aliasing -fopenmp -x c++ "${asan[@]}" "${defs[@]}" -I"$here/include" -I"$stage" \
+    -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-variable -Wno-maybe-uninitialized \
+    "$stage/$src" -x none "${objs[@]}" -o "$out" -lm

@@ -1,0 +1,391 @@
+// gpu/backend_nccl.cuh: the ZeRO engine's backend on GPUs (zero3.h's Zero3Backend): device memory,
+// NCCL collectives on their own stream, and the shard math as CUDA kernels.
+//
+// Two streams:
+//   compute  every kernel, memset and the optimizer;
+//   comm     every collective (higher priority, so a gather is not starved by a long backward).
+// Every dependency between them is an event:
+//   - a collective waits for the compute work queued before it (it reads what that work wrote, or
+//     writes into a pool buffer that work was still using): recorded in collective_begin;
+//   - a handle is an event recorded on comm after the collective; zero3's wait() makes the compute
+//     stream wait for it, so later kernels see the result. The host never blocks on a collective,
+//     except all_reduce_scalar, which returns a number.
+// So the engine's prefetch (gather l+1 issued before block l computes) and early reduce-scatter
+// (issued right after block l's backward) overlap with compute, and the engine's transient pool is
+// reused safely: a buffer goes back to the pool only after its collective's handle was waited on,
+// which orders its next use on the compute stream after the collective.
+//
+// Launch: with MPI (USE_MPI), ranks come from MPI and NCCL's unique id is broadcast over it.
+// Without MPI, scripts/launch.sh starts the processes with RANK, WORLD_SIZE, LOCAL_RANK and
+// ZERO3_RENDEZVOUS, a file through which rank 0 hands the id to the others. Rank r uses device
+// LOCAL_RANK % (number of devices). One rank needs no NCCL at all: its collectives are copies.
+#pragma once
+#include <nccl.h>
+#include <nvtx3/nvToolsExt.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+#include "host.h"  // common.h, zero3.h (with C linkage)
+#include "common.cuh"
+#include "kernels.cuh"
+
+#define GPU_MAX_HANDLES 64
+
+typedef struct {
+    int rank, world, local_rank, device;
+    ncclComm_t comm;            // NULL on one rank
+    cudaStream_t compute, comm_stream;
+    cudaEvent_t compute_ready;  // re-recorded before every collective (a wait copies its state)
+    cudaEvent_t handle_event[GPU_MAX_HANDLES];
+    int handle_busy[GPU_MAX_HANDLES];
+    float* sumsq_scratch;       // device: SUMSQ_BLOCKS partials + the result
+    float* sumsq_host;          // pinned
+    double* scalar_device;      // all_reduce_scalar's buffer
+    double* scalar_host;        // pinned
+} GpuBackend;
+
+static GpuBackend g_gpu;
+
+static void nccl_check_impl(ncclResult_t r, const char* what, const char* file, int line) {
+    if (r != ncclSuccess) fatal_local("NCCL error at %s:%d (%s): %s", file, line, what, ncclGetErrorString(r));
+}
+#define ncclCheck(call) nccl_check_impl((call), #call, __FILE__, __LINE__)
+
+static ncclDataType_t nccl_type(Zero3DType t) { return t == ZERO3_BF16 ? ncclBfloat16 : ncclFloat; }
+
+// ------------------------------------------------------------------------------------------------
+// Memory
+
+static void* gpu_alloc(void* ctx, size_t bytes) {
+    void* p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        fatal_local("out of GPU memory: cannot allocate %.1f MiB (%.1f MiB free of %.1f MiB on device %d)",
+                    bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0, g_gpu.device);
+    }
+    // the engine relies on zeroed memory (padding stays zero). On the compute stream, not the legacy
+    // default stream (which the non-blocking streams do not wait for): every later kernel, and every
+    // collective (collective_begin waits for the compute stream), sees the zeros first.
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, g_gpu.compute));
+    return p;
+}
+static void gpu_free(void* ctx, void* p) {
+    // cudaFree synchronizes the device, so no stream can still be using p
+    cudaCheck(cudaFree(p));
+}
+static void gpu_zero(void* ctx, void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, g_gpu.compute)); }
+
+// ------------------------------------------------------------------------------------------------
+// Collectives
+
+static void collective_begin(const char* name) {
+    nvtxRangePushA(name);
+    // the collective reads what the compute work queued so far wrote (gradients, updated params), or
+    // writes into a pool buffer that work last used: it must start after all of it
+    cudaCheck(cudaEventRecord(g_gpu.compute_ready, g_gpu.compute));
+    cudaCheck(cudaStreamWaitEvent(g_gpu.comm_stream, g_gpu.compute_ready, 0));
+}
+
+// the handle: an event recorded on comm after the collective (slot index + 1, NULL stays "none")
+static void* collective_end(void) {
+    for (int i = 0; i < GPU_MAX_HANDLES; i++) {
+        if (g_gpu.handle_busy[i]) continue;
+        g_gpu.handle_busy[i] = 1;
+        // recorded after the collective: waiting on it means the collective's result is complete
+        cudaCheck(cudaEventRecord(g_gpu.handle_event[i], g_gpu.comm_stream));
+        nvtxRangePop();
+        return (void*)(intptr_t)(i + 1);
+    }
+    fatal_local("too many collectives in flight (%d)", GPU_MAX_HANDLES);
+}
+
+static void* gpu_all_gather_start(void* ctx, const void* shard, void* full, size_t n, Zero3DType t) {
+    collective_begin("all-gather");
+    const size_t bytes = n * zero3_dtype_size(t);
+    if (g_gpu.comm) ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g_gpu.comm, g_gpu.comm_stream));
+    else if (shard != full) cudaCheck(cudaMemcpyAsync(full, shard, bytes, cudaMemcpyDeviceToDevice, g_gpu.comm_stream));
+    return collective_end();
+}
+
+// NCCL's in-place convention is the engine's: shard == full + rank*n
+static void* gpu_reduce_scatter_start(void* ctx, const void* full, void* shard, size_t n, Zero3DType t) {
+    collective_begin("reduce-scatter");
+    const size_t bytes = n * zero3_dtype_size(t);
+    if (g_gpu.comm) ncclCheck(ncclReduceScatter(full, shard, n, nccl_type(t), ncclSum, g_gpu.comm, g_gpu.comm_stream));
+    else if (shard != full) cudaCheck(cudaMemcpyAsync(shard, full, bytes, cudaMemcpyDeviceToDevice, g_gpu.comm_stream));
+    return collective_end();
+}
+
+static void* gpu_all_reduce_start(void* ctx, void* buf, size_t n, Zero3DType t) {
+    collective_begin("all-reduce");
+    if (g_gpu.comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g_gpu.comm, g_gpu.comm_stream));
+    return collective_end();
+}
+
+static void gpu_wait(void* ctx, void* handle) {
+    const int i = (int)(intptr_t)handle - 1;
+    if (i < 0 || i >= GPU_MAX_HANDLES || !g_gpu.handle_busy[i]) fatal_local("wait on a bad collective handle");
+    // later compute work reads (or reuses) the collective's buffers: it must wait for it
+    cudaCheck(cudaStreamWaitEvent(g_gpu.compute, g_gpu.handle_event[i], 0));
+    g_gpu.handle_busy[i] = 0;  // the event may be re-recorded: the wait above has captured it
+}
+
+// A blocking sum of one double over the ranks (norms, losses, agreements).
+static double gpu_all_reduce_scalar(void* ctx, double x) {
+    if (!g_gpu.comm) return x;
+    *g_gpu.scalar_host = x;
+    cudaCheck(cudaMemcpyAsync(g_gpu.scalar_device, g_gpu.scalar_host, sizeof(double), cudaMemcpyHostToDevice,
+                              g_gpu.comm_stream));
+    ncclCheck(ncclAllReduce(g_gpu.scalar_device, g_gpu.scalar_device, 1, ncclDouble, ncclSum, g_gpu.comm,
+                            g_gpu.comm_stream));
+    cudaCheck(cudaMemcpyAsync(g_gpu.scalar_host, g_gpu.scalar_device, sizeof(double), cudaMemcpyDeviceToHost,
+                              g_gpu.comm_stream));
+    cudaCheck(cudaStreamSynchronize(g_gpu.comm_stream));
+    return *g_gpu.scalar_host;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Shard math, on the compute stream
+
+static double gpu_sum_squares(void* ctx, const void* x, size_t n, Zero3DType t) {
+    float* out = g_gpu.sumsq_scratch + SUMSQ_BLOCKS;
+    if (t == ZERO3_BF16) sum_squares<__nv_bfloat16>(out, (const __nv_bfloat16*)x, n, g_gpu.sumsq_scratch, 0, g_gpu.compute);
+    else sum_squares<float>(out, (const float*)x, n, g_gpu.sumsq_scratch, 0, g_gpu.compute);
+    cudaCheck(cudaMemcpyAsync(g_gpu.sumsq_host, out, sizeof(float), cudaMemcpyDeviceToHost, g_gpu.compute));
+    cudaCheck(cudaStreamSynchronize(g_gpu.compute));
+    return (double)*g_gpu.sumsq_host;
+}
+
+static void gpu_add(void* ctx, void* dst, const void* src, size_t n, Zero3DType t) {
+    if (t == ZERO3_BF16) accumulate<__nv_bfloat16, __nv_bfloat16>((__nv_bfloat16*)dst, (const __nv_bfloat16*)src, n, 1.0f, g_gpu.compute);
+    else accumulate<float, float>((float*)dst, (const float*)src, n, 1.0f, g_gpu.compute);
+}
+
+static void gpu_cast_from_f32(void* ctx, void* dst, Zero3DType t, const float* src, size_t n) {
+    if (t == ZERO3_BF16) cast_copy<__nv_bfloat16, float>((__nv_bfloat16*)dst, src, n, g_gpu.compute);
+    else if (dst != src) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, g_gpu.compute));
+}
+
+static void gpu_adamw(void* ctx, float* master, float* m, float* v, const void* grad, Zero3DType gt, void* params,
+                      Zero3DType pt, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      float grad_scale, int t) {
+    // the working params are rewritten from the master unless they are the master (fp32 builds)
+    floatX* out = NULL;
+    if ((void*)params != (void*)master) {
+        if (zero3_dtype_size(pt) != sizeof(floatX)) fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
+        out = (floatX*)params;
+    }
+    if (gt == ZERO3_BF16)
+        adamw_update<__nv_bfloat16>(master, out, (const __nv_bfloat16*)grad, m, v, n, lr, beta1, beta2, t, eps,
+                                    weight_decay, grad_scale, g_gpu.compute);
+    else
+        adamw_update<float>(master, out, (const float*)grad, m, v, n, lr, beta1, beta2, t, eps, weight_decay,
+                            grad_scale, g_gpu.compute);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Start-up: ranks, device, NCCL
+
+// An integer environment variable, or `fallback` when unset; a malformed value is an error.
+static int env_int(const char* name, int fallback) {
+    const char* s = getenv(name);
+    if (!s || !*s) return fallback;
+    char* end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0 || v > (1 << 24)) fatal("environment variable %s='%s' is not a non-negative integer", name, s);
+    return (int)v;
+}
+
+#define RENDEZVOUS_MAGIC "ZERO3-NCCL-ID-1"
+typedef struct {
+    char magic[16];
+    int world;
+    ncclUniqueId id;
+} RendezvousRecord;
+
+// Rank 0 writes the id to `path` atomically (temp file, fsync, rename), so a reader never sees half.
+static void rendezvous_publish(const char* path, const ncclUniqueId* id, int world) {
+    RendezvousRecord rec;
+    memset(&rec, 0, sizeof rec);
+    snprintf(rec.magic, sizeof rec.magic, "%s", RENDEZVOUS_MAGIC);
+    rec.world = world;
+    rec.id = *id;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE* f = fopen(tmp, "wb");
+    if (!f) fatal_local("rendezvous: cannot create %s (%s)", tmp, strerror(errno));
+    int ok = fwrite(&rec, sizeof rec, 1, f) == 1 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    fclose(f);
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        fatal_local("rendezvous: cannot write %s (%s)", path, strerror(errno));
+    }
+}
+
+// The other ranks poll for the file, up to ZERO3_RENDEZVOUS_TIMEOUT seconds (default 120).
+static void rendezvous_read(const char* path, ncclUniqueId* id, int world) {
+    const int timeout = env_int("ZERO3_RENDEZVOUS_TIMEOUT", 120);
+    const double deadline = now_seconds() + timeout;
+    for (;;) {
+        FILE* f = fopen(path, "rb");
+        if (f) {
+            RendezvousRecord rec;
+            size_t got = fread(&rec, 1, sizeof rec, f);
+            fclose(f);
+            if (got != sizeof rec || strncmp(rec.magic, RENDEZVOUS_MAGIC, sizeof rec.magic) != 0)
+                fatal_local("rendezvous: %s is not a NCCL id file written by rank 0 (%zu bytes)", path, got);
+            if (rec.world != world)
+                fatal_local("rendezvous: %s was written for WORLD_SIZE=%d, this rank has %d (a file left by another launch?)",
+                            path, rec.world, world);
+            *id = rec.id;
+            return;
+        }
+        if (now_seconds() > deadline)
+            fatal_local("rendezvous: no NCCL id in %s after %d s: is rank 0 running? (ZERO3_RENDEZVOUS_TIMEOUT sets the wait)",
+                        path, timeout);
+        usleep(20000);
+    }
+}
+
+static void gpu_shutdown(void) {
+    // a collective exit (every rank found the same error): nothing may block on the others
+    if (g_gpu.comm) ncclCommAbort(g_gpu.comm);
+    g_gpu.comm = NULL;
+#ifdef USE_MPI
+    MPI_Finalize();
+#endif
+}
+static void gpu_abort_all(void) {
+    if (g_gpu.comm) ncclCommAbort(g_gpu.comm);
+    g_gpu.comm = NULL;
+#ifdef USE_MPI
+    MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+    exit(1);  // without MPI, scripts/launch.sh ends the other ranks when one fails
+}
+
+// Finds this process's rank, picks its GPU, connects the ranks and fills the backend table.
+static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
+    memset(&g_gpu, 0, sizeof g_gpu);
+#ifdef USE_MPI
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_gpu.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_gpu.world);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &g_gpu.local_rank);
+    MPI_Comm_free(&local);
+#else
+    g_gpu.world = env_int("WORLD_SIZE", 1);
+    g_gpu.rank = env_int("RANK", 0);
+    g_gpu.local_rank = env_int("LOCAL_RANK", g_gpu.rank);
+    if (g_gpu.world < 1 || g_gpu.rank >= g_gpu.world)
+        fatal("environment: RANK=%d must be below WORLD_SIZE=%d", g_gpu.rank, g_gpu.world);
+#endif
+    g_proc.rank = g_gpu.rank;
+    g_proc.world = g_gpu.world;
+    g_proc.shutdown = gpu_shutdown;
+    g_proc.abort_all = gpu_abort_all;
+
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        cudaGetLastError();
+        fatal_local("no CUDA device found (this is the GPU trainer; the CPU one is train_gpt2_zero3)");
+    }
+    g_gpu.device = g_gpu.local_rank % ndev;
+    cudaCheck(cudaSetDevice(g_gpu.device));
+    int least, greatest;
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaCheck(cudaStreamCreateWithPriority(&g_gpu.compute, cudaStreamNonBlocking, least));
+    cudaCheck(cudaStreamCreateWithPriority(&g_gpu.comm_stream, cudaStreamNonBlocking, greatest));
+    cudaCheck(cudaEventCreateWithFlags(&g_gpu.compute_ready, cudaEventDisableTiming));
+    for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventCreateWithFlags(&g_gpu.handle_event[i], cudaEventDisableTiming));
+    cudaCheck(cudaMalloc((void**)&g_gpu.sumsq_scratch, (SUMSQ_BLOCKS + 1) * sizeof(float)));
+    cudaCheck(cudaMallocHost((void**)&g_gpu.sumsq_host, sizeof(float)));
+    cudaCheck(cudaMalloc((void**)&g_gpu.scalar_device, sizeof(double)));
+    cudaCheck(cudaMallocHost((void**)&g_gpu.scalar_host, sizeof(double)));
+
+    // NCCL for N > 1 (ZERO3_FORCE_NCCL=1 uses it on one rank too, to test that path)
+    if (g_gpu.world > 1 || env_int("ZERO3_FORCE_NCCL", 0)) {
+        ncclUniqueId id;
+        if (g_gpu.rank == 0) ncclCheck(ncclGetUniqueId(&id));
+#ifdef USE_MPI
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+#else
+        const char* path = getenv("ZERO3_RENDEZVOUS");
+        if (g_gpu.world > 1 && (!path || !*path))
+            fatal("WORLD_SIZE=%d without MPI needs ZERO3_RENDEZVOUS, a file path every rank can see: start the ranks "
+                  "with scripts/launch.sh -n %d ...", g_gpu.world, g_gpu.world);
+        if (g_gpu.world > 1) {
+            if (g_gpu.rank == 0) rendezvous_publish(path, &id, g_gpu.world);
+            else rendezvous_read(path, &id, g_gpu.world);
+        }
+#endif
+        ncclCheck(ncclCommInitRank(&g_gpu.comm, g_gpu.world, id, g_gpu.rank));
+    }
+
+    memset(be, 0, sizeof(*be));
+    be->ctx = &g_gpu;
+    be->rank = g_gpu.rank;
+    be->world = g_gpu.world;
+    be->alloc = gpu_alloc;
+    be->free = gpu_free;
+    be->zero = gpu_zero;
+    be->all_gather_start = gpu_all_gather_start;
+    be->reduce_scatter_start = gpu_reduce_scatter_start;
+    be->all_reduce_start = gpu_all_reduce_start;
+    be->wait = gpu_wait;
+    be->all_reduce_scalar = gpu_all_reduce_scalar;
+    be->sum_squares = gpu_sum_squares;
+    be->add = gpu_add;
+    be->cast_from_f32 = gpu_cast_from_f32;
+    be->adamw = gpu_adamw;
+}
+
+static void gpu_backend_finish(void) {
+    cudaCheck(cudaDeviceSynchronize());
+    if (g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.comm));
+    g_gpu.comm = NULL;
+    for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g_gpu.handle_event[i]));
+    cudaCheck(cudaEventDestroy(g_gpu.compute_ready));
+    cudaCheck(cudaFree(g_gpu.sumsq_scratch));
+    cudaCheck(cudaFreeHost(g_gpu.sumsq_host));
+    cudaCheck(cudaFree(g_gpu.scalar_device));
+    cudaCheck(cudaFreeHost(g_gpu.scalar_host));
+    cudaCheck(cudaStreamDestroy(g_gpu.compute));
+    cudaCheck(cudaStreamDestroy(g_gpu.comm_stream));
+#ifdef USE_MPI
+    MPI_Finalize();
+#endif
+}
+
+// Copies between engine buffers (device) and host memory, for checkpoint.h and the model file
+// loaders (declared in gpu/host.h). Synchronous: they run at start-up and at checkpoints, after
+// all queued work.
+void gpu_copy_to_host(void* dst, const void* src, size_t bytes) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+void gpu_copy_to_device(void* dst, const void* src, size_t bytes) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    // from pageable memory cudaMemcpy may return before the DMA has landed, and the non-blocking
+    // streams would not wait for it
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+void gpu_to_host_floats(float* out, const void* device, size_t n, Zero3DType t) {
+    if (t == ZERO3_F32) {
+        gpu_copy_to_host(out, device, n * sizeof(float));
+        return;
+    }
+    __nv_bfloat16* tmp = (__nv_bfloat16*)xmalloc(n * sizeof(__nv_bfloat16));
+    gpu_copy_to_host(tmp, device, n * sizeof(__nv_bfloat16));
+    for (size_t i = 0; i < n; i++) out[i] = to_float(tmp[i]);
+    free(tmp);
+}

@@ -1,0 +1,627 @@
+// gpu/kernels.cuh: the GPT-2 kernels other than the matmuls (gpu/matmul.cuh) and attention
+// (gpu/attention.cuh). Same math and layouts as the CPU trainer (llm.c conventions):
+//   activations (B,T,C) row-major; weights (OC,C); tokens int32; logits (B,T,Vp) with V real columns.
+// Every launcher takes the stream it runs on and checks the shape conditions its kernel relies on
+// (vector width, alignment); it never synchronizes.
+//
+// Determinism: no kernel here uses floating-point atomics. Where many threads contribute to one
+// sum (parameter gradients, norms) each contribution goes to a fixed partial slot and a second
+// kernel adds the partials in index order, so two runs on the same input give the same bits.
+#pragma once
+#include <math.h>
+#include "common.cuh"
+
+// one line on stderr and exit: a shape the kernels cannot handle is a programming error upstream
+#define gpu_require(cond, ...)                                                     \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            fprintf(stderr, "gpu kernel precondition failed (%s): ", #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                          \
+            fprintf(stderr, "\n");                                                 \
+            exit(EXIT_FAILURE);                                                    \
+        }                                                                          \
+    } while (0)
+
+// block max, the companion of block_sum in common.cuh (same calling rules)
+__device__ inline float block_max(float x, float* scratch) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int nwarps = blockDim.x / WARP_SIZE;
+    x = warp_max(x);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = x;
+    __syncthreads();
+    float m = -INFINITY;
+    for (int w = 0; w < nwarps; w++) m = fmaxf(m, scratch[w]);
+    return m;
+}
+
+// ================================================================================================
+// Encoder: token + position embedding
+
+// out(B,T,C) = wte(Vp,C)[inp(B,T)] + wpe(maxT,C)[t]. One thread per 16-byte vector of out.
+__global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX* wte, const floatX* wpe,
+                                       int B, int T, int C) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;
+    if (i >= (size_t)B * T * C) return;
+    int bt = (int)(i / C), c = (int)(i % C), t = bt % T;
+    int token = inp[bt];
+    xvec e = load16(wte + (size_t)token * C + c);
+    xvec p = load16(wpe + (size_t)t * C + c);
+    xvec o;
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) o[k] = from_float<floatX>(to_float(e[k]) + to_float(p[k]));
+    store16(out + i, o);
+}
+
+static void encoder_forward(floatX* out, const int* inp, const floatX* wte, const floatX* wpe,
+                            int B, int T, int C, cudaStream_t stream) {
+    gpu_require(C % XVEC_SIZE == 0, "encoder_forward: C=%d not a multiple of %d", C, XVEC_SIZE);
+    const int block = 256;
+    size_t nvec = (size_t)B * T * C / XVEC_SIZE;
+    encoder_forward_kernel<<<(unsigned)CEIL_DIV(nvec, (size_t)block), block, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    cudaCheckLaunch();
+}
+
+// dwpe(T,C) += sum over b of dout(b,t,:). One thread per vector of one position's channels: the sum
+// over b runs in order, so it is deterministic without any partial buffer.
+__global__ void encoder_backward_wpe_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;  // index into (T,C)
+    if (i >= (size_t)T * C) return;
+    float acc[XVEC_SIZE] = {0.0f};
+    for (int b = 0; b < B; b++) {
+        xvec d = load16(dout + (size_t)b * T * C + i);
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) acc[k] += to_float(d[k]);
+    }
+    xvec g = load16(dwpe + i);
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) g[k] = from_float<floatX>(to_float(g[k]) + acc[k]);
+    store16(dwpe + i, g);
+}
+
+// The wte gradient is a scatter-add: row inp[b,t] of dwte gets dout(b,t,:). To make it deterministic
+// without atomics, the host sorts the positions by token first (a counting sort of B*T ints, cheap
+// next to a training step): one "bucket" per distinct token, holding its positions in increasing
+// order. One block row per bucket then owns its dwte row outright and adds in a fixed order.
+//
+// Plan layout (ints, host and device alike): [token of bucket (nb)] [start of bucket (nb+1)] [positions (BT)]
+typedef struct {
+    int* host;     // pinned host copy of the plan
+    int* device;   // device copy, what the kernel reads
+    int* counts;   // host scratch: one counter per vocabulary entry
+    int vocab;     // tokens must lie in [0, vocab)
+    int max_bt;    // capacity in positions
+    int nbuckets;  // buckets of the plan built last
+    int bt;        // positions of the plan built last
+    cudaEvent_t uploaded;  // recorded after the upload: the pinned copy may be rewritten once it fired
+} EncoderPlan;
+
+static void encoder_plan_create(EncoderPlan* plan, int max_bt, int vocab) {
+    plan->vocab = vocab;
+    plan->max_bt = max_bt;
+    plan->nbuckets = 0;
+    plan->bt = 0;
+    size_t ints = 3 * (size_t)max_bt + 1;
+    cudaCheck(cudaMallocHost((void**)&plan->host, ints * sizeof(int)));
+    cudaCheck(cudaMalloc((void**)&plan->device, ints * sizeof(int)));
+    plan->counts = (int*)calloc(vocab, sizeof(int));
+    if (plan->counts == NULL) { fprintf(stderr, "encoder_plan_create: out of host memory\n"); exit(EXIT_FAILURE); }
+    cudaCheck(cudaEventCreateWithFlags(&plan->uploaded, cudaEventDisableTiming));
+    cudaCheck(cudaEventRecord(plan->uploaded, 0));
+}
+
+static void encoder_plan_destroy(EncoderPlan* plan) {
+    cudaCheck(cudaEventSynchronize(plan->uploaded));
+    cudaCheck(cudaFreeHost(plan->host));
+    cudaCheck(cudaFree(plan->device));
+    cudaCheck(cudaEventDestroy(plan->uploaded));
+    free(plan->counts);
+}
+
+// Builds the plan for the host tokens inp[0..bt) and uploads it on `stream`. Waits (host side) only
+// for the previous upload to have left the pinned buffer.
+static void encoder_plan_build(EncoderPlan* plan, const int* inp, int bt, cudaStream_t stream) {
+    gpu_require(bt <= plan->max_bt, "encoder plan: %d positions, capacity %d", bt, plan->max_bt);
+    cudaCheck(cudaEventSynchronize(plan->uploaded));
+    int* counts = plan->counts;
+    for (int p = 0; p < bt; p++) {
+        int tok = inp[p];
+        gpu_require(tok >= 0 && tok < plan->vocab, "encoder plan: token %d at position %d outside [0,%d)",
+                    tok, p, plan->vocab);
+        counts[tok]++;
+    }
+    // buckets in increasing token order; counts[tok] becomes the write cursor of tok's bucket
+    int* bucket_token = plan->host;
+    int nb = 0, offset = 0;
+    for (int tok = 0; tok < plan->vocab; tok++) {
+        if (counts[tok] == 0) continue;
+        bucket_token[nb++] = tok;
+        int n = counts[tok];
+        counts[tok] = offset;
+        offset += n;
+    }
+    int* bucket_start = plan->host + nb;
+    int* positions = bucket_start + nb + 1;
+    for (int b = 0; b < nb; b++) bucket_start[b] = counts[bucket_token[b]];
+    bucket_start[nb] = bt;
+    for (int p = 0; p < bt; p++) positions[counts[inp[p]]++] = p;  // increasing p within a bucket
+    for (int b = 0; b < nb; b++) counts[bucket_token[b]] = 0;      // ready for the next plan
+    plan->nbuckets = nb;
+    plan->bt = bt;
+    cudaCheck(cudaMemcpyAsync(plan->device, plan->host, (2 * (size_t)nb + 1 + bt) * sizeof(int),
+                              cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaEventRecord(plan->uploaded, stream));
+}
+
+// dwte(Vp,C): row bucket_token[blockIdx.x] += sum of dout rows at that bucket's positions.
+// grid (nbuckets, ceil(C/XVEC_SIZE / blockDim.x)); thread = one vector of channels.
+__global__ void encoder_backward_wte_kernel(floatX* dwte, const floatX* dout, const int* plan,
+                                            int nbuckets, int C) {
+    const int bucket = blockIdx.x;
+    const int c = (blockIdx.y * blockDim.x + threadIdx.x) * XVEC_SIZE;
+    if (c >= C) return;
+    const int* bucket_token = plan;
+    const int* bucket_start = plan + nbuckets;
+    const int* positions = plan + 2 * nbuckets + 1;
+    float acc[XVEC_SIZE] = {0.0f};
+    for (int p = bucket_start[bucket]; p < bucket_start[bucket + 1]; p++) {
+        xvec d = load16(dout + (size_t)positions[p] * C + c);
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) acc[k] += to_float(d[k]);
+    }
+    floatX* row = dwte + (size_t)bucket_token[bucket] * C + c;
+    xvec g = load16(row);
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) g[k] = from_float<floatX>(to_float(g[k]) + acc[k]);
+    store16(row, g);
+}
+
+// dwte += scatter of dout by tokens (plan must be built from this batch's tokens); dwpe += sum over b.
+// Either gradient pointer may be NULL to skip it.
+static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const EncoderPlan* plan,
+                             int B, int T, int C, cudaStream_t stream) {
+    gpu_require(C % XVEC_SIZE == 0, "encoder_backward: C=%d not a multiple of %d", C, XVEC_SIZE);
+    if (dwpe != NULL) {
+        const int block = 256;
+        size_t nvec = (size_t)T * C / XVEC_SIZE;
+        encoder_backward_wpe_kernel<<<(unsigned)CEIL_DIV(nvec, (size_t)block), block, 0, stream>>>(dwpe, dout, B, T, C);
+        cudaCheckLaunch();
+    }
+    if (dwte != NULL) {
+        gpu_require(plan->bt == B * T, "encoder_backward: plan holds %d positions, batch has %d", plan->bt, B * T);
+        const int block = 128;
+        dim3 grid(plan->nbuckets, CEIL_DIV(C / XVEC_SIZE, block));
+        encoder_backward_wte_kernel<<<grid, block, 0, stream>>>(dwte, dout, plan->device, plan->nbuckets, C);
+        cudaCheckLaunch();
+    }
+}
+
+// ================================================================================================
+// Layer norm (eps 1e-5, biased variance, fp32 statistics)
+
+// One warp per row: out(N,C) = (x - mean) * rstd * weight + bias; mean(N), rstd(N) kept for backward.
+// The row is read three times (mean, variance, output); the re-reads hit L1.
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp,
+                                         const floatX* weight, const floatX* bias, int N, int C) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= N) return;  // the whole warp leaves together
+    const floatX* x = inp + (size_t)row * C;
+    floatX* y = out + (size_t)row * C;
+
+    float sum = 0.0f;
+    for (int c = lane * XVEC_SIZE; c < C; c += WARP_SIZE * XVEC_SIZE) {
+        xvec v = load16(x + c);
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) sum += to_float(v[k]);
+    }
+    const float m = warp_sum(sum) / C;
+
+    // variance from the centred values: no cancellation, unlike E[x^2] - m^2
+    float var = 0.0f;
+    for (int c = lane * XVEC_SIZE; c < C; c += WARP_SIZE * XVEC_SIZE) {
+        xvec v = load16(x + c);
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            float d = to_float(v[k]) - m;
+            var += d * d;
+        }
+    }
+    const float s = rsqrtf(warp_sum(var) / C + 1e-5f);
+
+    for (int c = lane * XVEC_SIZE; c < C; c += WARP_SIZE * XVEC_SIZE) {
+        xvec v = load16(x + c), w = load16(weight + c), b = load16(bias + c), o;
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++)
+            o[k] = from_float<floatX>((to_float(v[k]) - m) * s * to_float(w[k]) + to_float(b[k]));
+        store16(y + c, o);
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+static void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
+                              const floatX* bias, int N, int C, cudaStream_t stream) {
+    gpu_require(C % XVEC_SIZE == 0, "layernorm_forward: C=%d not a multiple of %d", C, XVEC_SIZE);
+    const int block = 256, rows_per_block = block / WARP_SIZE;
+    layernorm_forward_kernel<<<CEIL_DIV(N, rows_per_block), block, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+    cudaCheckLaunch();
+}
+
+// Layer norm backward, one pass over the rows. With norm = (x - mean) * rstd and dnorm = weight * dout:
+//   dinp   += rstd * (dnorm - mean_c(dnorm) - norm * mean_c(dnorm * norm))
+//   dweight += sum_rows dout * norm,   dbias += sum_rows dout
+// Block `blk` covers rows [blk*rows_per_block, ...); thread i owns channels [i*V, (i+1)*V) for the
+// whole block (V = XVEC_SIZE; threads past C idle but join the reductions). The per-channel sums stay
+// in registers across the block's rows and land in partials(gridDim.x, 2, C); the reduce kernel
+// below adds the partials in block order. blockDim.x = C/V rounded up to a warp multiple.
+__global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
+                                          const floatX* weight, const float* mean, const float* rstd,
+                                          int N, int C, int rows_per_block) {
+    __shared__ float red[2][2][32];  // [row parity][sum_dnorm, sum_dnorm_norm][warp]
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int nwarps = blockDim.x / WARP_SIZE;
+    const int c0 = threadIdx.x * XVEC_SIZE;
+    const bool active = c0 < C;
+
+    float w[XVEC_SIZE], dw[XVEC_SIZE], db[XVEC_SIZE];
+    xvec wv;
+    if (active) wv = load16(weight + c0);
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) {
+        w[k] = active ? to_float(wv[k]) : 0.0f;
+        dw[k] = 0.0f;
+        db[k] = 0.0f;
+    }
+
+    const int row_begin = blockIdx.x * rows_per_block;
+    const int row_end = min(N, row_begin + rows_per_block);
+    for (int row = row_begin; row < row_end; row++) {
+        const float m = mean[row], s = rstd[row];
+        const size_t off = (size_t)row * C + c0;
+        float norm[XVEC_SIZE], dnorm[XVEC_SIZE];
+        float sum_dnorm = 0.0f, sum_dnorm_norm = 0.0f;
+        if (active) {
+            xvec dv = load16(dout + off), xv = load16(inp + off);
+#pragma unroll
+            for (int k = 0; k < XVEC_SIZE; k++) {
+                const float d = to_float(dv[k]);
+                norm[k] = (to_float(xv[k]) - m) * s;
+                dnorm[k] = w[k] * d;
+                sum_dnorm += dnorm[k];
+                sum_dnorm_norm += dnorm[k] * norm[k];
+                db[k] += d;
+                dw[k] += d * norm[k];
+            }
+        }
+        // block-wide sums of the two row statistics. Alternating between two shared slots by row
+        // parity needs only one barrier per row: a thread can only rewrite a slot after passing the
+        // next row's barrier, which every thread reaches only after reading that slot.
+        sum_dnorm = warp_sum(sum_dnorm);
+        sum_dnorm_norm = warp_sum(sum_dnorm_norm);
+        const int parity = row & 1;
+        if (lane == 0) {
+            red[parity][0][warp] = sum_dnorm;
+            red[parity][1][warp] = sum_dnorm_norm;
+        }
+        __syncthreads();
+        float total_dnorm = 0.0f, total_dnorm_norm = 0.0f;
+        for (int i = 0; i < nwarps; i++) {
+            total_dnorm += red[parity][0][i];
+            total_dnorm_norm += red[parity][1][i];
+        }
+        const float mean_dnorm = total_dnorm / C, mean_dnorm_norm = total_dnorm_norm / C;
+        if (active) {
+            xvec g = load16(dinp + off);
+#pragma unroll
+            for (int k = 0; k < XVEC_SIZE; k++)
+                g[k] = from_float<floatX>(to_float(g[k]) + s * (dnorm[k] - mean_dnorm - norm[k] * mean_dnorm_norm));
+            store16(dinp + off, g);
+        }
+    }
+    if (active) {
+        float* pw = partials + (size_t)blockIdx.x * 2 * C + c0;
+        float* pb = pw + C;
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            pw[k] = dw[k];
+            pb[k] = db[k];
+        }
+    }
+}
+
+// dweight[c] += sum over blocks of partials[blk][0][c]; dbias[c] likewise from [blk][1][c].
+__global__ void layernorm_backward_reduce_kernel(floatX* dweight, floatX* dbias, const float* partials,
+                                                 int nblocks, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float sw = 0.0f, sb = 0.0f;
+    for (int blk = 0; blk < nblocks; blk++) {
+        sw += partials[(size_t)blk * 2 * C + c];
+        sb += partials[(size_t)blk * 2 * C + C + c];
+    }
+    dweight[c] = from_float<floatX>(to_float(dweight[c]) + sw);
+    dbias[c] = from_float<floatX>(to_float(dbias[c]) + sb);
+}
+
+// The block count depends only on N, so the partition (and hence the rounding) is the same on
+// every device and every run.
+#define LN_BWD_TARGET_BLOCKS 512
+static inline int layernorm_backward_blocks(int N) {
+    int rows_per_block = CEIL_DIV(N, LN_BWD_TARGET_BLOCKS);
+    return CEIL_DIV(N, rows_per_block);
+}
+// fp32 scratch the backward needs, in floats
+static inline size_t layernorm_backward_scratch_floats(int N, int C) {
+    return (size_t)layernorm_backward_blocks(N) * 2 * C;
+}
+
+// dinp(N,C) += ..., dweight(C) += ..., dbias(C) += ...; scratch: layernorm_backward_scratch_floats(N,C) floats
+static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
+                               const floatX* inp, const floatX* weight, const float* mean, const float* rstd,
+                               int N, int C, cudaStream_t stream) {
+    gpu_require(C % XVEC_SIZE == 0, "layernorm_backward: C=%d not a multiple of %d", C, XVEC_SIZE);
+    gpu_require(C / XVEC_SIZE <= 1024, "layernorm_backward: C=%d too wide for one block", C);
+    const int rows_per_block = CEIL_DIV(N, LN_BWD_TARGET_BLOCKS);
+    const int nblocks = CEIL_DIV(N, rows_per_block);
+    const int block = CEIL_DIV(C / XVEC_SIZE, WARP_SIZE) * WARP_SIZE;
+    layernorm_backward_kernel<<<nblocks, block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd,
+                                                             N, C, rows_per_block);
+    cudaCheckLaunch();
+    layernorm_backward_reduce_kernel<<<CEIL_DIV(C, 256), 256, 0, stream>>>(dweight, dbias, scratch, nblocks, C);
+    cudaCheckLaunch();
+}
+
+// ================================================================================================
+// GELU, tanh approximation (PyTorch's approximate='tanh')
+
+#define GELU_SQRT_2_OVER_PI 0.7978845608028654f
+__device__ inline float gelu_value(float x) {
+    const float u = GELU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+// d gelu / dx
+__device__ inline float gelu_derivative(float x) {
+    const float u = GELU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+    const float th = tanhf(u);
+    const float du_dx = GELU_SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du_dx;
+}
+
+// out(N) = gelu(inp(N))
+__global__ void gelu_forward_kernel(floatX* out, const floatX* inp, size_t N) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;
+    if (i >= N) return;
+    xvec x = load16(inp + i), y;
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) y[k] = from_float<floatX>(gelu_value(to_float(x[k])));
+    store16(out + i, y);
+}
+
+// d(N) *= gelu'(inp(N)): turns the gradient of gelu's output into the gradient of its input, in place
+__global__ void gelu_backward_inplace_kernel(floatX* d, const floatX* inp, size_t N) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;
+    if (i >= N) return;
+    xvec x = load16(inp + i), g = load16(d + i);
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) g[k] = from_float<floatX>(to_float(g[k]) * gelu_derivative(to_float(x[k])));
+    store16(d + i, g);
+}
+
+static void gelu_forward(floatX* out, const floatX* inp, size_t N, cudaStream_t stream) {
+    gpu_require(N % XVEC_SIZE == 0, "gelu_forward: N=%zu not a multiple of %d", N, XVEC_SIZE);
+    const int block = 256;
+    gelu_forward_kernel<<<(unsigned)CEIL_DIV(N / XVEC_SIZE, (size_t)block), block, 0, stream>>>(out, inp, N);
+    cudaCheckLaunch();
+}
+
+static void gelu_backward_inplace(floatX* d, const floatX* inp, size_t N, cudaStream_t stream) {
+    gpu_require(N % XVEC_SIZE == 0, "gelu_backward: N=%zu not a multiple of %d", N, XVEC_SIZE);
+    const int block = 256;
+    gelu_backward_inplace_kernel<<<(unsigned)CEIL_DIV(N / XVEC_SIZE, (size_t)block), block, 0, stream>>>(d, inp, N);
+    cudaCheckLaunch();
+}
+
+// ================================================================================================
+// Residual and elementwise add
+
+// out(N) = a(N) + b(N)
+__global__ void residual_forward_kernel(floatX* out, const floatX* a, const floatX* b, size_t N) {
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;
+    if (i >= N) return;
+    xvec x = load16(a + i), y = load16(b + i), o;
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) o[k] = from_float<floatX>(to_float(x[k]) + to_float(y[k]));
+    store16(out + i, o);
+}
+
+static void residual_forward(floatX* out, const floatX* a, const floatX* b, size_t N, cudaStream_t stream) {
+    gpu_require(N % XVEC_SIZE == 0, "residual_forward: N=%zu not a multiple of %d", N, XVEC_SIZE);
+    const int block = 256;
+    residual_forward_kernel<<<(unsigned)CEIL_DIV(N / XVEC_SIZE, (size_t)block), block, 0, stream>>>(out, a, b, N);
+    cudaCheckLaunch();
+}
+
+// dst(N) += scale * src(N), any storage types, fp32 arithmetic. Scalar (not vector) accesses so that
+// it works on any shard slice, aligned or not.
+template <typename Tdst, typename Tsrc>
+__global__ void accumulate_kernel(Tdst* dst, const Tsrc* src, size_t N, float scale) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = from_float<Tdst>(to_float(dst[i]) + scale * to_float(src[i]));
+}
+
+template <typename Tdst, typename Tsrc>
+static void accumulate(Tdst* dst, const Tsrc* src, size_t N, float scale, cudaStream_t stream) {
+    if (N == 0) return;
+    const int block = 256;
+    unsigned grid = (unsigned)(CEIL_DIV(N, (size_t)block) < 65536 ? CEIL_DIV(N, (size_t)block) : 65536);
+    accumulate_kernel<Tdst, Tsrc><<<grid, block, 0, stream>>>(dst, src, N, scale);
+    cudaCheckLaunch();
+}
+
+// dst(N) += src(N) in the working precision
+static void add_inplace(floatX* dst, const floatX* src, size_t N, cudaStream_t stream) {
+    accumulate<floatX, floatX>(dst, src, N, 1.0f, stream);
+}
+
+// dst(N) = (Tdst) src(N): fp32 <-> floatX casts (bf16 rounds to nearest even)
+template <typename Tdst, typename Tsrc>
+__global__ void cast_kernel(Tdst* dst, const Tsrc* src, size_t N) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = from_float<Tdst>(to_float(src[i]));
+}
+
+template <typename Tdst, typename Tsrc>
+static void cast_copy(Tdst* dst, const Tsrc* src, size_t N, cudaStream_t stream) {
+    if (N == 0) return;
+    const int block = 256;
+    unsigned grid = (unsigned)(CEIL_DIV(N, (size_t)block) < 65536 ? CEIL_DIV(N, (size_t)block) : 65536);
+    cast_kernel<Tdst, Tsrc><<<grid, block, 0, stream>>>(dst, src, N);
+    cudaCheckLaunch();
+}
+
+// ================================================================================================
+// Fused classifier: softmax + cross-entropy + its gradient, in place on the logits
+
+// One block per row of logits(BT, Vp). losses[row] = logsumexp(logits[0..V)) - logits[target].
+// With write_dlogits, the row is overwritten by dloss * (softmax - onehot(target)) on its V real
+// columns and 0 on the padding: the probabilities are never stored.
+__global__ void fused_classifier_kernel(floatX* logits, float* losses, const int* targets, int V, int Vp,
+                                        float dloss, int write_dlogits) {
+    __shared__ float scratch[32];
+    floatX* x = logits + (size_t)blockIdx.x * Vp;
+    const int target = targets[blockIdx.x];
+    // read before the barriers inside block_max/block_sum: after them, other threads overwrite the row
+    const float target_logit = to_float(x[target]);
+
+    // per-thread online max and sum of exp over the thread's columns
+    float m = -INFINITY, sum = 0.0f;
+    for (int j0 = threadIdx.x * XVEC_SIZE; j0 < V; j0 += blockDim.x * XVEC_SIZE) {
+        xvec v = load16(x + j0);
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            if (j0 + k >= V) break;
+            const float z = to_float(v[k]);
+            if (z > m) {
+                sum *= expf(m - z);  // exp(-inf) = 0 on the first element: no NaN
+                m = z;
+            }
+            sum += expf(z - m);
+        }
+    }
+    const float row_max = block_max(m, scratch);
+    // threads that saw no column have sum 0 and m = -inf: skip them instead of computing exp(nan)
+    const float row_sum = block_sum(sum > 0.0f ? sum * expf(m - row_max) : 0.0f, scratch);
+    if (threadIdx.x == 0) losses[blockIdx.x] = logf(row_sum) + row_max - target_logit;
+    if (!write_dlogits) return;
+
+    const float inv_sum = 1.0f / row_sum;
+    for (int j0 = threadIdx.x * XVEC_SIZE; j0 < Vp; j0 += blockDim.x * XVEC_SIZE) {
+        xvec v, g;
+        if (j0 < V) v = load16(x + j0);
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            const int j = j0 + k;
+            float grad = 0.0f;
+            if (j < V) {
+                const float p = expf(to_float(v[k]) - row_max) * inv_sum;
+                grad = (p - (j == target ? 1.0f : 0.0f)) * dloss;
+            }
+            g[k] = from_float<floatX>(grad);
+        }
+        store16(x + j0, g);
+    }
+}
+
+// logits (BT,Vp) in, dlogits out (in place) when write_dlogits; losses (BT) fp32 per token.
+// dloss is d(loss)/d(per-token loss): 1/(number of targets the loss averages over).
+static void fused_classifier(floatX* logits, float* losses, const int* targets, int BT, int V, int Vp,
+                             float dloss, int write_dlogits, cudaStream_t stream) {
+    gpu_require(Vp % XVEC_SIZE == 0 && V <= Vp, "fused_classifier: V=%d Vp=%d", V, Vp);
+    const int block = 1024;
+    fused_classifier_kernel<<<BT, block, 0, stream>>>(logits, losses, targets, V, Vp, dloss, write_dlogits);
+    cudaCheckLaunch();
+}
+
+// ================================================================================================
+// AdamW on a shard
+
+// One element per thread (grid-stride). master: fp32 weights; params: the working copy in floatX,
+// rewritten from master (NULL to skip, e.g. when they are the same fp32 buffer); grads in Tgrad,
+// multiplied by grad_scale (the clipping coefficient) first. bias_correction1/2 = 1 - beta^t.
+// Decoupled decay first, as torch.optim.AdamW (and the CPU backend): p *= 1 - lr * weight_decay,
+// then p -= lr * mhat / (sqrt(vhat) + eps).
+template <typename Tgrad>
+__global__ void adamw_kernel(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
+                             float lr, float beta1, float beta2, float bias_correction1, float bias_correction2,
+                             float eps, float weight_decay, float grad_scale) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float g = grad_scale * to_float(grads[i]);
+        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        const float mhat = mi / bias_correction1, vhat = vi / bias_correction2;
+        const float p = master[i] * (1.0f - lr * weight_decay);
+        const float p_new = p - lr * mhat / (sqrtf(vhat) + eps);
+        master[i] = p_new;
+        if (params != NULL) params[i] = from_float<floatX>(p_new);
+    }
+}
+
+template <typename Tgrad>
+static void adamw_update(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
+                         float lr, float beta1, float beta2, int t, float eps, float weight_decay,
+                         float grad_scale, cudaStream_t stream) {
+    if (n == 0) return;
+    // bias corrections in double on the host: 1 - 0.95^t loses digits in fp32 when t is small
+    const float bc1 = (float)(1.0 - pow((double)beta1, (double)t));
+    const float bc2 = (float)(1.0 - pow((double)beta2, (double)t));
+    const int block = 512;
+    const size_t blocks = CEIL_DIV(n, (size_t)block);
+    unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
+    adamw_kernel<Tgrad><<<grid, block, 0, stream>>>(master, params, grads, m, v, n, lr, beta1, beta2, bc1, bc2,
+                                                    eps, weight_decay, grad_scale);
+    cudaCheckLaunch();
+}
+
+// ================================================================================================
+// Sum of squares, deterministic two-pass reduction (for the global gradient norm)
+
+// A fixed grid (independent of the device) makes the element-to-thread assignment, and so the
+// rounding, the same everywhere.
+#define SUMSQ_BLOCKS 256
+#define SUMSQ_THREADS 512
+
+// partials[blockIdx.x] = sum of x[i]^2 over the grid-stride elements of this block
+template <typename T>
+__global__ void sumsq_partial_kernel(float* partials, const T* x, size_t n) {
+    __shared__ float scratch[32];
+    float acc = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float xi = to_float(x[i]);
+        acc += xi * xi;
+    }
+    const float total = block_sum(acc, scratch);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// out[0] = (accumulate ? out[0] : 0) + sum of partials[0..nparts), in a fixed order. One block.
+__global__ void sumsq_final_kernel(float* out, const float* partials, int nparts, int accumulate) {
+    __shared__ float scratch[32];
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partials[i];
+    const float total = block_sum(acc, scratch);
+    if (threadIdx.x == 0) out[0] = (accumulate ? out[0] : 0.0f) + total;
+}
+
+// out[0] (device, fp32) = [out[0] +] sum x[i]^2. scratch: SUMSQ_BLOCKS floats.
+template <typename T>
+static void sum_squares(float* out, const T* x, size_t n, float* scratch, int accumulate, cudaStream_t stream) {
+    sumsq_partial_kernel<T><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, stream>>>(scratch, x, n);
+    cudaCheckLaunch();
+    sumsq_final_kernel<<<1, SUMSQ_THREADS, 0, stream>>>(out, scratch, SUMSQ_BLOCKS, accumulate);
+    cudaCheckLaunch();
+}

@@ -1,0 +1,235 @@
+// gpu/matmul.cuh: the linear layers, through cuBLASLt, and the bias gradient kernel.
+//
+//   forward:  out(BT,OC) = inp(BT,C) W(OC,C)^T + bias(OC)          [optionally GELU'd, see below]
+//   backward: dinp(BT,C) = dout(BT,OC) W(OC,C)                       [optionally times gelu'(pre)]
+//             dW(OC,C) += dout^T inp,   dbias(OC) += column sums of dout
+//
+// cuBLASLt is column-major; a row-major X (r x c) is a column-major X^T (c x r) with ld = c, so
+// out^T(OC x BT) = W(OC x C) inp^T(C x BT): A = W stored as C x OC and transposed, B = inp as is.
+// fp32 accumulation always (CUBLAS_COMPUTE_32F: in FP32 builds this is true fp32, never TF32).
+//
+// GELU fusion: the MLP's fc layer can compute gelu(x W^T + b) in the GEMM epilogue and store the
+// pre-activation next to it (GELU_AUX_BIAS), and its backward can multiply by gelu'(pre) in the
+// epilogue of dinp (DGELU). cuBLASLt implements the tanh approximation, the one GPT-2 uses. When no
+// algorithm supports the epilogue for a shape/precision, we fall back to the plain GEMM plus our own
+// GELU kernels: same math, one more pass over memory.
+#pragma once
+#include <cublasLt.h>
+#include "common.cuh"
+#include "kernels.cuh"
+#include "attention.cuh"  // cublasCheck, CUBLAS_FLOATX
+
+#define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)
+
+typedef struct {
+    cublasLtHandle_t lt;     // all linear layers
+    cublasHandle_t blas;     // the attention's batched GEMMs
+    void* workspace;         // cuBLASLt workspace, used on one stream at a time
+    size_t workspace_bytes;
+    int gelu_fusion;         // 1: try the GELU epilogues first; 0: always the unfused path
+    long gelu_fallbacks;     // times a GELU epilogue was asked for but no algorithm had it
+} MatmulContext;
+
+static void matmul_init(MatmulContext* ctx) {
+    cublasCheck(cublasLtCreate(&ctx->lt));
+    cublasCheck(cublasCreate(&ctx->blas));
+    // default math: no TF32 in fp32 GEMMs, tensor cores for bf16
+    cublasCheck(cublasSetMathMode(ctx->blas, CUBLAS_DEFAULT_MATH));
+    ctx->workspace_bytes = MATMUL_WORKSPACE_BYTES;
+    cudaCheck(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
+    // FP32 builds exist to match the CPU math tightly: cuBLASLt's epilogue may evaluate tanh its own
+    // way, so they use our GELU kernels unless asked otherwise
+#if defined(ENABLE_FP32)
+    ctx->gelu_fusion = 0;
+#else
+    ctx->gelu_fusion = 1;
+#endif
+    ctx->gelu_fallbacks = 0;
+}
+
+static void matmul_destroy(MatmulContext* ctx) {
+    cudaCheck(cudaFree(ctx->workspace));
+    cublasCheck(cublasLtDestroy(ctx->lt));
+    cublasCheck(cublasDestroy(ctx->blas));
+}
+
+// largest power of two (up to 256) dividing the address: cuBLASLt's heuristic must be told the
+// real alignment of every pointer, or it may pick a kernel that assumes more
+static inline uint32_t pointer_alignment(const void* p) {
+    uint32_t a = 256;
+    while (a > 1 && ((uintptr_t)p % a) != 0) a >>= 1;
+    return a;
+}
+
+typedef enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_DGELU } MatmulEpilogue;
+
+// D(m x n, ldd) = alpha * op(A) op(B) + beta * D, column-major, with an optional epilogue:
+//   EPI_BIAS:     + bias(m)
+//   EPI_GELU_AUX: aux = result (+ bias(m) if bias != NULL), D = gelu(aux); aux has ld = ldd
+//   EPI_DGELU:    D = result * gelu'(aux), aux the saved pre-activation, ld = ldd
+// A is stored k x m (transA) or m x k; B is stored n x k (transB) or k x n.
+// Returns false if cuBLASLt has no algorithm for this combination (the caller falls back).
+static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* bias,
+                      floatX* aux, MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB, int lda,
+                      int ldb, int ldd, float alpha, float beta, cudaStream_t stream) {
+    cublasLtMatmulDesc_t desc;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    if (epi == EPI_BIAS) epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (epi == EPI_GELU_AUX) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    if (epi == EPI_DGELU) epilogue = CUBLASLT_EPILOGUE_DGELU;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias != NULL && (epi == EPI_BIAS || epi == EPI_GELU_AUX)) {
+        // bias element type defaults to D's type: floatX, as ours is
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (epi == EPI_GELU_AUX || epi == EPI_DGELU) {
+        const int64_t aux_ld = ldd;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
+
+    cublasLtMatrixLayout_t layA, layB, layD;
+    cublasCheck(cublasLtMatrixLayoutCreate(&layA, CUBLAS_FLOATX, transA ? k : m, transA ? m : k, lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&layB, CUBLAS_FLOATX, transB ? n : k, transB ? k : n, ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&layD, CUBLAS_FLOATX, m, n, ldd));
+
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ctx->workspace_bytes, sizeof(ctx->workspace_bytes)));
+    const uint32_t alignA = pointer_alignment(A), alignB = pointer_alignment(B), alignD = pointer_alignment(D);
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof(alignA)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof(alignB)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, sizeof(alignD)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof(alignD)));
+
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, layA, layB, layD, layD, pref, 1,
+                                                           &heuristic, &found);
+    bool ok = (status == CUBLAS_STATUS_SUCCESS && found > 0);
+    if (ok) {
+        // C and D are the same buffer: beta = 1 accumulates into it (the weight gradients)
+        cublasCheck(cublasLtMatmul(ctx->lt, desc, &alpha, A, layA, B, layB, &beta, D, layD, D, layD, &heuristic.algo,
+                                   ctx->workspace, ctx->workspace_bytes, stream));
+    }
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(layA));
+    cublasCheck(cublasLtMatrixLayoutDestroy(layB));
+    cublasCheck(cublasLtMatrixLayoutDestroy(layD));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+    return ok;
+}
+
+// a GEMM that must run: no algorithm is a fatal configuration error
+static void matmul_lt_required(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* bias,
+                               MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB, int lda, int ldb,
+                               int ldd, float beta, cudaStream_t stream) {
+    if (!matmul_lt(ctx, D, A, B, bias, NULL, epi, m, n, k, transA, transB, lda, ldb, ldd, 1.0f, beta, stream)) {
+        fprintf(stderr, "cuBLASLt: no algorithm for a %dx%dx%d GEMM (%s, transA=%d transB=%d)\n", m, n, k,
+                PRECISION_NAME, (int)transA, (int)transB);
+        exit(EXIT_FAILURE);
+    }
+}
+
+// out(BT,OC) = inp(BT,C) weight(OC,C)^T [+ bias(OC)]. With pre_gelu != NULL: pre_gelu(BT,OC) gets
+// that result and out = gelu(pre_gelu).
+static void matmul_forward(MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
+                           const floatX* weight, const floatX* bias, int BT, int C, int OC, cudaStream_t stream) {
+    if (pre_gelu == NULL) {
+        matmul_lt_required(ctx, out, weight, inp, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C, C, OC,
+                           0.0f, stream);
+        return;
+    }
+    if (ctx->gelu_fusion &&
+        matmul_lt(ctx, out, weight, inp, bias, pre_gelu, EPI_GELU_AUX, OC, BT, C, true, false, C, C, OC, 1.0f, 0.0f,
+                  stream))
+        return;
+    if (ctx->gelu_fusion) ctx->gelu_fallbacks++;
+    matmul_lt_required(ctx, pre_gelu, weight, inp, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C, C,
+                       OC, 0.0f, stream);
+    gelu_forward(out, pre_gelu, (size_t)BT * OC, stream);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Bias gradient: dbias(OC) += sum over rows of dout(BT,OC), deterministic.
+// Kernel 1: block (32, 8) covers 32 vectors of columns and a chunk of rows; each thread sums its
+// vector over every 8th row of the chunk, the 8 row-lanes are added in order through shared memory,
+// and the block's column sums go to partials(nchunks, OC). Kernel 2 adds the chunks in order.
+#define BIAS_ROWS_PER_CHUNK 128
+__global__ void bias_backward_partial_kernel(float* partials, const floatX* dout, int BT, int OC) {
+    __shared__ float sums[8][32 * XVEC_SIZE];
+    const int col0 = (blockIdx.x * 32 + threadIdx.x) * XVEC_SIZE;
+    const int row_begin = blockIdx.y * BIAS_ROWS_PER_CHUNK;
+    const int row_end = min(BT, row_begin + BIAS_ROWS_PER_CHUNK);
+    float acc[XVEC_SIZE] = {0.0f};
+    if (col0 < OC) {
+        for (int r = row_begin + threadIdx.y; r < row_end; r += 8) {
+            xvec d = load16(dout + (size_t)r * OC + col0);
+#pragma unroll
+            for (int k = 0; k < XVEC_SIZE; k++) acc[k] += to_float(d[k]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) sums[threadIdx.y][threadIdx.x * XVEC_SIZE + k] = acc[k];
+    __syncthreads();
+    // 256 threads, 32*XVEC_SIZE columns (256 in bf16, 128 in fp32): one column per thread
+    const int tid = threadIdx.y * 32 + threadIdx.x;
+    if (tid < 32 * XVEC_SIZE) {
+        const int col = blockIdx.x * 32 * XVEC_SIZE + tid;
+        float s = 0.0f;
+        for (int y = 0; y < 8; y++) s += sums[y][tid];
+        if (col < OC) partials[(size_t)blockIdx.y * OC + col] = s;
+    }
+}
+
+__global__ void bias_backward_reduce_kernel(floatX* dbias, const float* partials, int nchunks, int OC) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= OC) return;
+    float s = 0.0f;
+    for (int i = 0; i < nchunks; i++) s += partials[(size_t)i * OC + col];
+    dbias[col] = from_float<floatX>(to_float(dbias[col]) + s);
+}
+
+// fp32 scratch the backward of a layer with a bias needs, in floats
+static inline size_t matmul_backward_scratch_floats(int BT, int OC) {
+    return (size_t)CEIL_DIV(BT, BIAS_ROWS_PER_CHUNK) * OC;
+}
+
+static void bias_backward(floatX* dbias, float* scratch, const floatX* dout, int BT, int OC, cudaStream_t stream) {
+    gpu_require(OC % XVEC_SIZE == 0, "bias_backward: OC=%d not a multiple of %d", OC, XVEC_SIZE);
+    const int nchunks = CEIL_DIV(BT, BIAS_ROWS_PER_CHUNK);
+    dim3 grid(CEIL_DIV(OC, 32 * XVEC_SIZE), nchunks), block(32, 8);
+    bias_backward_partial_kernel<<<grid, block, 0, stream>>>(scratch, dout, BT, OC);
+    cudaCheckLaunch();
+    bias_backward_reduce_kernel<<<CEIL_DIV(OC, 256), 256, 0, stream>>>(dbias, scratch, nchunks, OC);
+    cudaCheckLaunch();
+}
+
+// Backward of matmul_forward:
+//   dinp(BT,C)   = dout(BT,OC) weight(OC,C)                   (overwritten; NULL to skip)
+//                  with pre_gelu != NULL: times gelu'(pre_gelu(BT,C)) -- i.e. dinp is then the gradient
+//                  of the *previous* layer's pre-activation (the fc layer whose gelu fed this one)
+//   dweight(OC,C) += dout^T inp(BT,C)
+//   dbias(OC)    += column sums of dout (NULL to skip); scratch: matmul_backward_scratch_floats floats
+static void matmul_backward(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
+                            const floatX* dout, const floatX* inp, const floatX* weight, const floatX* pre_gelu,
+                            int BT, int C, int OC, cudaStream_t stream) {
+    if (dbias != NULL) bias_backward(dbias, scratch, dout, BT, OC, stream);
+    // dweight^T(C x OC) += inp^T(C x BT) dout(BT x OC): A = inp as stored (C x BT), B = dout^T stored (OC x BT)
+    matmul_lt_required(ctx, dweight, inp, dout, NULL, EPI_NONE, C, OC, BT, false, true, C, OC, C, 1.0f, stream);
+    if (dinp == NULL) return;
+    // dinp^T(C x BT) = weight^T(C x OC) dout^T(OC x BT): both as stored
+    if (pre_gelu != NULL && ctx->gelu_fusion &&
+        matmul_lt(ctx, dinp, weight, dout, NULL, (floatX*)pre_gelu, EPI_DGELU, C, BT, OC, false, false, C, OC, C, 1.0f,
+                  0.0f, stream))
+        return;
+    if (pre_gelu != NULL && ctx->gelu_fusion) ctx->gelu_fallbacks++;
+    matmul_lt_required(ctx, dinp, weight, dout, NULL, EPI_NONE, C, BT, OC, false, false, C, OC, C, 0.0f, stream);
+    if (pre_gelu != NULL) gelu_backward_inplace(dinp, pre_gelu, (size_t)BT * C, stream);
+}
