@@ -107,25 +107,21 @@ endif
 # the toolkit's libraries by rpath too: a machine whose loader does not know /usr/local/cuda/lib64
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 GPU_LIBS = -lcublasLt -lcublas -lgomp -Xlinker -rpath=$(CUDA_HOME)/lib64
-GPU_SOURCES = $(wildcard gpu/*.cuh) gpu/host.h $(HOST_HEADERS)
-# The shared host code is C (C++ rejects it), so the train loop and the test's checks are compiled
-# as C (gpu/train_host.c, gpu/test_host.c) and linked with the CUDA half; so is the engine.
+GPU_SOURCES = $(wildcard gpu/*.cuh) $(HOST_HEADERS)
+# The shared host headers are valid C++ and are included by the .cu files, as by the CPU trainer;
+# only the engine (zero3.c) is compiled as C, with gcc, and linked.
 GPU_OBJDIR = build/gpu_$(PRECISION)_ddp$(DDP)
 GPU_HOST_CFLAGS = -O2 -std=gnu11 -Wall -Wno-unused-function -Wno-unused-parameter $(NVCC_DEFS)
 
 $(GPU_OBJDIR)/zero3.o: zero3.c zero3.h
 	@mkdir -p $(GPU_OBJDIR)
 	gcc $(GPU_HOST_CFLAGS) -c zero3.c -o $@
-$(GPU_OBJDIR)/%.o: gpu/%.c gpu/host_glue.h $(GPU_SOURCES)
-	@mkdir -p $(GPU_OBJDIR)
-	gcc $(GPU_HOST_CFLAGS) -c $< -o $@
 
-GPU_TRAIN_OBJS = $(GPU_OBJDIR)/zero3.o $(GPU_OBJDIR)/train_host.o
-train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_TRAIN_OBJS)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_TRAIN_OBJS) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
+train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_OBJDIR)/zero3.o
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_OBJDIR)/zero3.o $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
 
-test_gpt2cu: test_gpt2.cu train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_TRAIN_OBJS) $(GPU_OBJDIR)/test_host.o
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ test_gpt2.cu $(GPU_TRAIN_OBJS) $(GPU_OBJDIR)/test_host.o $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
+test_gpt2cu: test_gpt2.cu train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_OBJDIR)/zero3.o
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ test_gpt2.cu $(GPU_OBJDIR)/zero3.o $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
 
 gpu: train_gpt2_zero3cu test_gpt2cu
 

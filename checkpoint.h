@@ -17,8 +17,7 @@
 // alignment works; a different model shape is refused.
 //
 // Device memory: the engine's buffers live on the device in the GPU trainer. Every access here goes
-// through TRAIN_COPY_TO_HOST / TRAIN_COPY_TO_DEVICE (bytes, like memcpy), which that trainer defines
-// before including this file; the CPU trainer's buffers are host memory and the default is memcpy.
+// through gpt2.h's TRAIN_COPY_TO_HOST / TRAIN_COPY_TO_DEVICE (memcpy on the CPU).
 //
 // Every collective is the backend's all_reduce_scalar (a barrier that also agrees on a number), so
 // the code is the same over MPI and NCCL.
@@ -31,13 +30,6 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#ifndef TRAIN_COPY_TO_HOST
-#define TRAIN_COPY_TO_HOST(dst, src, bytes) memcpy((dst), (src), (bytes))
-#endif
-#ifndef TRAIN_COPY_TO_DEVICE
-#define TRAIN_COPY_TO_DEVICE(dst, src, bytes) memcpy((dst), (src), (bytes))
-#endif
 
 #define CKPT_META_MAGIC 20250610
 #define CKPT_SHARD_MAGIC 20250611
@@ -111,7 +103,7 @@ static void ckpt_meta_free(CkptMeta *m) {
 // FNV-1a over 32-bit words: any single changed word changes the result (each step is a bijection).
 #define CKPT_HASH_INIT 0xcbf29ce484222325ull
 static uint64_t ckpt_hash(uint64_t h, const void *data, size_t bytes) {
-    const unsigned char *p = data;
+    const unsigned char *p = (const unsigned char *)data;
     for (size_t i = 0; i + 4 <= bytes; i += 4) {
         uint32_t w;
         memcpy(&w, p + i, 4);
@@ -188,7 +180,7 @@ static int write_words(FILE *f, const int64_t *w, size_t n) { return fwrite(w, 8
 // The layout of the engine's units, as meta.bin stores it.
 static void ckpt_layout_from_engine(const Zero3 *z, CkptMeta *m) {
     m->nunits = z->nunits;
-    m->units = xcalloc((size_t)z->nunits, sizeof(CkptUnit));
+    m->units = (CkptUnit *)xcalloc((size_t)z->nunits, sizeof(CkptUnit));
     for (int u = 0; u < z->nunits; u++) {
         const Zero3Unit *U = &z->units[u];
         m->units[u].padded = (long long)U->padded;
@@ -208,7 +200,7 @@ static size_t ckpt_layout_words(const CkptMeta *m) {
 
 static int ckpt_meta_write(const char *path, const CkptMeta *m, char *err, size_t errlen) {
     size_t layout = ckpt_layout_words(m), total = M_FIXED_WORDS + layout + 1;
-    int64_t *w = xcalloc(total, sizeof(int64_t));
+    int64_t *w = (int64_t *)xcalloc(total, sizeof(int64_t));
     const GPT2Config *c = &m->cfg;
     w[M_MAGIC] = CKPT_META_MAGIC; w[M_VERSION] = CKPT_VERSION; w[M_HEADER_WORDS] = M_FIXED_WORDS;
     w[M_STEP] = m->step; w[M_WORLD] = m->world; w[M_STAGE] = m->stage; w[M_ALIGN] = m->align;
@@ -278,7 +270,7 @@ static int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errle
     else if (size != 8 * (M_FIXED_WORDS + h[M_LAYOUT_WORDS] + 1)) problem = "file size does not match its header (truncated?)";
     if (!problem) {
         size_t total = (size_t)(size / 8);
-        w = xmalloc((size_t)size);
+        w = (int64_t *)xmalloc((size_t)size);
         if (!read_at(f, 0, w, (size_t)size)) problem = "read failed";
         else if ((uint64_t)w[total - 1] != ckpt_hash(CKPT_HASH_INIT, w, (total - 1) * 8)) problem = "checksum mismatch (corrupt)";
     }
@@ -312,7 +304,7 @@ static int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errle
             problem = "run fields out of range";
     }
     if (!problem) {
-        m->units = xcalloc((size_t)m->nunits, sizeof(CkptUnit));
+        m->units = (CkptUnit *)xcalloc((size_t)m->nunits, sizeof(CkptUnit));
         size_t k = M_FIXED_WORDS, end = M_FIXED_WORDS + (size_t)w[M_LAYOUT_WORDS];
         for (int u = 0; u < m->nunits && !problem; u++) {
             CkptUnit *U = &m->units[u];
@@ -387,18 +379,19 @@ static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, c
     shard_path(path, sizeof path, ckpt_dir, z->rank);
     fmt_path(tmp, sizeof tmp, "%s.tmp", path);
     size_t hwords = S_FIXED_WORDS + 3 * (size_t)z->nunits + 1;
-    int64_t *h = xcalloc(hwords, sizeof(int64_t));
+    int64_t *h = (int64_t *)xcalloc(hwords, sizeof(int64_t));
     h[S_MAGIC] = CKPT_SHARD_MAGIC; h[S_VERSION] = CKPT_VERSION; h[S_HEADER_WORDS] = (int64_t)hwords;
     h[S_RANK] = z->rank; h[S_WORLD] = z->world; h[S_STEP] = m->step; h[S_GENERATION] = m->generation;
     h[S_NUNITS] = z->nunits; h[S_TOTAL_SHARD] = (int64_t)z->total_shard;
-    float *stage_buf = xmalloc(CKPT_CHUNK * sizeof(float));
+    float *stage_buf = (float *)xmalloc(CKPT_CHUNK * sizeof(float));
     FILE *f = fopen(tmp, "wb");
     int ok = f != NULL && write_words(f, h, hwords);   // checksums filled in below, header rewritten
     for (int u = 0; u < z->nunits && ok; u++) {
         size_t S = z->units[u].shard;
         for (int a = 0; a < CKPT_NARRAYS && ok; a++) {
             size_t begin, count;
-            const float *src = ckpt_engine_array(z, u, a, &begin, &count) + (zero3_owned_begin(z, u) - begin);
+            const float *array = ckpt_engine_array(z, u, a, &begin, &count);   // sets begin: a statement of its own
+            const float *src = array + (zero3_owned_begin(z, u) - begin);
             uint64_t hash = CKPT_HASH_INIT;
             for (size_t done = 0; done < S && ok; done += CKPT_CHUNK) {
                 size_t n = S - done < CKPT_CHUNK ? S - done : CKPT_CHUNK;
@@ -462,7 +455,7 @@ static FILE *ckpt_shard_open(const char *ckpt_dir, const CkptMeta *m, int q, siz
     FILE *f = fopen(path, "rb");
     if (!f) { set_err(err, errlen, "checkpoint file %s: cannot open (%s)", path, strerror(errno)); return NULL; }
     size_t hwords = S_FIXED_WORDS + 3 * (size_t)m->nunits + 1;
-    int64_t *h = xcalloc(hwords, sizeof(int64_t));
+    int64_t *h = (int64_t *)xcalloc(hwords, sizeof(int64_t));
     long long size = file_size(f);
     long long expect = 8 * (long long)hwords + 12 * (long long)total_shard;
     const char *problem = NULL;
@@ -514,10 +507,10 @@ static int ckpt_stream_array(FILE *f, long long at, size_t S_old, size_t old_lo,
 // written on m->world ranks with m's layout. Padding is zeroed. 0, or -1 with a message.
 static int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err, size_t errlen) {
     // old shard offsets: unit u's block in every old file starts at 12 * (sum of earlier S_old)
-    size_t *old_offset = xcalloc((size_t)m->nunits + 1, sizeof(size_t));
+    size_t *old_offset = (size_t *)xcalloc((size_t)m->nunits + 1, sizeof(size_t));
     for (int u = 0; u < m->nunits; u++) old_offset[u + 1] = old_offset[u] + (size_t)(m->units[u].padded / m->world);
-    uint64_t *hashes = xcalloc(3 * (size_t)m->nunits, sizeof(uint64_t));
-    float *buf = xmalloc(CKPT_CHUNK * sizeof(float));
+    uint64_t *hashes = (uint64_t *)xcalloc(3 * (size_t)m->nunits, sizeof(uint64_t));
+    float *buf = (float *)xmalloc(CKPT_CHUNK * sizeof(float));
     CkptPiece pieces[ZERO3_MAX_TENSORS];
     // zero the destination first: padding is not in any piece
     for (int u = 0; u < z->nunits; u++)
@@ -729,7 +722,7 @@ static void ckpt_load_latest(const char *out_dir, const GPT2Config *cfg, Zero3 *
 
 typedef struct { FILE *f; const float *host; size_t base; int version; int failed; } ExportArg;
 static void export_piece(const GPT2Piece *p, void *varg) {
-    ExportArg *a = varg;
+    ExportArg *a = (ExportArg *)varg;
     if (a->failed) return;
     const float *src = a->host + (p->unit_pos - a->base);
     if (a->version == 3) {
@@ -770,7 +763,7 @@ static void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int 
     if (!f) set_err(err, sizeof err, "export: cannot open %s (%s)", tmp, strerror(errno));
     for (int u = 0; u < z->nunits && f && !err[0]; u++) {
         size_t S = z->units[u].shard, begin = zero3_owned_begin(z, u);
-        float *host = xmalloc(S * sizeof(float));
+        float *host = (float *)xmalloc(S * sizeof(float));
         TRAIN_COPY_TO_HOST(host, zero3_owned_master(z, u), S * sizeof(float));
         ExportArg a = {f, host, begin, version, 0};
         gpt2_for_each_piece(cfg, z, u, begin, S, export_piece, &a);

@@ -5,6 +5,17 @@
 #include "common.h"
 #include "zero3.h"
 
+// Device memory: in the GPU trainer the engine's buffers (master weights among them) live on the
+// device. Every host access to them here and in checkpoint.h goes through these two copies (bytes,
+// like memcpy), which that trainer defines before including this file; the CPU trainer's buffers
+// are host memory and the default is memcpy.
+#ifndef TRAIN_COPY_TO_HOST
+#define TRAIN_COPY_TO_HOST(dst, src, bytes) memcpy((dst), (src), (bytes))
+#endif
+#ifndef TRAIN_COPY_TO_DEVICE
+#define TRAIN_COPY_TO_DEVICE(dst, src, bytes) memcpy((dst), (src), (bytes))
+#endif
+
 typedef struct {
     int max_seq_len;        // maxT
     int vocab_size;         // V
@@ -209,7 +220,7 @@ static float gpt2_init_std(const GPT2Config *c, int kind) {
 
 typedef struct { const GPT2Config *cfg; float *dst; size_t base; uint64_t seed; } InitArg;
 static void init_piece(const GPT2Piece *p, void *varg) {
-    InitArg *a = varg;
+    InitArg *a = (InitArg *)varg;
     float *out = a->dst + (p->unit_pos - a->base);
     float std = gpt2_init_std(a->cfg, p->kind);
     int is_ln_weight = (p->kind == W_LN1W || p->kind == W_LN2W || p->kind == W_LNFW);
@@ -223,12 +234,16 @@ static void init_piece(const GPT2Piece *p, void *varg) {
     }
 }
 
+// Each unit's owned slice is filled in a host buffer (padding stays zero) and then copied to the
+// engine's master shard, which may be device memory.
 static void gpt2_init_random(const GPT2Config *c, Zero3 *z, uint64_t seed) {
     for (int u = 0; u < z->nunits; u++) {
-        size_t begin = zero3_owned_begin(z, u);
-        InitArg a = {c, zero3_owned_master(z, u), begin, seed};
-        memset(a.dst, 0, z->units[u].shard * sizeof(float));
-        gpt2_for_each_piece(c, z, u, begin, z->units[u].shard, init_piece, &a);
+        const size_t S = z->units[u].shard, begin = zero3_owned_begin(z, u);
+        float *host = (float *)xcalloc(S, sizeof(float));
+        InitArg a = {c, host, begin, seed};
+        gpt2_for_each_piece(c, z, u, begin, S, init_piece, &a);
+        TRAIN_COPY_TO_DEVICE(zero3_owned_master(z, u), host, S * sizeof(float));
+        free(host);
     }
 }
 
@@ -248,7 +263,7 @@ static uint16_t f32_to_bf16(float f) {   // round to nearest even
 
 typedef struct { FILE *f; const char *path; int elem_bytes; float *dst; size_t base; int failed; } LoadArg;
 static void load_piece(const GPT2Piece *p, void *varg) {
-    LoadArg *a = varg;
+    LoadArg *a = (LoadArg *)varg;
     if (a->failed) return;
     float *out = a->dst + (p->unit_pos - a->base);
     long long off = 1024 + (long long)p->file_elem * a->elem_bytes;
@@ -265,13 +280,16 @@ static void load_piece(const GPT2Piece *p, void *varg) {
 }
 
 // Fills every unit's owned master slice from an open model file already validated by
-// gpt2_read_header. Returns 0, or -1 when a read fails.
+// gpt2_read_header. Returns 0, or -1 when a read fails. Staged through host memory like
+// gpt2_init_random.
 static int gpt2_load_owned(const GPT2Config *c, Zero3 *z, FILE *f, const char *path, int elem_bytes) {
     for (int u = 0; u < z->nunits; u++) {
-        size_t begin = zero3_owned_begin(z, u);
-        LoadArg a = {f, path, elem_bytes, zero3_owned_master(z, u), begin, 0};
-        memset(a.dst, 0, z->units[u].shard * sizeof(float));
-        gpt2_for_each_piece(c, z, u, begin, z->units[u].shard, load_piece, &a);
+        const size_t S = z->units[u].shard, begin = zero3_owned_begin(z, u);
+        float *host = (float *)xcalloc(S, sizeof(float));
+        LoadArg a = {f, path, elem_bytes, host, begin, 0};
+        gpt2_for_each_piece(c, z, u, begin, S, load_piece, &a);
+        if (!a.failed) TRAIN_COPY_TO_DEVICE(zero3_owned_master(z, u), host, S * sizeof(float));
+        free(host);
         if (a.failed) return -1;
     }
     return 0;

@@ -236,6 +236,9 @@ void model_describe(char *buf, size_t n) {
     snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank", omp_get_max_threads());
 }
 double model_step_flops_fraction(double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
+void model_step_begin(int step) {}
+void model_step_end(void) {}
+void model_step_note(char *buf, size_t n) { if (n) buf[0] = '\0'; }   // nothing to add on a CPU
 
 #include "train_loop.h"
 

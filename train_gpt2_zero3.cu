@@ -3,8 +3,9 @@
 // train_gpt2_zero3.c does it: the same model functions, called by the same shared train loop
 // (train_loop.h), in the same gather / release / grads / reduce order. Only the math is different:
 // it runs as CUDA kernels (gpu/*.cuh) on one compute stream, while the engine's collectives run on
-// a communication stream (gpu/backend_nccl.cuh) and overlap with it. The shared host code is C and
-// is compiled as such in gpu/train_host.c, which calls the functions here (gpu/host.h).
+// a communication stream (gpu/backend_nccl.cuh) and overlap with it. The shared host headers
+// (gpt2.h, checkpoint.h, train_loop.h...) are valid C++ and are included here as they are in the
+// CPU trainer; only zero3.c is compiled separately (as C) and linked.
 //
 //   ./train_gpt2_zero3cu -e d12 -b 8 -t 1024 -x 50              one GPU
 //   mpirun -np 8 ./train_gpt2_zero3cu -e d12 -z 3 -o out          eight GPUs, ZeRO-3
@@ -17,7 +18,20 @@
 #include "gpu/attention.cuh"
 #include "gpu/matmul.cuh"
 #include "gpu/backend_nccl.cuh"
-#include "gpu/host.h"
+
+// the engine's data types for this precision, and the copies the shared host code uses to reach the
+// engine's buffers, which live in device memory here (gpt2.h, checkpoint.h)
+#if defined(ENABLE_FP32)
+#define TRAIN_PARAM_TYPE ZERO3_F32
+#define TRAIN_GRAD_TYPE ZERO3_F32
+#else
+#define TRAIN_PARAM_TYPE ZERO3_BF16
+#define TRAIN_GRAD_TYPE ZERO3_BF16
+#endif
+#define TRAIN_ALIGN 64  // elements: tensors start 128-byte (bf16) / 256-byte (fp32) aligned
+#define TRAIN_COPY_TO_HOST(dst, src, bytes) gpu_copy_to_host((dst), (src), (bytes))
+#define TRAIN_COPY_TO_DEVICE(dst, src, bytes) gpu_copy_to_device((dst), (src), (bytes))
+#include "gpt2.h"
 
 // ------------------------------------------------------------------------------------------------
 // Activations. floatX tensors, per layer l (shapes):
@@ -35,7 +49,7 @@ enum { G_ENCODED, G_LNF, G_LOGITS, G_PROJ, G_QKVR, G_DQKVR, G_VACC, G_DVACC, G_D
 enum { H_LNF_MEAN, H_LNF_RSTD, H_LOSSES, H_PARTIALS, H_GLOBAL };
 
 typedef struct Model {
-    GpuShape cfg;
+    GPT2Config cfg;
     Zero3* z;
     int B, T;
     MatmulContext mm;
@@ -56,7 +70,7 @@ typedef struct Model {
     double mean_loss;
 } Model;
 
-static size_t layer_act_elems(const GpuShape* c, int B, int T, int which) {
+static size_t layer_act_elems(const GPT2Config* c, int B, int T, int which) {
     const size_t BT = (size_t)B * T, C = c->channels;
     switch (which) {
     case A_QKV: return BT * 3 * C;
@@ -65,7 +79,7 @@ static size_t layer_act_elems(const GpuShape* c, int B, int T, int which) {
     default: return BT * C;
     }
 }
-static size_t global_act_elems(const GpuShape* c, int B, int T, int which) {
+static size_t global_act_elems(const GPT2Config* c, int B, int T, int which) {
     const size_t BT = (size_t)B * T, C = c->channels;
     switch (which) {
     case G_LOGITS: return BT * c->padded_vocab_size;
@@ -76,7 +90,7 @@ static size_t global_act_elems(const GpuShape* c, int B, int T, int which) {
     default: return BT * C;
     }
 }
-static size_t global_stat_elems(const GpuShape* c, int B, int T, int which) {
+static size_t global_stat_elems(const GPT2Config* c, int B, int T, int which) {
     const int BT = B * T;
     if (which == H_PARTIALS) {
         size_t a = layernorm_backward_scratch_floats(BT, c->channels);
@@ -88,7 +102,7 @@ static size_t global_stat_elems(const GpuShape* c, int B, int T, int which) {
 // tensors are carved out of one allocation; each starts 256-byte aligned (cuBLASLt, vector loads)
 static size_t align_elems(size_t n, size_t elem_bytes) { return (n * elem_bytes + 255) / 256 * 256 / elem_bytes; }
 
-Model* gpu_model_create(const GpuShape* cfg, Zero3* z, int B, int T) {
+Model* model_create(const GPT2Config* cfg, Zero3* z, int B, int T) {
     if (cfg->num_layers > 1024) fatal("model: at most 1024 layers");
     const int C = cfg->channels, NH = cfg->num_heads;
     if (C % XVEC_SIZE || (C / NH) % XVEC_SIZE || T % XVEC_SIZE || cfg->padded_vocab_size % XVEC_SIZE)
@@ -156,10 +170,10 @@ static floatX* unit_tensor(const Model* m, int u, const void* base, int i) {
 // Forward. Returns the mean loss over the B*T tokens (0 when targets is NULL). inputs, targets are
 // host (B,T) arrays.
 float model_forward(Model* m, const int* inputs, const int* targets, int training) {
-    const GpuShape* c = &m->cfg;
+    const GPT2Config* c = &m->cfg;
     Zero3* z = m->z;
     const int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    const int L = c->num_layers, BT = B * T, u_emb = gpu_unit_emb(), u_head = gpu_unit_head(c);
+    const int L = c->num_layers, BT = B * T, u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
     cudaStream_t s = g_gpu.compute;
     cublasHandle_t blas = m->mm.blas;
     nvtxRangePushA("forward");
@@ -177,37 +191,37 @@ float model_forward(Model* m, const int* inputs, const int* targets, int trainin
     if (training) encoder_plan_build(&m->plan, inputs, BT, s);
 
     const floatX* emb = (const floatX*)zero3_gather(z, u_emb);
-    encoder_forward(m->g[G_ENCODED], m->d_inputs, unit_tensor(m, u_emb, emb, GPU_EMB_WTE), unit_tensor(m, u_emb, emb, GPU_EMB_WPE), B, T, C, s);
+    encoder_forward(m->g[G_ENCODED], m->d_inputs, unit_tensor(m, u_emb, emb, EMB_WTE), unit_tensor(m, u_emb, emb, EMB_WPE), B, T, C, s);
     zero3_release(z, u_emb);
 
     const floatX* residual = m->g[G_ENCODED];
     for (int l = 0; l < L; l++) {
-        const int u = gpu_unit_block(l);
+        const int u = gpt2_unit_block(c, l);
         const floatX* w = (const floatX*)zero3_gather(z, u);
         floatX** a = m->layer[l];
         float** st = m->layer_stats[l];
-        layernorm_forward(a[A_LN1], st[F_LN1_MEAN], st[F_LN1_RSTD], residual, unit_tensor(m, u, w, GPU_BLK_LN1W), unit_tensor(m, u, w, GPU_BLK_LN1B), BT, C, s);
-        matmul_forward(&m->mm, a[A_QKV], NULL, a[A_LN1], unit_tensor(m, u, w, GPU_BLK_QKVW), unit_tensor(m, u, w, GPU_BLK_QKVB), BT, C, 3 * C, s);
+        layernorm_forward(a[A_LN1], st[F_LN1_MEAN], st[F_LN1_RSTD], residual, unit_tensor(m, u, w, BLK_LN1W), unit_tensor(m, u, w, BLK_LN1B), BT, C, s);
+        matmul_forward(&m->mm, a[A_QKV], NULL, a[A_LN1], unit_tensor(m, u, w, BLK_QKVW), unit_tensor(m, u, w, BLK_QKVB), BT, C, 3 * C, s);
         attention_forward(a[A_ATTY], a[A_ATT], m->g[G_QKVR], m->g[G_VACC], a[A_QKV], B, T, C, NH, blas, s);
-        matmul_forward(&m->mm, m->g[G_PROJ], NULL, a[A_ATTY], unit_tensor(m, u, w, GPU_BLK_ATTPROJW), unit_tensor(m, u, w, GPU_BLK_ATTPROJB), BT, C, C, s);
+        matmul_forward(&m->mm, m->g[G_PROJ], NULL, a[A_ATTY], unit_tensor(m, u, w, BLK_ATTPROJW), unit_tensor(m, u, w, BLK_ATTPROJB), BT, C, C, s);
         residual_forward(a[A_RESIDUAL2], residual, m->g[G_PROJ], (size_t)BT * C, s);
-        layernorm_forward(a[A_LN2], st[F_LN2_MEAN], st[F_LN2_RSTD], a[A_RESIDUAL2], unit_tensor(m, u, w, GPU_BLK_LN2W), unit_tensor(m, u, w, GPU_BLK_LN2B), BT, C, s);
+        layernorm_forward(a[A_LN2], st[F_LN2_MEAN], st[F_LN2_RSTD], a[A_RESIDUAL2], unit_tensor(m, u, w, BLK_LN2W), unit_tensor(m, u, w, BLK_LN2B), BT, C, s);
         // fc with GELU: fch gets the pre-activation, fch_gelu the output (fused in the epilogue where possible)
-        matmul_forward(&m->mm, a[A_FCH_GELU], a[A_FCH], a[A_LN2], unit_tensor(m, u, w, GPU_BLK_FCW), unit_tensor(m, u, w, GPU_BLK_FCB), BT, C, 4 * C, s);
-        matmul_forward(&m->mm, m->g[G_PROJ], NULL, a[A_FCH_GELU], unit_tensor(m, u, w, GPU_BLK_FCPROJW), unit_tensor(m, u, w, GPU_BLK_FCPROJB), BT, 4 * C, C, s);
+        matmul_forward(&m->mm, a[A_FCH_GELU], a[A_FCH], a[A_LN2], unit_tensor(m, u, w, BLK_FCW), unit_tensor(m, u, w, BLK_FCB), BT, C, 4 * C, s);
+        matmul_forward(&m->mm, m->g[G_PROJ], NULL, a[A_FCH_GELU], unit_tensor(m, u, w, BLK_FCPROJW), unit_tensor(m, u, w, BLK_FCPROJB), BT, 4 * C, C, s);
         residual_forward(a[A_RESIDUAL3], a[A_RESIDUAL2], m->g[G_PROJ], (size_t)BT * C, s);
         zero3_release(z, u);
         residual = a[A_RESIDUAL3];
     }
 
     const floatX* head = (const floatX*)zero3_gather(z, u_head);
-    layernorm_forward(m->g[G_LNF], m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], residual, unit_tensor(m, u_head, head, GPU_HEAD_LNFW),
-                      unit_tensor(m, u_head, head, GPU_HEAD_LNFB), BT, C, s);
+    layernorm_forward(m->g[G_LNF], m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], residual, unit_tensor(m, u_head, head, HEAD_LNFW),
+                      unit_tensor(m, u_head, head, HEAD_LNFB), BT, C, s);
     zero3_release(z, u_head);
 
     // the LM head is tied to wte: the embedding unit is gathered a second time
     emb = (const floatX*)zero3_gather(z, u_emb);
-    matmul_forward(&m->mm, m->g[G_LOGITS], NULL, m->g[G_LNF], unit_tensor(m, u_emb, emb, GPU_EMB_WTE), NULL, BT, C, Vp, s);
+    matmul_forward(&m->mm, m->g[G_LOGITS], NULL, m->g[G_LNF], unit_tensor(m, u_emb, emb, EMB_WTE), NULL, BT, C, Vp, s);
     if (training) m->emb = emb;  // kept through the LM-head backward
     else zero3_release(z, u_emb);
 
@@ -231,10 +245,10 @@ float model_forward(Model* m, const int* inputs, const int* targets, int trainin
 // block's gradients go to the engine as soon as they are complete, so its reduce-scatter (on the
 // comm stream) overlaps the backward of the block below.
 void model_backward(Model* m, float dloss) {
-    const GpuShape* c = &m->cfg;
+    const GPT2Config* c = &m->cfg;
     Zero3* z = m->z;
     const int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    const int L = c->num_layers, BT = B * T, u_emb = gpu_unit_emb(), u_head = gpu_unit_head(c);
+    const int L = c->num_layers, BT = B * T, u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
     cudaStream_t s = g_gpu.compute;
     cublasHandle_t blas = m->mm.blas;
     floatX** g = m->g;
@@ -245,8 +259,8 @@ void model_backward(Model* m, float dloss) {
     // LM head: dlogits in place of the logits, then d(lnf) and d(wte) through the tied matrix
     floatX* emb_grads = (floatX*)zero3_grads(z, u_emb);
     fused_classifier(g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, dloss, 1, s);
-    matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u_emb, emb_grads, GPU_EMB_WTE), NULL, partials, g[G_LOGITS], g[G_LNF],
-                    unit_tensor(m, u_emb, m->emb, GPU_EMB_WTE), NULL, BT, C, Vp, s);
+    matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u_emb, emb_grads, EMB_WTE), NULL, partials, g[G_LOGITS], g[G_LNF],
+                    unit_tensor(m, u_emb, m->emb, EMB_WTE), NULL, BT, C, Vp, s);
     zero3_release(z, u_emb);  // the encoder backward needs the gradient buffer only
     m->emb = NULL;
 
@@ -255,15 +269,15 @@ void model_backward(Model* m, float dloss) {
     const floatX* head = (const floatX*)zero3_gather(z, u_head);
     floatX* head_grads = (floatX*)zero3_grads(z, u_head);
     cudaCheck(cudaMemsetAsync(g[G_DRESIDUAL], 0, (size_t)BT * C * sizeof(floatX), s));
-    layernorm_backward(g[G_DRESIDUAL], unit_tensor(m, u_head, head_grads, GPU_HEAD_LNFW), unit_tensor(m, u_head, head_grads, GPU_HEAD_LNFB),
-                       partials, g[G_DLN], last, unit_tensor(m, u_head, head, GPU_HEAD_LNFW), m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], BT, C, s);
+    layernorm_backward(g[G_DRESIDUAL], unit_tensor(m, u_head, head_grads, HEAD_LNFW), unit_tensor(m, u_head, head_grads, HEAD_LNFB),
+                       partials, g[G_DLN], last, unit_tensor(m, u_head, head, HEAD_LNFW), m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], BT, C, s);
     zero3_reduce_grads(z, u_head);
     zero3_release(z, u_head);
 
     // blocks, last to first. dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
     floatX* dres = g[G_DRESIDUAL];
     for (int l = L - 1; l >= 0; l--) {
-        const int u = gpu_unit_block(l);
+        const int u = gpt2_unit_block(c, l);
         const floatX* w = (const floatX*)zero3_gather(z, u);
         floatX* gr = (floatX*)zero3_grads(z, u);
         floatX** a = m->layer[l];
@@ -271,27 +285,27 @@ void model_backward(Model* m, float dloss) {
         const floatX* residual = l == 0 ? g[G_ENCODED] : m->layer[l - 1][A_RESIDUAL3];
         // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2.
         // fcproj's input came through the GELU: its dinp is the gradient of the pre-activation fch.
-        matmul_backward(&m->mm, g[G_DFCH], unit_tensor(m, u, gr, GPU_BLK_FCPROJW), unit_tensor(m, u, gr, GPU_BLK_FCPROJB), partials,
-                        dres, a[A_FCH_GELU], unit_tensor(m, u, w, GPU_BLK_FCPROJW), a[A_FCH], BT, 4 * C, C, s);
-        matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u, gr, GPU_BLK_FCW), unit_tensor(m, u, gr, GPU_BLK_FCB), partials, g[G_DFCH],
-                        a[A_LN2], unit_tensor(m, u, w, GPU_BLK_FCW), NULL, BT, C, 4 * C, s);
-        layernorm_backward(dres, unit_tensor(m, u, gr, GPU_BLK_LN2W), unit_tensor(m, u, gr, GPU_BLK_LN2B), partials, g[G_DLN],
-                           a[A_RESIDUAL2], unit_tensor(m, u, w, GPU_BLK_LN2W), st[F_LN2_MEAN], st[F_LN2_RSTD], BT, C, s);
+        matmul_backward(&m->mm, g[G_DFCH], unit_tensor(m, u, gr, BLK_FCPROJW), unit_tensor(m, u, gr, BLK_FCPROJB), partials,
+                        dres, a[A_FCH_GELU], unit_tensor(m, u, w, BLK_FCPROJW), a[A_FCH], BT, 4 * C, C, s);
+        matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u, gr, BLK_FCW), unit_tensor(m, u, gr, BLK_FCB), partials, g[G_DFCH],
+                        a[A_LN2], unit_tensor(m, u, w, BLK_FCW), NULL, BT, C, 4 * C, s);
+        layernorm_backward(dres, unit_tensor(m, u, gr, BLK_LN2W), unit_tensor(m, u, gr, BLK_LN2B), partials, g[G_DLN],
+                           a[A_RESIDUAL2], unit_tensor(m, u, w, BLK_LN2W), st[F_LN2_MEAN], st[F_LN2_RSTD], BT, C, s);
         // attention: residual2 = residual + attproj, the same split
-        matmul_backward(&m->mm, g[G_DATTY], unit_tensor(m, u, gr, GPU_BLK_ATTPROJW), unit_tensor(m, u, gr, GPU_BLK_ATTPROJB), partials,
-                        dres, a[A_ATTY], unit_tensor(m, u, w, GPU_BLK_ATTPROJW), NULL, BT, C, C, s);
+        matmul_backward(&m->mm, g[G_DATTY], unit_tensor(m, u, gr, BLK_ATTPROJW), unit_tensor(m, u, gr, BLK_ATTPROJB), partials,
+                        dres, a[A_ATTY], unit_tensor(m, u, w, BLK_ATTPROJW), NULL, BT, C, C, s);
         attention_backward(g[G_DQKV], g[G_QKVR], g[G_DQKVR], g[G_DVACC], g[G_DATT], g[G_DATTY], a[A_QKV], a[A_ATT], B, T, C,
                            NH, blas, s);
-        matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u, gr, GPU_BLK_QKVW), unit_tensor(m, u, gr, GPU_BLK_QKVB), partials, g[G_DQKV],
-                        a[A_LN1], unit_tensor(m, u, w, GPU_BLK_QKVW), NULL, BT, C, 3 * C, s);
-        layernorm_backward(dres, unit_tensor(m, u, gr, GPU_BLK_LN1W), unit_tensor(m, u, gr, GPU_BLK_LN1B), partials, g[G_DLN], residual,
-                           unit_tensor(m, u, w, GPU_BLK_LN1W), st[F_LN1_MEAN], st[F_LN1_RSTD], BT, C, s);
+        matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u, gr, BLK_QKVW), unit_tensor(m, u, gr, BLK_QKVB), partials, g[G_DQKV],
+                        a[A_LN1], unit_tensor(m, u, w, BLK_QKVW), NULL, BT, C, 3 * C, s);
+        layernorm_backward(dres, unit_tensor(m, u, gr, BLK_LN1W), unit_tensor(m, u, gr, BLK_LN1B), partials, g[G_DLN], residual,
+                           unit_tensor(m, u, w, BLK_LN1W), st[F_LN1_MEAN], st[F_LN1_RSTD], BT, C, s);
         zero3_reduce_grads(z, u);
         zero3_release(z, u);
     }
 
     // encoder: needs no parameter values, only the embedding's gradient buffer
-    encoder_backward(unit_tensor(m, u_emb, emb_grads, GPU_EMB_WTE), unit_tensor(m, u_emb, emb_grads, GPU_EMB_WPE), dres, &m->plan,
+    encoder_backward(unit_tensor(m, u_emb, emb_grads, EMB_WTE), unit_tensor(m, u_emb, emb_grads, EMB_WPE), dres, &m->plan,
                      B, T, C, s);
     zero3_reduce_grads(z, u_emb);
     nvtxRangePop();
@@ -309,26 +323,6 @@ void model_probs(Model* m, int b, int t, float* probs) {
     for (int i = 0; i < V; i++) sum += exp((double)to_float(row[i]) - mx);
     for (int i = 0; i < V; i++) probs[i] = (float)(exp((double)to_float(row[i]) - mx) / sum);
     free(row);
-}
-
-// for tests (gpu/host.h): an activation of the last forward, all B*T rows, as host floats
-size_t gpu_model_activation(Model* m, const char* name, int layer, float* out) {
-    static const struct { const char* name; int which; int width_in_C; } per_layer[] = {
-        {"ln1", A_LN1, 1}, {"qkv", A_QKV, 3}, {"atty", A_ATTY, 1}, {"residual2", A_RESIDUAL2, 1},
-        {"ln2", A_LN2, 1}, {"fch", A_FCH, 4}, {"fch_gelu", A_FCH_GELU, 4}, {"residual3", A_RESIDUAL3, 1}};
-    const size_t BT = (size_t)m->B * m->T, C = m->cfg.channels;
-    const floatX* src = NULL;
-    size_t width = 0;
-    for (size_t i = 0; i < sizeof per_layer / sizeof per_layer[0]; i++)
-        if (!strcmp(name, per_layer[i].name) && layer >= 0 && layer < m->cfg.num_layers) {
-            src = m->layer[layer][per_layer[i].which];
-            width = per_layer[i].width_in_C * C;
-        }
-    if (!strcmp(name, "lnf")) { src = m->g[G_LNF]; width = C; }
-    if (!strcmp(name, "logits")) { src = m->g[G_LOGITS]; width = m->cfg.padded_vocab_size; }
-    if (!src) return 0;
-    gpu_to_host_floats(out, src, BT * width, sizeof(floatX) == 2 ? ZERO3_BF16 : ZERO3_F32);
-    return width;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -379,13 +373,13 @@ void model_step_note(char* buf, size_t n) {
     snprintf(buf, n, " | GPU %.2f GiB", (total_b - free_b) / 1073741824.0);
 }
 
-const char* gpu_precision_name(void) { return PRECISION_NAME; }
+#include "train_loop.h"
 
 #ifndef TESTING
 int main(int argc, char** argv) {
     Zero3Backend be;
     gpu_backend_init(&be, &argc, &argv);
-    int rc = gpu_train_main(argc, argv, &be, g_proc);
+    int rc = train_main(argc, argv, &be);
     gpu_backend_finish();
     return rc;
 }

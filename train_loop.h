@@ -1,24 +1,17 @@
 // train_loop.h: the training driver both trainers share: setup, the step loop (micro-steps, global
 // norm, clipping, AdamW through the engine), validation, sampling, logging and the startup report.
+// Valid C and C++: the CPU trainer (train_gpt2_zero3.c) and the GPU trainer (train_gpt2_zero3.cu)
+// both include it.
 //
 // The including trainer defines, before including this file:
 //   TRAIN_PARAM_TYPE, TRAIN_GRAD_TYPE     Zero3DType of working params / gradients
 //   TRAIN_ALIGN                           tensor alignment in elements
-//   typedef struct Model Model; and
-//   Model *model_create(const GPT2Config *cfg, Zero3 *z, int B, int T);
-//   float  model_forward(Model *m, const int *inputs, const int *targets, int training);
-//            // inputs/targets: host (B,T); returns the mean loss over this rank's B*T tokens.
-//            // training = 1 keeps the embedding gathered for the LM-head backward; targets may be
-//            // NULL (no loss; used by sampling)
-//   void   model_backward(Model *m, float dloss);   // dloss = d(step loss)/d(each token's loss)
-//   void   model_probs(Model *m, int b, int t, float *probs);   // softmax row (V) after a forward
-//   void   model_free(Model *m);
-//   void   model_describe(char *buf, size_t n);    // device line for the startup report
-//   double model_step_flops_fraction(double flops_per_s);  // MFU (0..1), or <0 when not applicable
-// and optionally (checkpoint.h; defaults for host memory):
+// and optionally:
 //   TRAIN_COPY_TO_HOST(dst, src, bytes), TRAIN_COPY_TO_DEVICE(dst, src, bytes)
 //                                         copies between the engine's buffers and host memory
+//                                         (gpt2.h; memcpy by default)
 //   TRAIN_EXPORT_VERSION                  model.bin written at the end of a run: 3 fp32 (default), 5 bf16
+// and it implements the model API declared below (struct Model is its own).
 //
 // With -o DIR the run writes DIR/log.csv, a sharded checkpoint every -n steps and at the end, and the
 // trained model as DIR/model.bin (llm.c format); -y 1 resumes from DIR/latest (checkpoint.h).
@@ -35,6 +28,27 @@
 #ifndef TRAIN_EXPORT_VERSION
 #define TRAIN_EXPORT_VERSION 3
 #endif
+#if !defined(TRAIN_PARAM_TYPE) || !defined(TRAIN_GRAD_TYPE) || !defined(TRAIN_ALIGN)
+#error "define TRAIN_PARAM_TYPE, TRAIN_GRAD_TYPE and TRAIN_ALIGN before including train_loop.h"
+#endif
+
+// ------------------------------------------------------------------------------------------------
+// The model API, implemented by each trainer.
+typedef struct Model Model;
+Model *model_create(const GPT2Config *cfg, Zero3 *z, int B, int T);
+// inputs/targets: host (B,T); returns the mean loss over this rank's B*T tokens. training = 1 keeps
+// the embedding gathered for the LM-head backward; targets may be NULL (no loss; used by sampling).
+float model_forward(Model *m, const int *inputs, const int *targets, int training);
+void model_backward(Model *m, float dloss);              // dloss = d(step loss)/d(each token's loss)
+void model_probs(Model *m, int b, int t, float *probs);  // softmax row (V) after a forward
+void model_free(Model *m);
+void model_describe(char *buf, size_t n);                // device line for the startup report
+double model_step_flops_fraction(double flops_per_s);    // MFU (0..1), or <0 when not applicable
+// Around every optimizer step (the GPU trainer: an NVTX range), and text appended to rank 0's step
+// line (the GPU trainer: memory in use; the CPU trainer: nothing).
+void model_step_begin(int step);
+void model_step_end(void);
+void model_step_note(char *buf, size_t n);
 
 typedef struct {
     TrainArgs args;
@@ -208,8 +222,8 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     const char *tok_path = "data/tinyshakespeare/gpt2_tokenizer.bin";
     tr->have_tok = (tokenizer_init(&tr->tok, tok_path, err, sizeof err) == 0);
 
-    tr->inputs = xmalloc((size_t)a->B * a->T * sizeof(int));
-    tr->targets = xmalloc((size_t)a->B * a->T * sizeof(int));
+    tr->inputs = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
+    tr->targets = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
     tr->sample_rng = a->seed ^ 0x5DEECE66Dull;
     if (a->resume) trainer_resume(tr);
 }
@@ -355,7 +369,7 @@ static float trainer_validate(Trainer *tr) {
 // rank holds the whole model) with the same RNG, so they all pick the same tokens; rank 0 prints.
 static void trainer_sample(Trainer *tr) {
     int B = tr->args.B, T = tr->args.T, V = tr->cfg.vocab_size;
-    float *probs = xmalloc((size_t)V * sizeof(float));
+    float *probs = (float *)xmalloc((size_t)V * sizeof(float));
     for (int i = 0; i < B * T; i++) tr->inputs[i] = 50256 % V;
     if (tr->be->rank == 0) printf("---- sample\n");
     int pos = 1;   // tokens in the context window (the first is the EOT)
@@ -448,7 +462,9 @@ static int train_main(int argc, char **argv, const Zero3Backend *be) {
     for (int step = tr.start_step; step < a->steps; step++) {
         float lr = lr_at(a, step), norm;
         double t0 = now_seconds();
+        model_step_begin(step);
         float loss = trainer_step(&tr, step, lr, &norm);
+        model_step_end();
         // the step's own traffic and peak, before validation or sampling add their gathers
         double step_comm = tr.z.stats.comm_bytes;
         size_t step_peak = zero3_peak_bytes(&tr.z);
@@ -475,7 +491,9 @@ static int train_main(int argc, char **argv, const Zero3Backend *be) {
             if (!isnan(val)) printf(" | val %.6f", val);
             printf(" | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", lr, norm, ms, tokens / (ms / 1000.0));
             if (mfu >= 0) printf(" | MFU %.1f%%", 100.0 * mfu);
-            printf(" | sent %s | peak %s | ETA %dm%02ds\n", sent, peak, (int)eta / 60, (int)eta % 60);
+            char note[128] = "";
+            model_step_note(note, sizeof note);
+            printf(" | sent %s | peak %s%s | ETA %dm%02ds\n", sent, peak, note, (int)eta / 60, (int)eta % 60);
             fflush(stdout);
             if (tr.log) {
                 fprintf(tr.log, "%d,%.9g,", step, loss);

@@ -31,6 +31,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// zero3.c is C (compiled by gcc and linked); C++ callers (the CUDA trainer) see C linkage.
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ZERO3_MAX_TENSORS 16   // tensors in one unit
 #define ZERO3_MAX_UNITS 4096
 #define ZERO3_MAX_POOL 64      // cached transient buffers (gathered params, full grads)
@@ -202,3 +207,7 @@ double zero3_theory_state_bytes(int stage, double nparams, int world, Zero3DType
 double zero3_theory_comm_bytes(int stage, double nparams, int world, Zero3DType param_type,
                                Zero3DType grad_type);
 size_t zero3_peak_bytes(const Zero3 *z);   // resident + transient peak of this step
+
+#ifdef __cplusplus
+}
+#endif

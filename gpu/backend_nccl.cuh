@@ -27,7 +27,8 @@
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
-#include "host.h"  // common.h, zero3.h (with C linkage)
+#include "../common.h"
+#include "../zero3.h"
 #include "common.cuh"
 #include "kernels.cuh"
 
@@ -364,9 +365,9 @@ static void gpu_backend_finish(void) {
 #endif
 }
 
-// Copies between engine buffers (device) and host memory, for checkpoint.h and the model file
-// loaders (declared in gpu/host.h). Synchronous: they run at start-up and at checkpoints, after
-// all queued work.
+// Copies between engine buffers (device) and host memory: gpt2.h's TRAIN_COPY_TO_HOST /
+// TRAIN_COPY_TO_DEVICE, for the model file loaders, checkpoint.h and the test's checks.
+// Synchronous: they run at start-up, at checkpoints and in tests, after all queued work.
 void gpu_copy_to_host(void* dst, const void* src, size_t bytes) {
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -377,15 +378,4 @@ void gpu_copy_to_device(void* dst, const void* src, size_t bytes) {
     // from pageable memory cudaMemcpy may return before the DMA has landed, and the non-blocking
     // streams would not wait for it
     cudaCheck(cudaDeviceSynchronize());
-}
-
-void gpu_to_host_floats(float* out, const void* device, size_t n, Zero3DType t) {
-    if (t == ZERO3_F32) {
-        gpu_copy_to_host(out, device, n * sizeof(float));
-        return;
-    }
-    __nv_bfloat16* tmp = (__nv_bfloat16*)xmalloc(n * sizeof(__nv_bfloat16));
-    gpu_copy_to_host(tmp, device, n * sizeof(__nv_bfloat16));
-    for (size_t i = 0; i < n; i++) out[i] = to_float(tmp[i]);
-    free(tmp);
 }
