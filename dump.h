@@ -23,6 +23,7 @@ every machine this project runs on.
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
+#include "readfile.h"
 #include <math.h>
 
 #define DUMP_MAGIC 20241129
@@ -60,17 +61,6 @@ typedef struct {
     size_t buffer_bytes;
 } Dump;
 
-// writes a formatted message into err (if given) and returns -1, so errors are one line each
-static inline int dump_fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err != NULL && errlen > 0) {
-        va_list args;
-        va_start(args, fmt);
-        vsnprintf(err, errlen, fmt, args);
-        va_end(args);
-    }
-    return -1;
-}
-
 static inline int32_t dump_int_at(const unsigned char *p) {
     int32_t value;
     memcpy(&value, p, 4); // memcpy: no alignment or aliasing assumptions
@@ -92,42 +82,23 @@ static inline void dump_free(Dump *d) {
 
 // reads the whole file into d->buffer; returns 0 or -1 with a message
 static inline int dump_read_file(Dump *d, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) { return dump_fail(err, errlen, "%s: cannot open dump file", path); }
-    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return dump_fail(err, errlen, "%s: cannot seek", path); }
-    long size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return dump_fail(err, errlen, "%s: cannot determine the file size", path);
-    }
-    d->buffer_bytes = (size_t)size;
-    d->buffer = (unsigned char *)malloc(d->buffer_bytes > 0 ? d->buffer_bytes : 1);
-    if (d->buffer == NULL) {
-        fclose(f);
-        return dump_fail(err, errlen, "%s: out of memory reading %zu bytes", path, d->buffer_bytes);
-    }
-    size_t got = fread(d->buffer, 1, d->buffer_bytes, f);
-    fclose(f);
-    if (got != d->buffer_bytes) {
-        return dump_fail(err, errlen, "%s: read %zu of %zu bytes", path, got, d->buffer_bytes);
-    }
-    return 0;
+    return read_whole_file(path, "dump file", &d->buffer, &d->buffer_bytes, err, errlen);
 }
 
 // parses and checks the 256-int32 header
 static inline int dump_parse_header(Dump *d, const char *path, char *err, size_t errlen) {
     if (d->buffer_bytes < DUMP_HEADER_INTS * 4) {
-        return dump_fail(err, errlen, "%s: file is %zu bytes, too short for the %d-byte dump header",
+        return read_fail(err, errlen, "%s: file is %zu bytes, too short for the %d-byte dump header",
                          path, d->buffer_bytes, DUMP_HEADER_INTS * 4);
     }
     const unsigned char *h = d->buffer;
     int32_t magic = dump_int_at(h), version = dump_int_at(h + 4);
     if (magic != DUMP_MAGIC) {
-        return dump_fail(err, errlen, "%s: bad magic %d, expected %d (not an activation dump)",
+        return read_fail(err, errlen, "%s: bad magic %d, expected %d (not an activation dump)",
                          path, magic, DUMP_MAGIC);
     }
     if (version != DUMP_VERSION) {
-        return dump_fail(err, errlen, "%s: unsupported dump version %d, expected %d", path, version, DUMP_VERSION);
+        return read_fail(err, errlen, "%s: unsupported dump version %d, expected %d", path, version, DUMP_VERSION);
     }
     int *fields[] = {&d->B, &d->T, &d->L, &d->C, &d->NH, &d->V, &d->Vp, &d->maxT, &d->nsteps,
                      &d->num_records, &d->warmup, &d->seed, &d->compute_bits};
@@ -137,19 +108,19 @@ static inline int dump_parse_header(Dump *d, const char *path, char *err, size_t
         *fields[k] = dump_int_at(h + 4 * (2 + k));
         int minimum = (k >= 9) ? 0 : 1; // shapes are positive; counts and the seed may be 0
         if (*fields[k] < minimum) {
-            return dump_fail(err, errlen, "%s: header field %s = %d is invalid", path, names[k], *fields[k]);
+            return read_fail(err, errlen, "%s: header field %s = %d is invalid", path, names[k], *fields[k]);
         }
     }
     if (d->C % d->NH != 0 || d->Vp < d->V || d->T > d->maxT ||
         (d->compute_bits != 32 && d->compute_bits != 64)) {
-        return dump_fail(err, errlen, "%s: inconsistent header (C=%d NH=%d V=%d Vp=%d T=%d maxT=%d bits=%d)",
+        return read_fail(err, errlen, "%s: inconsistent header (C=%d NH=%d V=%d Vp=%d T=%d maxT=%d bits=%d)",
                          path, d->C, d->NH, d->V, d->Vp, d->T, d->maxT, d->compute_bits);
     }
     float *hyper[] = {&d->lr, &d->final_frac, &d->weight_decay, &d->grad_clip, &d->beta1, &d->beta2, &d->eps};
     for (int k = 0; k < 7; k++) {
         *hyper[k] = dump_float_at(h + 4 * (16 + k));
         if (!isfinite(*hyper[k])) {
-            return dump_fail(err, errlen, "%s: header hyper-parameter %d is not finite", path, k);
+            return read_fail(err, errlen, "%s: header hyper-parameter %d is not finite", path, k);
         }
     }
     return 0;
@@ -160,22 +131,22 @@ static inline int dump_parse_record(Dump *d, int index, size_t *offset, const ch
                                     char *err, size_t errlen) {
     size_t remaining = d->buffer_bytes - *offset;
     if (remaining < DUMP_RECORD_HEADER_BYTES) {
-        return dump_fail(err, errlen, "%s: truncated: record %d of %d starts %zu bytes before the end",
+        return read_fail(err, errlen, "%s: truncated: record %d of %d starts %zu bytes before the end",
                          path, index, d->num_records, remaining);
     }
     const unsigned char *p = d->buffer + *offset;
     DumpRecord *r = &d->records[index];
     if (memchr(p, '\0', DUMP_NAME_BYTES) == NULL || p[0] == '\0') {
-        return dump_fail(err, errlen, "%s: record %d: name is empty or not NUL-terminated", path, index);
+        return read_fail(err, errlen, "%s: record %d: name is empty or not NUL-terminated", path, index);
     }
     r->name = (const char *)p;
     r->dtype = dump_int_at(p + DUMP_NAME_BYTES);
     r->ndim = dump_int_at(p + DUMP_NAME_BYTES + 4);
     if (r->dtype != DUMP_FLOAT32 && r->dtype != DUMP_INT32) {
-        return dump_fail(err, errlen, "%s: record '%s': unknown dtype %d", path, r->name, r->dtype);
+        return read_fail(err, errlen, "%s: record '%s': unknown dtype %d", path, r->name, r->dtype);
     }
     if (r->ndim < 0 || r->ndim > DUMP_MAX_DIMS) {
-        return dump_fail(err, errlen, "%s: record '%s': ndim %d is not in 0..%d", path, r->name, r->ndim, DUMP_MAX_DIMS);
+        return read_fail(err, errlen, "%s: record '%s': ndim %d is not in 0..%d", path, r->name, r->ndim, DUMP_MAX_DIMS);
     }
     // numel = product of the dims, refusing any product whose byte size would overflow size_t
     size_t numel = 1;
@@ -183,18 +154,18 @@ static inline int dump_parse_record(Dump *d, int index, size_t *offset, const ch
         int dim = dump_int_at(p + DUMP_NAME_BYTES + 8 + 4 * k);
         r->dims[k] = dim;
         if (k >= r->ndim) {
-            if (dim != 0) { return dump_fail(err, errlen, "%s: record '%s': unused dim %d is %d, not 0", path, r->name, k, dim); }
+            if (dim != 0) { return read_fail(err, errlen, "%s: record '%s': unused dim %d is %d, not 0", path, r->name, k, dim); }
             continue;
         }
-        if (dim < 0) { return dump_fail(err, errlen, "%s: record '%s': dim %d is negative (%d)", path, r->name, k, dim); }
+        if (dim < 0) { return read_fail(err, errlen, "%s: record '%s': dim %d is negative (%d)", path, r->name, k, dim); }
         if (dim > 0 && numel > SIZE_MAX / 4 / (size_t)dim) {
-            return dump_fail(err, errlen, "%s: record '%s': dims overflow the size computation", path, r->name);
+            return read_fail(err, errlen, "%s: record '%s': dims overflow the size computation", path, r->name);
         }
         numel *= (size_t)dim;
     }
     size_t data_bytes = numel * 4;
     if (data_bytes > remaining - DUMP_RECORD_HEADER_BYTES) {
-        return dump_fail(err, errlen, "%s: truncated: record '%s' needs %zu data bytes, %zu remain",
+        return read_fail(err, errlen, "%s: truncated: record '%s' needs %zu data bytes, %zu remain",
                          path, r->name, data_bytes, remaining - DUMP_RECORD_HEADER_BYTES);
     }
     r->numel = numel;
@@ -204,7 +175,7 @@ static inline int dump_parse_record(Dump *d, int index, size_t *offset, const ch
     *offset += DUMP_RECORD_HEADER_BYTES + data_bytes;
     for (int k = 0; k < index; k++) {
         if (strcmp(d->records[k].name, r->name) == 0) {
-            return dump_fail(err, errlen, "%s: record name '%s' appears twice", path, r->name);
+            return read_fail(err, errlen, "%s: record name '%s' appears twice", path, r->name);
         }
     }
     return 0;
@@ -223,18 +194,18 @@ static inline int dump_open(Dump *d, const char *path, char *err, size_t errlen)
         int n = d->num_records;
         size_t bytes = d->buffer_bytes;
         dump_free(d);
-        return dump_fail(err, errlen, "%s: truncated: header promises %d records, the file is only %zu bytes",
+        return read_fail(err, errlen, "%s: truncated: header promises %d records, the file is only %zu bytes",
                          path, n, bytes);
     }
     d->records = (DumpRecord *)calloc(d->num_records > 0 ? (size_t)d->num_records : 1, sizeof(DumpRecord));
-    if (d->records == NULL) { dump_free(d); return dump_fail(err, errlen, "%s: out of memory", path); }
+    if (d->records == NULL) { dump_free(d); return read_fail(err, errlen, "%s: out of memory", path); }
     for (int k = 0; k < d->num_records; k++) {
         if (dump_parse_record(d, k, &offset, path, err, errlen) != 0) { dump_free(d); return -1; }
     }
     if (offset != d->buffer_bytes) {
         size_t extra = d->buffer_bytes - offset;
         dump_free(d);
-        return dump_fail(err, errlen, "%s: %zu trailing bytes after the last record", path, extra);
+        return read_fail(err, errlen, "%s: %zu trailing bytes after the last record", path, extra);
     }
     return 0;
 }
@@ -252,11 +223,11 @@ static inline const DumpRecord *dump_find(const Dump *d, const char *name) {
 static inline const DumpRecord *dump_get(const Dump *d, const char *name, int dtype, int ndim,
                                          const int *dims, char *err, size_t errlen) {
     const DumpRecord *r = dump_find(d, name);
-    if (r == NULL) { dump_fail(err, errlen, "dump has no record '%s'", name); return NULL; }
+    if (r == NULL) { read_fail(err, errlen, "dump has no record '%s'", name); return NULL; }
     int same = (r->dtype == dtype && r->ndim == ndim);
     for (int k = 0; same && k < ndim; k++) { same = (r->dims[k] == dims[k]); }
     if (!same) {
-        dump_fail(err, errlen, "record '%s' is dtype %d shape (%d,%d,%d,%d)[ndim %d], expected dtype %d ndim %d",
+        read_fail(err, errlen, "record '%s' is dtype %d shape (%d,%d,%d,%d)[ndim %d], expected dtype %d ndim %d",
                   name, r->dtype, r->dims[0], r->dims[1], r->dims[2], r->dims[3], r->ndim, dtype, ndim);
         return NULL;
     }

@@ -27,6 +27,7 @@ Every check failure returns an error code and a one-line message; the caller dec
 #include <string.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include "readfile.h"
 
 #define TOKENIZER_MAGIC 20240328
 #define TOKENIZER_VERSION 2
@@ -41,52 +42,10 @@ typedef struct {
     uint32_t *offsets;     // (V+1,) token i is bytes[offsets[i]] .. bytes[offsets[i+1]-2], then NUL
 } Tokenizer;
 
-// Writes a message into err (when given) and returns -1, so checks read `return tokenizer_fail_(...)`.
-static inline int tokenizer_fail_(char *err, size_t errlen, const char *fmt, ...) {
-    if (err != NULL && errlen > 0) {
-        va_list args;
-        va_start(args, fmt);
-        vsnprintf(err, errlen, fmt, args);
-        va_end(args);
-    }
-    return -1;
-}
-
 static inline void tokenizer_free(Tokenizer *t) {
     free(t->bytes);
     free(t->offsets);
     memset(t, 0, sizeof(*t));
-}
-
-// Reads the whole file at path into a malloc'd buffer. Returns 0 and sets *out, *size; else -1.
-static inline int tokenizer_slurp_(const char *path, unsigned char **out, size_t *size,
-                                   char *err, size_t errlen) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        return tokenizer_fail_(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return tokenizer_fail_(err, errlen, "%s: not a regular file", path);
-    }
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return tokenizer_fail_(err, errlen, "%s: cannot open tokenizer file (%s)", path, strerror(errno));
-    }
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = (unsigned char *)malloc(n > 0 ? n : 1);
-    if (buf == NULL) {
-        fclose(f);
-        return tokenizer_fail_(err, errlen, "%s: out of memory reading %zu bytes", path, n);
-    }
-    size_t got = fread(buf, 1, n, f);
-    fclose(f);
-    if (got != n) {
-        free(buf);
-        return tokenizer_fail_(err, errlen, "%s: read %zu of %zu bytes", path, got, n);
-    }
-    *out = buf;
-    *size = n;
-    return 0;
 }
 
 // Loads and validates the tokenizer file. Returns 0 on success; on failure returns -1, writes a
@@ -95,35 +54,35 @@ static inline int tokenizer_init(Tokenizer *t, const char *path, char *err, size
     memset(t, 0, sizeof(*t));
     unsigned char *file = NULL;
     size_t size = 0;
-    if (tokenizer_slurp_(path, &file, &size, err, errlen) != 0) { return -1; }
+    if (read_whole_file(path, "tokenizer file", &file, &size, err, errlen) != 0) { return -1; }
 
     int rc = 0;
     uint32_t header[256];
     if (size < TOKENIZER_HEADER_BYTES) {
-        rc = tokenizer_fail_(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
+        rc = read_fail(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
                              path, size, (size_t)TOKENIZER_HEADER_BYTES);
         goto done;
     }
     memcpy(header, file, TOKENIZER_HEADER_BYTES);  // the file is little-endian, as is the host
     if (header[0] != TOKENIZER_MAGIC) {
-        rc = tokenizer_fail_(err, errlen, "%s: bad magic %u (want %u): not a tokenizer file",
+        rc = read_fail(err, errlen, "%s: bad magic %u (want %u): not a tokenizer file",
                              path, header[0], TOKENIZER_MAGIC);
         goto done;
     }
     if (header[1] != TOKENIZER_VERSION) {
-        rc = tokenizer_fail_(err, errlen, "%s: version %u, want %u (regenerate with data/tinyshakespeare.py)",
+        rc = read_fail(err, errlen, "%s: version %u, want %u (regenerate with data/tinyshakespeare.py)",
                              path, header[1], TOKENIZER_VERSION);
         goto done;
     }
     t->vocab_size = header[2];
     t->eot_token = header[3];
     if (t->vocab_size == 0 || t->vocab_size > TOKENIZER_MAX_VOCAB) {
-        rc = tokenizer_fail_(err, errlen, "%s: vocab size %u outside 1..%u", path, t->vocab_size,
+        rc = read_fail(err, errlen, "%s: vocab size %u outside 1..%u", path, t->vocab_size,
                              TOKENIZER_MAX_VOCAB);
         goto done;
     }
     if (t->eot_token >= t->vocab_size) {
-        rc = tokenizer_fail_(err, errlen, "%s: EOT token %u is not below the vocab size %u",
+        rc = read_fail(err, errlen, "%s: EOT token %u is not below the vocab size %u",
                              path, t->eot_token, t->vocab_size);
         goto done;
     }
@@ -136,23 +95,23 @@ static inline int tokenizer_init(Tokenizer *t, const char *path, char *err, size
         t->offsets = (uint32_t *)malloc(((size_t)t->vocab_size + 1) * sizeof(uint32_t));
         t->bytes = (char *)malloc(body_size > 0 ? body_size : 1);
         if (t->offsets == NULL || t->bytes == NULL) {
-            rc = tokenizer_fail_(err, errlen, "%s: out of memory for %u tokens", path, t->vocab_size);
+            rc = read_fail(err, errlen, "%s: out of memory for %u tokens", path, t->vocab_size);
             goto done;
         }
         size_t pos = 0;  // read position in body; also the write position in t->bytes
         for (uint32_t id = 0; id < t->vocab_size; id++) {
             if (pos >= body_size) {
-                rc = tokenizer_fail_(err, errlen, "%s: file ends at token %u of %u (truncated)",
+                rc = read_fail(err, errlen, "%s: file ends at token %u of %u (truncated)",
                                      path, id, t->vocab_size);
                 goto done;
             }
             size_t len = body[pos];
             if (len == 0) {
-                rc = tokenizer_fail_(err, errlen, "%s: token %u has length 0", path, id);
+                rc = read_fail(err, errlen, "%s: token %u has length 0", path, id);
                 goto done;
             }
             if (pos + 1 + len > body_size) {
-                rc = tokenizer_fail_(err, errlen, "%s: token %u (%zu bytes) runs past the end of the file (truncated)",
+                rc = read_fail(err, errlen, "%s: token %u (%zu bytes) runs past the end of the file (truncated)",
                                      path, id, len);
                 goto done;
             }
@@ -163,7 +122,7 @@ static inline int tokenizer_init(Tokenizer *t, const char *path, char *err, size
         }
         t->offsets[t->vocab_size] = (uint32_t)pos;
         if (pos != body_size) {
-            rc = tokenizer_fail_(err, errlen, "%s: %zu bytes of trailing garbage after the last token",
+            rc = read_fail(err, errlen, "%s: %zu bytes of trailing garbage after the last token",
                                  path, body_size - pos);
             goto done;
         }

@@ -28,6 +28,7 @@ against the model's vocabulary, so an embedding lookup can never index past wte.
 #include <string.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include "readfile.h"
 
 #define TOKENS_MAGIC 20240520
 #define TOKENS_VERSION 1
@@ -38,17 +39,6 @@ typedef struct {
     uint16_t *tokens;   // (ntok,)
     size_t ntok;
 } TokenFile;
-
-// Writes a message into err (when given) and returns -1.
-static inline int tokens_fail_(char *err, size_t errlen, const char *fmt, ...) {
-    if (err != NULL && errlen > 0) {
-        va_list args;
-        va_start(args, fmt);
-        vsnprintf(err, errlen, fmt, args);
-        va_end(args);
-    }
-    return -1;
-}
 
 static inline void tokens_close(TokenFile *tf) {
     free(tf->tokens);
@@ -62,36 +52,36 @@ static inline int tokens_open(TokenFile *tf, const char *path, char *err, size_t
     snprintf(tf->path, sizeof(tf->path), "%s", path);
     struct stat st;
     if (stat(path, &st) != 0) {
-        return tokens_fail_(err, errlen, "%s: cannot open token file (%s)", path, strerror(errno));
+        return read_fail(err, errlen, "%s: cannot open token file (%s)", path, strerror(errno));
     }
     if (!S_ISREG(st.st_mode)) {
-        return tokens_fail_(err, errlen, "%s: not a regular file", path);
+        return read_fail(err, errlen, "%s: not a regular file", path);
     }
     size_t size = (size_t)st.st_size;
     if (size < TOKENS_HEADER_BYTES) {
-        return tokens_fail_(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
+        return read_fail(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
                             path, size, (size_t)TOKENS_HEADER_BYTES);
     }
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        return tokens_fail_(err, errlen, "%s: cannot open token file (%s)", path, strerror(errno));
+        return read_fail(err, errlen, "%s: cannot open token file (%s)", path, strerror(errno));
     }
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256) {
         fclose(f);
-        return tokens_fail_(err, errlen, "%s: cannot read the header", path);
+        return read_fail(err, errlen, "%s: cannot read the header", path);
     }
     int rc = 0;
     if (header[0] != TOKENS_MAGIC) {
         // llm.c's 20240801 files hold uint32 tokens (LLaMA 3); this project is GPT-2 only
-        rc = tokens_fail_(err, errlen, "%s: bad magic %d (want %d): not a GPT-2 token file",
+        rc = read_fail(err, errlen, "%s: bad magic %d (want %d): not a GPT-2 token file",
                           path, header[0], TOKENS_MAGIC);
     } else if (header[1] != TOKENS_VERSION) {
-        rc = tokens_fail_(err, errlen, "%s: version %d, want %d", path, header[1], TOKENS_VERSION);
+        rc = read_fail(err, errlen, "%s: version %d, want %d", path, header[1], TOKENS_VERSION);
     } else if (header[2] <= 0) {
-        rc = tokens_fail_(err, errlen, "%s: header says %d tokens, need at least 1", path, header[2]);
+        rc = read_fail(err, errlen, "%s: header says %d tokens, need at least 1", path, header[2]);
     } else if (size != TOKENS_HEADER_BYTES + 2 * (size_t)header[2]) {
-        rc = tokens_fail_(err, errlen, "%s: %zu bytes, but the header's %d tokens need %zu (truncated or padded)",
+        rc = read_fail(err, errlen, "%s: %zu bytes, but the header's %d tokens need %zu (truncated or padded)",
                           path, size, header[2], TOKENS_HEADER_BYTES + 2 * (size_t)header[2]);
     }
     if (rc != 0) {
@@ -103,14 +93,14 @@ static inline int tokens_open(TokenFile *tf, const char *path, char *err, size_t
     if (tf->tokens == NULL) {
         fclose(f);
         tokens_close(tf);
-        return tokens_fail_(err, errlen, "%s: out of memory for %d tokens", path, header[2]);
+        return read_fail(err, errlen, "%s: out of memory for %d tokens", path, header[2]);
     }
     size_t got = fread(tf->tokens, sizeof(uint16_t), tf->ntok, f);
     fclose(f);
     if (got != tf->ntok) {
         size_t want = tf->ntok;
         tokens_close(tf);
-        return tokens_fail_(err, errlen, "%s: read %zu of %zu tokens", path, got, want);
+        return read_fail(err, errlen, "%s: read %zu of %zu tokens", path, got, want);
     }
     return 0;
 }
@@ -120,7 +110,7 @@ static inline int tokens_open(TokenFile *tf, const char *path, char *err, size_t
 static inline int tokens_check_below(const TokenFile *tf, uint32_t limit, char *err, size_t errlen) {
     for (size_t i = 0; i < tf->ntok; i++) {
         if (tf->tokens[i] >= limit) {
-            return tokens_fail_(err, errlen, "%s: token %zu is id %u, not below the vocab size %u",
+            return read_fail(err, errlen, "%s: token %zu is id %u, not below the vocab size %u",
                                 tf->path, i, (unsigned)tf->tokens[i], limit);
         }
     }
