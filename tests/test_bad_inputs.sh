@@ -5,15 +5,7 @@
 # that matches what is wrong (on 1 rank that line is all of stderr). A failed resume leaves the
 # output directory as it was.
 # ZERO3_TRAINER=path tests another build of the trainer (default: make train_gpt2_zero3).
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1
-PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-BIN=${ZERO3_TRAINER:-./train_gpt2_zero3}
+. "$(dirname "$0")/lib.sh"
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
 VAL=data/tinyshakespeare/tiny_shakespeare_val.bin
 [ -f "$VAL" ] || fail "missing $VAL (make data)"

@@ -7,14 +7,7 @@
 # injected at a step (ZERO3_INJECT_NAN_STEP), which stops the run after its last checkpoint.
 # Also: only the newest two checkpoints are kept, and `latest` names the newest.
 # ZERO3_TRAINER=path tests another build of the trainer (default: make train_gpt2_zero3).
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-BIN=${ZERO3_TRAINER:-./train_gpt2_zero3}
+. "$(dirname "$0")/lib.sh"
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
 
 # run NAME NP ARGS...: the trainer on NP ranks, stdout+stderr to $work/NAME.out; returns its exit code

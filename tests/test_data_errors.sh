@@ -3,15 +3,11 @@
 # stderr naming what is wrong, and leave no file (not even a temporary) in the output folder.
 # Also: a good run after a failed one works, and a failed run keeps earlier good outputs intact.
 # SHARED_DATA (default ../shared/data) holds tinyshakespeare/input.txt and gpt2/{encoder.json,vocab.bpe}.
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+. "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 SHARED=${SHARED_DATA:-../shared/data}
 TEXT=$SHARED/tinyshakespeare/input.txt
 VOCAB=$SHARED/gpt2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 [ -f "$TEXT" ] && [ -d "$VOCAB" ] || fail "missing $TEXT or $VOCAB (set SHARED_DATA)"
 
 # expect_error WHAT PATTERN OUTDIR ARGS...: run the script with --out OUTDIR and ARGS; it must exit

@@ -11,15 +11,7 @@
 #  5. sampling from the imported model prints the same tokens on 1, 2 and 3 ranks (rank 0 prints;
 #     every rank checks that it picked the same token).
 # ZERO3_TRAINER=path tests another build of the trainer (default: make train_gpt2_zero3).
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1
-PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-BIN=${ZERO3_TRAINER:-./train_gpt2_zero3}
+. "$(dirname "$0")/lib.sh"
 BF16_BIN=${ZERO3_TRAINER_BF16EXPORT:-build/ops/train_gpt2_zero3_bf16export}
 if [ -z "${ZERO3_TRAINER:-}" ]; then make -s train_gpt2_zero3 build/ops/train_gpt2_zero3_bf16export >/dev/null || fail "build"; fi
 VAL=data/tinyshakespeare/tiny_shakespeare_val.bin

@@ -8,16 +8,10 @@
 #     the new checkpoint on disk, `latest` not yet moved) leaves the previous checkpoint as `latest`;
 #     resuming from it reproduces the uninterrupted run exactly.
 # ZERO3_TRAINER=path tests another build of the trainer (default: make train_gpt2_zero3).
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1
-work=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 mpirun_pid=
 cleanup() { [ -n "$mpirun_pid" ] && kill -KILL "$mpirun_pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-BIN=${ZERO3_TRAINER:-./train_gpt2_zero3}
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
 M=(-e d2c48h2t32 -b 2 -t 16 -v 3 -m 1)
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }

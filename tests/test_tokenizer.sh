@@ -9,15 +9,11 @@
 #   4. tokenizer.h and tokens.h reject corrupt files with one line naming the file
 # Needs /usr/bin/python3 with `regex` (python3-regex), node + npm (npm ci runs once, when node_modules is missing), gcc.
 # SHARED_DATA (default ../shared/data) holds tinyshakespeare/input.txt and gpt2/{encoder.json,vocab.bpe}.
-set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+. "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 SHARED=${SHARED_DATA:-../shared/data}
 TEXT=$SHARED/tinyshakespeare/input.txt
 VOCAB=$SHARED/gpt2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 now() { date +%s.%N; }
 [ -f "$TEXT" ] || fail "missing $TEXT (set SHARED_DATA to the folder holding tinyshakespeare/ and gpt2/)"
 
