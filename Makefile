@@ -28,32 +28,52 @@ DEFS += -DUSE_MPI
 else
 CC_CPU ?= gcc
 endif
-HOST_HEADERS = $(wildcard *.h)
+# The pieces: the engine (zero3.c), the host library both trainers link (host/*.c: flags, train
+# loop, passes, checkpoints, export, model file), each trainer's backend and kernels (cpu/, gpu/).
+ENGINE_SRC = zero3.c
+HOST_SRC = $(wildcard host/*.c)
+HOST_HEADERS = zero3.h $(wildcard host/*.h)
+CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h)
+# host code and the engine are compiled once into build/obj and linked into every binary
+OBJDIR = build/obj
+LIB_OBJS = $(patsubst %.c,$(OBJDIR)/%.o,$(ENGINE_SRC) $(HOST_SRC))
+# one archive, so a program links only the pieces it uses (the engine's unit test needs no train loop)
+LIB = $(OBJDIR)/libzero3.a
+CPU_BACKEND_OBJ = $(OBJDIR)/cpu/backend_cpu$(if $(filter 1,$(USE_MPI)),_mpi,).o
 
 .PHONY: all cpu gpu test data dumps ddp clean
 all: cpu
 
 cpu: train_gpt2_zero3 test_gpt2
 
-train_gpt2_zero3: train_gpt2_zero3.c zero3.c $(HOST_HEADERS)
-	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ train_gpt2_zero3.c zero3.c $(LDLIBS_CPU)
+$(OBJDIR)/%.o: %.c $(HOST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC_CPU) $(CFLAGS) -c $< -o $@
+$(LIB): $(LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(OBJDIR)/cpu/backend_cpu_mpi.o $(OBJDIR)/cpu/backend_cpu.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -c $< -o $@
 
-test_gpt2: test_gpt2.c train_gpt2_zero3.c zero3.c $(HOST_HEADERS)
-	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ test_gpt2.c zero3.c $(LDLIBS_CPU)
+train_gpt2_zero3: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ train_gpt2_zero3.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
+
+test_gpt2: test_gpt2.c train_gpt2_zero3.c tests/test_checks.h tests/dump.h $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ test_gpt2.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
 
 # The DDP build (stage 0 only) under build/ddp/, so tests can run it beside the ZeRO build.
 ddp: build/ddp/train_gpt2_zero3 build/ddp/test_gpt2
-build/ddp/train_gpt2_zero3: train_gpt2_zero3.c zero3.c $(HOST_HEADERS)
+build/ddp/train_gpt2_zero3: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
 	@mkdir -p build/ddp
-	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ train_gpt2_zero3.c zero3.c $(LDLIBS_CPU)
-build/ddp/test_gpt2: test_gpt2.c train_gpt2_zero3.c zero3.c $(HOST_HEADERS)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ train_gpt2_zero3.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
+build/ddp/test_gpt2: test_gpt2.c train_gpt2_zero3.c tests/test_checks.h tests/dump.h $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
 	@mkdir -p build/ddp
-	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ test_gpt2.c zero3.c $(LDLIBS_CPU)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ test_gpt2.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
 
 # engine unit tests (no transport)
-build/test_engine_layout: dev/test_engine_layout.c zero3.c zero3.h gpt2.h common.h
+build/test_engine_layout: tests/unit/test_engine_layout.c $(LIB) $(HOST_HEADERS)
 	@mkdir -p build
-	gcc $(CFLAGS) -I. -o $@ dev/test_engine_layout.c zero3.c $(LDLIBS_CPU)
+	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_engine_layout.c $(LIB) $(LDLIBS_CPU)
 
 # ---------------------------------------------------------------- data and reference dumps
 # DATA_ARGS="--input ../shared/data/tinyshakespeare/input.txt --vocab ../shared/data/gpt2" to use local copies
@@ -76,7 +96,7 @@ dev/ref/small.dump: dev/gpt2_reference.py dev/remap_tokens.py data/tinyshakespea
 # The GPU trainer and its test, built with nvcc into the repository root:
 #   make train_gpt2_zero3cu test_gpt2cu [PRECISION=BF16|FP32] [DDP=1] [USE_MPI=0] [GPU_COMPUTE_CAPABILITY=90]
 #   make cuda_kernels      build and run every kernel check in dev/cuda (needs a GPU)
-#   make gpu_check         scripts/gpu_check.sh: the whole GPU check (DESIGN.md section 5)
+#   make gpu_check         scripts/gpu_check.sh: the whole GPU check (docs/DESIGN.md section 5)
 # NCCL: the CUDA toolkit's by default; NCCL_HOME=DIR for another one, e.g. the nvidia/nccl folder of
 # PyTorch's wheels (DIR/include/nccl.h, DIR/lib/libnccl.so or libnccl.so.2; linked with an rpath).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -108,20 +128,23 @@ endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 GPU_LIBS = -lcublasLt -lcublas -lgomp -Xlinker -rpath=$(CUDA_HOME)/lib64
 GPU_SOURCES = $(wildcard gpu/*.cuh) $(HOST_HEADERS)
-# The shared host headers are valid C++ and are included by the .cu files, as by the CPU trainer;
-# only the engine (zero3.c) is compiled as C, with gcc, and linked.
-GPU_OBJDIR = build/gpu_$(PRECISION)_ddp$(DDP)
-GPU_HOST_CFLAGS = -O2 -std=gnu11 -Wall -Wno-unused-function -Wno-unused-parameter $(NVCC_DEFS)
+# The engine and the host library are C, compiled by gcc into build/gpu_obj and linked, exactly the
+# sources the CPU trainer links (host headers declare them with C linkage for the .cu files).
+GPU_OBJDIR = build/gpu_obj
+GPU_HOST_CFLAGS = -O2 -std=gnu11 -Wall -Wno-unused-function -Wno-unused-parameter
+GPU_LIB_OBJS = $(patsubst %.c,$(GPU_OBJDIR)/%.o,$(ENGINE_SRC) $(HOST_SRC))
+GPU_LIB = $(GPU_OBJDIR)/libzero3.a
+$(GPU_OBJDIR)/%.o: %.c $(HOST_HEADERS)
+	@mkdir -p $(dir $@)
+	gcc $(GPU_HOST_CFLAGS) -c $< -o $@
+$(GPU_LIB): $(GPU_LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
 
-$(GPU_OBJDIR)/zero3.o: zero3.c zero3.h
-	@mkdir -p $(GPU_OBJDIR)
-	gcc $(GPU_HOST_CFLAGS) -c zero3.c -o $@
+train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_LIB)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_LIB) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
 
-train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_OBJDIR)/zero3.o
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_OBJDIR)/zero3.o $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
-
-test_gpt2cu: test_gpt2.cu train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_OBJDIR)/zero3.o
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ test_gpt2.cu $(GPU_OBJDIR)/zero3.o $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
+test_gpt2cu: test_gpt2.cu train_gpt2_zero3.cu tests/test_checks.h tests/dump.h $(GPU_SOURCES) $(GPU_LIB)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ test_gpt2.cu $(GPU_LIB) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
 
 gpu: train_gpt2_zero3cu test_gpt2cu
 
@@ -135,23 +158,25 @@ gpu_check:
 # (END GPU SECTION)
 
 # ---------------------------------------------------------------- operations (checkpoint, export, fuzz)
-# libFuzzer harnesses for every file reader (fuzz/; tests/test_fuzz.sh runs them), built with clang's
-# -fsanitize=fuzzer plus ASan and UBSan (Debian: clang, libclang-rt-14-dev).
+# libFuzzer harnesses for every file reader (tests/fuzz/; tests/test_fuzz.sh runs them), built with
+# clang's -fsanitize=fuzzer plus ASan and UBSan (Debian: clang, libclang-rt-14-dev), with the engine
+# and the host library compiled into each under the same sanitizers.
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_LIB = $(ENGINE_SRC) $(filter-out host/train.c host/model.c,$(HOST_SRC))
 FUZZ_HARNESSES = model tokens tokenizer dump checkpoint
 .PHONY: fuzz
 fuzz: $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%) build/fuzz/make_seeds
-build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h zero3.c $(HOST_HEADERS)
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_LIB) $(HOST_HEADERS)
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< zero3.c -lm
-build/fuzz/make_seeds: fuzz/make_seeds.c fuzz/fuzz_common.h zero3.c $(HOST_HEADERS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB) -lm
+build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_common.h $(FUZZ_LIB) $(HOST_HEADERS)
 	@mkdir -p build/fuzz
-	gcc -O1 -std=gnu11 -I. -o $@ $< zero3.c -lm
+	gcc -O1 -std=gnu11 -I. -o $@ $< $(FUZZ_LIB) -lm
 # the CPU trainer exporting model.bin as bf16 (llm.c version 5), for tests/test_export.sh
-build/ops/train_gpt2_zero3_bf16export: train_gpt2_zero3.c zero3.c $(HOST_HEADERS)
+build/ops/train_gpt2_zero3_bf16export: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
 	@mkdir -p build/ops
-	$(CC_CPU) $(CFLAGS) $(DEFS) -DTRAIN_EXPORT_VERSION=5 -o $@ train_gpt2_zero3.c zero3.c $(LDLIBS_CPU)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -DTRAIN_EXPORT_VERSION=5 -o $@ train_gpt2_zero3.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
 
 # ---------------------------------------------------------------- tests
 test:

@@ -4,11 +4,11 @@
 //   mpirun -np N ./test_gpt2 ...               N = 1..4
 //
 // The checks (every stage, A = 1 and 2, activations, gradients, losses, norms, LRs) are shared with
-// test_gpt2.cu and live in test_checks.h. The reference computes in float64, so the errors printed
+// test_gpt2.cu and live in tests/test_checks.h. The reference computes in float64, so the errors printed
 // are this trainer's own fp32 error.
 #define TESTING
 #include "train_gpt2_zero3.c"
-#include "test_checks.h"
+#include "tests/test_checks.h"
 
 // test_checks.h's view of an activation of the last forward
 const void *model_activation(Model *m, int k, int layer) {
@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
     // fp32 against a float64 reference (measured figures in the README's testing section):
     // activations, gradients, no normwise bound, grad norm, loss, later train losses
     const Tolerances tol = {1e-5, 5e-5, INFINITY, 5e-5, 1e-5, 1e-5};
-    int rc = test_main("test_gpt2", argc, argv, &be, &tol);
+    int rc = test_main("test_gpt2", argc, argv, &be, &CPU_BUILD, &tol);
     backend_cpu_finish();
     return rc;
 }

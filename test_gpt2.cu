@@ -1,5 +1,5 @@
 // test_gpt2.cu: the GPU trainer against the PyTorch reference dump (dev/gpt2_reference.py), the
-// same checks test_gpt2.c makes of the CPU trainer (test_checks.h).
+// same checks test_gpt2.c makes of the CPU trainer (tests/test_checks.h).
 //
 //   ./test_gpt2cu [dump] [model]               (defaults: dev/ref/tiny.dump dev/ref/tiny_model.bin)
 //   scripts/launch.sh -n 2 ./test_gpt2cu ...   N ranks without MPI (mpirun -np N with USE_MPI=1)
@@ -15,7 +15,7 @@
 // real mistake moves the whole tensor.
 #define TESTING
 #include "train_gpt2_zero3.cu"
-#include "test_checks.h"
+#include "tests/test_checks.h"
 
 // activations, gradients, gradients normwise, grad norm, loss, later train losses
 #if defined(ENABLE_FP32)
@@ -34,7 +34,7 @@ const void* model_activation(Model* m, int k, int layer) {
 int main(int argc, char** argv) {
     Zero3Backend be;
     gpu_backend_init(&be, &argc, &argv);
-    int rc = test_main("test_gpt2cu", argc, argv, &be, &kTolerances);
+    int rc = test_main("test_gpt2cu", argc, argv, &be, &GPU_BUILD, &kTolerances);
     gpu_backend_finish();
     return rc;
 }

@@ -1,24 +1,20 @@
-// train_gpt2_zero3.c: GPT-2 training in fp32 C with OpenMP, every parameter reached through the
-// ZeRO engine (zero3.c) over MPI. This is the reference implementation, the CI path, and what a
-// learner runs on a laptop:
+// train_gpt2_zero3.c: GPT-2 training in fp32 C with OpenMP on the CPU, every parameter reached
+// through the ZeRO engine (zero3.c) over MPI. The reference implementation, the CI path, and what
+// a learner runs on a laptop:
 //
 //   ./train_gpt2_zero3 -e d2c64h2t64 -x 50                 one rank
 //   mpirun -np 4 ./train_gpt2_zero3 -e d12 -z 3 -o out     four ranks, ZeRO-3
 //
-// The model never sees a whole parameter set. Each layer asks the engine for its unit's weights
-// (zero3_gather), computes, and gives them back (zero3_release); in backward it asks again, adds its
-// gradients into the unit's gradient buffer (zero3_grads) and hands them to the engine to reduce
-// (zero3_reduce_grads). What "gather" costs depends on the stage: nothing for 0-2 (full params are
-// resident), an all-gather for 3.
-#include "common.h"
-#include "backend_cpu.h"
-#include "cpu_kernels.h"
-#include "gpt2.h"
-#include "zero3.h"
-
-#define TRAIN_PARAM_TYPE ZERO3_F32
-#define TRAIN_GRAD_TYPE ZERO3_F32
-#define TRAIN_ALIGN 64   // elements: 256-byte aligned tensors, the same layout as the GPU trainer
+// This file is only the math of each unit (host/model.h's model_* functions) on the CPU kernels
+// (cpu/kernels.h). It never sees a whole parameter set and knows nothing of ZeRO: host/model.c
+// gathers each unit, hands this file a typed view of it (w.qkvw, ...), and reduces and releases
+// it afterwards; host/train.c runs the step loop. The GPU trainer (train_gpt2_zero3.cu) is the
+// same functions on CUDA kernels.
+#include "cpu/backend_cpu.h"
+#include "cpu/kernels.h"
+#include "host/model.h"
+#include "host/train.h"
+#include <omp.h>
 
 // ------------------------------------------------------------------------------------------------
 // Activations: one flat allocation, as llm.c. Per layer l (shapes):
@@ -34,18 +30,15 @@ enum { A_ENCODED, A_LNF, A_LNF_MEAN, A_LNF_RSTD, A_LOGITS, A_PROBS, A_LOSSES, A_
        S_DRESIDUAL, S_DLN, S_DATTY, S_DQKV, S_DFCH, S_DFCH_GELU, S_DPREATT, S_DATT, S_DLOGITS, S_DLOSSES,
        A_GLOBAL };
 
-typedef struct Model {
+struct Model {
     GPT2Config cfg;
-    Zero3 *z;
     int B, T;
     float *memory;
     float *layer_acts[1024][A_PER_LAYER];   // [l][A_*]
     float *acts[A_GLOBAL];
-    const int *inputs;      // of the last forward (the encoder backward needs them)
-    const int *targets;
-    const float *emb;       // the gathered embedding unit, held from the LM-head forward to its backward
-    double mean_loss;
-} Model;
+    const int *inputs;      // of the current forward (the encoder backward needs them)
+    const int *targets;     // NULL: no loss
+};
 
 static size_t layer_act_size(const GPT2Config *c, int B, int T, int which) {
     size_t BT = (size_t)B * T, C = c->channels, NH = c->num_heads;
@@ -69,11 +62,10 @@ static size_t global_act_size(const GPT2Config *c, int B, int T, int which) {
     }
 }
 
-Model *model_create(const GPT2Config *cfg, Zero3 *z, int B, int T) {
+Model *model_create(const GPT2Config *cfg, int B, int T) {
     if (cfg->num_layers > 1024) fatal("model: at most 1024 layers");
     Model *m = xcalloc(1, sizeof(Model));
     m->cfg = *cfg;
-    m->z = z;
     m->B = B;
     m->T = T;
     size_t total = 0;
@@ -94,159 +86,147 @@ void model_free(Model *m) {
     free(m);
 }
 
-// Pointer to tensor i of a gathered unit (or of its gradient buffer).
-static float *unit_tensor(const Model *m, int u, const void *base, int i) {
-    return (float *)base + m->z->units[u].tensors[i].offset;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Forward. Returns the mean loss over the B*T tokens (0 when targets is NULL).
-float model_forward(Model *m, const int *inputs, const int *targets, int training) {
-    const GPT2Config *c = &m->cfg;
-    Zero3 *z = m->z;
-    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    int L = c->num_layers, u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
+void model_set_batch(Model *m, const int *inputs, const int *targets, int training) {
     m->inputs = inputs;
     m->targets = targets;
+}
 
-    const float *emb = zero3_gather(z, u_emb);
-    encoder_forward(m->acts[A_ENCODED], inputs, unit_tensor(m, u_emb, emb, EMB_WTE), unit_tensor(m, u_emb, emb, EMB_WPE), B, T, C);
-    zero3_release(z, u_emb);
-
-    const float *residual = m->acts[A_ENCODED];
-    for (int l = 0; l < L; l++) {
-        int u = gpt2_unit_block(c, l);
-        const float *w = zero3_gather(z, u);
-        float **a = m->layer_acts[l];
-        layernorm_forward(a[A_LN1], a[A_LN1_MEAN], a[A_LN1_RSTD], residual, unit_tensor(m, u, w, BLK_LN1W), unit_tensor(m, u, w, BLK_LN1B), B, T, C);
-        matmul_forward(a[A_QKV], a[A_LN1], unit_tensor(m, u, w, BLK_QKVW), unit_tensor(m, u, w, BLK_QKVB), B, T, C, 3 * C);
-        attention_forward(a[A_ATTY], m->acts[A_PREATT], a[A_ATT], a[A_QKV], B, T, C, NH);
-        matmul_forward(a[A_ATTPROJ], a[A_ATTY], unit_tensor(m, u, w, BLK_ATTPROJW), unit_tensor(m, u, w, BLK_ATTPROJB), B, T, C, C);
-        residual_forward(a[A_RESIDUAL2], residual, a[A_ATTPROJ], B * T * C);
-        layernorm_forward(a[A_LN2], a[A_LN2_MEAN], a[A_LN2_RSTD], a[A_RESIDUAL2], unit_tensor(m, u, w, BLK_LN2W), unit_tensor(m, u, w, BLK_LN2B), B, T, C);
-        matmul_forward(a[A_FCH], a[A_LN2], unit_tensor(m, u, w, BLK_FCW), unit_tensor(m, u, w, BLK_FCB), B, T, C, 4 * C);
-        gelu_forward(a[A_FCH_GELU], a[A_FCH], B * T * 4 * C);
-        matmul_forward(a[A_FCPROJ], a[A_FCH_GELU], unit_tensor(m, u, w, BLK_FCPROJW), unit_tensor(m, u, w, BLK_FCPROJB), B, T, 4 * C, C);
-        residual_forward(a[A_RESIDUAL3], a[A_RESIDUAL2], a[A_FCPROJ], B * T * C);
-        zero3_release(z, u);
-        residual = a[A_RESIDUAL3];
-    }
-
-    const float *head = zero3_gather(z, u_head);
-    layernorm_forward(m->acts[A_LNF], m->acts[A_LNF_MEAN], m->acts[A_LNF_RSTD], residual,
-                      unit_tensor(m, u_head, head, HEAD_LNFW), unit_tensor(m, u_head, head, HEAD_LNFB), B, T, C);
-    zero3_release(z, u_head);
-
-    // the LM head is tied to wte: the embedding unit is gathered a second time
-    emb = zero3_gather(z, u_emb);
-    matmul_forward(m->acts[A_LOGITS], m->acts[A_LNF], unit_tensor(m, u_emb, emb, EMB_WTE), NULL, B, T, C, Vp);
-    softmax_forward(m->acts[A_PROBS], m->acts[A_LOGITS], B, T, V, Vp);
-    if (training) m->emb = emb;   // kept through the LM-head backward
-    else zero3_release(z, u_emb);
-
-    m->mean_loss = 0.0;
-    if (targets) {
-        crossentropy_forward(m->acts[A_LOSSES], m->acts[A_PROBS], targets, B, T, Vp);
-        double sum = 0.0;
-        for (int i = 0; i < B * T; i++) sum += m->acts[A_LOSSES][i];
-        m->mean_loss = sum / (B * T);
-    }
-    return (float)m->mean_loss;
+// The input of block l's residual stream: the embedding for block 0, else block l-1's output.
+static const float *block_input(const Model *m, int l) {
+    return l == 0 ? m->acts[A_ENCODED] : m->layer_acts[l - 1][A_RESIDUAL3];
 }
 
 // ------------------------------------------------------------------------------------------------
-// Backward, after model_forward(..., training = 1). dloss is the gradient of the step's loss with
-// respect to each token's loss (1 / all tokens of the step). Units are visited in reverse; each
-// block's gradients are handed to the engine as soon as they are complete, so its reduction
-// overlaps the backward of the block below.
-void model_backward(Model *m, float dloss) {
-    const GPT2Config *c = &m->cfg;
-    Zero3 *z = m->z;
-    int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    int L = c->num_layers, u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
-    size_t BT = (size_t)B * T;
-    float **s = m->acts;
-    if (!m->emb || !m->targets) fatal_local("model_backward without a training forward");
+// Forward
 
-    // LM head: dlogits, then d(lnf) and d(wte) through the tied matrix
-    float *emb_grads = zero3_grads(z, u_emb);
+void model_embed_forward(Model *m, const GPT2EmbedParams *w) {
+    encoder_forward(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels);
+}
+
+void model_block_forward(Model *m, int l, const GPT2BlockParams *w) {
+    const int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads;
+    float **a = m->layer_acts[l];
+    const float *residual = block_input(m, l);
+    float *l_ln1 = a[A_LN1], *l_qkv = a[A_QKV], *l_atty = a[A_ATTY], *l_attproj = a[A_ATTPROJ];
+    float *l_residual2 = a[A_RESIDUAL2], *l_ln2 = a[A_LN2], *l_fch = a[A_FCH], *l_fch_gelu = a[A_FCH_GELU];
+    float *l_fcproj = a[A_FCPROJ], *l_residual3 = a[A_RESIDUAL3];
+    layernorm_forward(l_ln1, a[A_LN1_MEAN], a[A_LN1_RSTD], residual, w->ln1w, w->ln1b, B, T, C);
+    matmul_forward(l_qkv, l_ln1, w->qkvw, w->qkvb, B, T, C, 3 * C);
+    attention_forward(l_atty, m->acts[A_PREATT], a[A_ATT], l_qkv, B, T, C, NH);
+    matmul_forward(l_attproj, l_atty, w->attprojw, w->attprojb, B, T, C, C);
+    residual_forward(l_residual2, residual, l_attproj, B * T * C);
+    layernorm_forward(l_ln2, a[A_LN2_MEAN], a[A_LN2_RSTD], l_residual2, w->ln2w, w->ln2b, B, T, C);
+    matmul_forward(l_fch, l_ln2, w->fcw, w->fcb, B, T, C, 4 * C);
+    gelu_forward(l_fch_gelu, l_fch, B * T * 4 * C);
+    matmul_forward(l_fcproj, l_fch_gelu, w->fcprojw, w->fcprojb, B, T, 4 * C, C);
+    residual_forward(l_residual3, l_residual2, l_fcproj, B * T * C);
+}
+
+void model_final_norm_forward(Model *m, const GPT2HeadParams *w) {
+    const float *last = block_input(m, m->cfg.num_layers);
+    layernorm_forward(m->acts[A_LNF], m->acts[A_LNF_MEAN], m->acts[A_LNF_RSTD], last, w->lnfw, w->lnfb,
+                      m->B, m->T, m->cfg.channels);
+}
+
+// logits = lnf wte^T (the tied LM head), probs = softmax, and with targets the per-token losses
+void model_lm_head_forward(Model *m, const GPT2EmbedParams *w) {
+    const int B = m->B, T = m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    matmul_forward(m->acts[A_LOGITS], m->acts[A_LNF], w->wte, NULL, B, T, C, Vp);
+    softmax_forward(m->acts[A_PROBS], m->acts[A_LOGITS], B, T, V, Vp);
+    if (m->targets) crossentropy_forward(m->acts[A_LOSSES], m->acts[A_PROBS], m->targets, B, T, Vp);
+}
+
+double model_mean_loss(Model *m) {
+    double sum = 0.0;
+    for (int i = 0; i < m->B * m->T; i++) sum += m->acts[A_LOSSES][i];
+    return sum / (m->B * m->T);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Backward. Each kernel adds into its outputs (+=), so scratch is zeroed before use; the parameter
+// gradients (dw) accumulate across micro-steps in the engine's buffers.
+
+// dlogits, then d(lnf) into dln and d(wte) through the tied matrix
+void model_lm_head_backward(Model *m, const GPT2EmbedParams *w, const GPT2EmbedParams *dw, float dloss) {
+    const int B = m->B, T = m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    const size_t BT = (size_t)B * T;
+    float **s = m->acts;
     for (size_t i = 0; i < BT; i++) s[S_DLOSSES][i] = dloss;
     memset(s[S_DLOGITS], 0, BT * Vp * sizeof(float));
     crossentropy_softmax_backward(s[S_DLOGITS], s[S_DLOSSES], s[A_PROBS], m->targets, B, T, V, Vp);
     memset(s[S_DLN], 0, BT * C * sizeof(float));
-    matmul_backward(s[S_DLN], unit_tensor(m, u_emb, emb_grads, EMB_WTE), NULL, s[S_DLOGITS], s[A_LNF],
-                    unit_tensor(m, u_emb, m->emb, EMB_WTE), B, T, C, Vp);
-    zero3_release(z, u_emb);   // the encoder backward needs the gradient buffer only
-    m->emb = NULL;
+    matmul_backward(s[S_DLN], dw->wte, NULL, s[S_DLOGITS], s[A_LNF], w->wte, B, T, C, Vp);
+}
 
-    // final layernorm
-    const float *last = L > 0 ? m->layer_acts[L - 1][A_RESIDUAL3] : s[A_ENCODED];
-    const float *head = zero3_gather(z, u_head);
-    float *head_grads = zero3_grads(z, u_head);
-    memset(s[S_DRESIDUAL], 0, BT * C * sizeof(float));
-    layernorm_backward(s[S_DRESIDUAL], unit_tensor(m, u_head, head_grads, HEAD_LNFW), unit_tensor(m, u_head, head_grads, HEAD_LNFB),
-                       s[S_DLN], last, unit_tensor(m, u_head, head, HEAD_LNFW), s[A_LNF_MEAN], s[A_LNF_RSTD], B, T, C);
-    zero3_reduce_grads(z, u_head);
-    zero3_release(z, u_head);
+// d(lnf) -> d(last residual), which starts the residual stream's gradient (dresidual)
+void model_final_norm_backward(Model *m, const GPT2HeadParams *w, const GPT2HeadParams *dw) {
+    const int B = m->B, T = m->T, C = m->cfg.channels;
+    float **s = m->acts;
+    memset(s[S_DRESIDUAL], 0, (size_t)B * T * C * sizeof(float));
+    layernorm_backward(s[S_DRESIDUAL], dw->lnfw, dw->lnfb, s[S_DLN], block_input(m, m->cfg.num_layers), w->lnfw,
+                       s[A_LNF_MEAN], s[A_LNF_RSTD], B, T, C);
+}
 
-    // blocks, last to first. dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
-    float *dres = s[S_DRESIDUAL];
-    for (int l = L - 1; l >= 0; l--) {
-        int u = gpt2_unit_block(c, l);
-        const float *w = zero3_gather(z, u);
-        float *g = zero3_grads(z, u);
-        float **a = m->layer_acts[l];
-        const float *residual = l == 0 ? s[A_ENCODED] : m->layer_acts[l - 1][A_RESIDUAL3];
-        // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2
-        memset(s[S_DFCH_GELU], 0, BT * 4 * C * sizeof(float));
-        matmul_backward(s[S_DFCH_GELU], unit_tensor(m, u, g, BLK_FCPROJW), unit_tensor(m, u, g, BLK_FCPROJB), dres,
-                        a[A_FCH_GELU], unit_tensor(m, u, w, BLK_FCPROJW), B, T, 4 * C, C);
-        memset(s[S_DFCH], 0, BT * 4 * C * sizeof(float));
-        gelu_backward(s[S_DFCH], a[A_FCH], s[S_DFCH_GELU], B * T * 4 * C);
-        memset(s[S_DLN], 0, BT * C * sizeof(float));
-        matmul_backward(s[S_DLN], unit_tensor(m, u, g, BLK_FCW), unit_tensor(m, u, g, BLK_FCB), s[S_DFCH], a[A_LN2],
-                        unit_tensor(m, u, w, BLK_FCW), B, T, C, 4 * C);
-        layernorm_backward(dres, unit_tensor(m, u, g, BLK_LN2W), unit_tensor(m, u, g, BLK_LN2B), s[S_DLN], a[A_RESIDUAL2],
-                           unit_tensor(m, u, w, BLK_LN2W), a[A_LN2_MEAN], a[A_LN2_RSTD], B, T, C);
-        // attention: residual2 = residual + attproj, the same split
-        memset(s[S_DATTY], 0, BT * C * sizeof(float));
-        matmul_backward(s[S_DATTY], unit_tensor(m, u, g, BLK_ATTPROJW), unit_tensor(m, u, g, BLK_ATTPROJB), dres, a[A_ATTY],
-                        unit_tensor(m, u, w, BLK_ATTPROJW), B, T, C, C);
-        memset(s[S_DQKV], 0, BT * 3 * C * sizeof(float));
-        attention_backward(s[S_DQKV], s[S_DPREATT], s[S_DATT], s[S_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH);
-        memset(s[S_DLN], 0, BT * C * sizeof(float));
-        matmul_backward(s[S_DLN], unit_tensor(m, u, g, BLK_QKVW), unit_tensor(m, u, g, BLK_QKVB), s[S_DQKV], a[A_LN1],
-                        unit_tensor(m, u, w, BLK_QKVW), B, T, C, 3 * C);
-        layernorm_backward(dres, unit_tensor(m, u, g, BLK_LN1W), unit_tensor(m, u, g, BLK_LN1B), s[S_DLN], residual,
-                           unit_tensor(m, u, w, BLK_LN1W), a[A_LN1_MEAN], a[A_LN1_RSTD], B, T, C);
-        zero3_reduce_grads(z, u);
-        zero3_release(z, u);
-    }
+// dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
+void model_block_backward(Model *m, int l, const GPT2BlockParams *w, const GPT2BlockParams *dw) {
+    const int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads;
+    const size_t BT = (size_t)B * T;
+    float **a = m->layer_acts[l], **s = m->acts;
+    float *dres = s[S_DRESIDUAL], *dln = s[S_DLN];
+    // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2
+    memset(s[S_DFCH_GELU], 0, BT * 4 * C * sizeof(float));
+    matmul_backward(s[S_DFCH_GELU], dw->fcprojw, dw->fcprojb, dres, a[A_FCH_GELU], w->fcprojw, B, T, 4 * C, C);
+    memset(s[S_DFCH], 0, BT * 4 * C * sizeof(float));
+    gelu_backward(s[S_DFCH], a[A_FCH], s[S_DFCH_GELU], B * T * 4 * C);
+    memset(dln, 0, BT * C * sizeof(float));
+    matmul_backward(dln, dw->fcw, dw->fcb, s[S_DFCH], a[A_LN2], w->fcw, B, T, C, 4 * C);
+    layernorm_backward(dres, dw->ln2w, dw->ln2b, dln, a[A_RESIDUAL2], w->ln2w, a[A_LN2_MEAN], a[A_LN2_RSTD], B, T, C);
+    // attention: residual2 = residual + attproj, the same split
+    memset(s[S_DATTY], 0, BT * C * sizeof(float));
+    matmul_backward(s[S_DATTY], dw->attprojw, dw->attprojb, dres, a[A_ATTY], w->attprojw, B, T, C, C);
+    memset(s[S_DQKV], 0, BT * 3 * C * sizeof(float));
+    attention_backward(s[S_DQKV], s[S_DPREATT], s[S_DATT], s[S_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH);
+    memset(dln, 0, BT * C * sizeof(float));
+    matmul_backward(dln, dw->qkvw, dw->qkvb, s[S_DQKV], a[A_LN1], w->qkvw, B, T, C, 3 * C);
+    layernorm_backward(dres, dw->ln1w, dw->ln1b, dln, block_input(m, l), w->ln1w, a[A_LN1_MEAN], a[A_LN1_RSTD], B, T, C);
+}
 
-    // encoder: needs no parameter values, only the embedding's gradient buffer
-    encoder_backward(unit_tensor(m, u_emb, emb_grads, EMB_WTE), unit_tensor(m, u_emb, emb_grads, EMB_WPE), dres, m->inputs, B, T, C);
-    zero3_reduce_grads(z, u_emb);
+// the encoder needs no parameter values, only the inputs and the embedding's gradient buffer
+void model_embed_backward(Model *m, const GPT2EmbedParams *dw) {
+    encoder_backward(dw->wte, dw->wpe, m->acts[S_DRESIDUAL], m->inputs, m->B, m->T, m->cfg.channels);
 }
 
 void model_probs(Model *m, int b, int t, float *probs) {
     memcpy(probs, m->acts[A_PROBS] + ((size_t)b * m->T + t) * m->cfg.padded_vocab_size, m->cfg.vocab_size * sizeof(float));
 }
 
+// ------------------------------------------------------------------------------------------------
+// The device, as the report sees it
+
 void model_describe(char *buf, size_t n) {
     snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank", omp_get_max_threads());
 }
-double model_step_flops_fraction(double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
+double model_flops_fraction(double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
 void model_step_begin(int step) {}
 void model_step_end(void) {}
 void model_step_note(char *buf, size_t n) { if (n) buf[0] = '\0'; }   // nothing to add on a CPU
 
-#include "train_loop.h"
+// fp32 params and gradients; 64-element (256-byte) aligned tensors, the same layout as the GPU trainer
+#ifdef ZERO3_DDP_ONLY
+#define CPU_DDP_ONLY 1
+#else
+#define CPU_DDP_ONLY 0
+#endif
+#ifndef TRAIN_EXPORT_VERSION
+#define TRAIN_EXPORT_VERSION 3   // model.bin as fp32 (5: bf16, the build tests/test_export.sh uses)
+#endif
+static const TrainBuild CPU_BUILD = {ZERO3_F32, ZERO3_F32, 64, CPU_DDP_ONLY, TRAIN_EXPORT_VERSION};
 
 #ifndef TESTING
 int main(int argc, char **argv) {
     Zero3Backend be;
     backend_cpu_init(&be, &argc, &argv);
-    int rc = train_main(argc, argv, &be);
+    int rc = train_main(argc, argv, &be, &CPU_BUILD);
     backend_cpu_finish();
     return rc;
 }

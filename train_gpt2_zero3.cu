@@ -1,11 +1,10 @@
 // train_gpt2_zero3.cu: GPT-2 training on GPUs: bf16 (or fp32) kernels, cuBLASLt matmuls, NCCL, and
-// every parameter reached through the ZeRO engine (zero3.c), exactly as the CPU trainer
-// train_gpt2_zero3.c does it: the same model functions, called by the same shared train loop
-// (train_loop.h), in the same gather / release / grads / reduce order. Only the math is different:
-// it runs as CUDA kernels (gpu/*.cuh) on one compute stream, while the engine's collectives run on
-// a communication stream (gpu/backend_nccl.cuh) and overlap with it. The shared host headers
-// (gpt2.h, checkpoint.h, train_loop.h...) are valid C++ and are included here as they are in the
-// CPU trainer; only zero3.c is compiled separately (as C) and linked.
+// every parameter reached through the ZeRO engine (zero3.c). This file is the CPU trainer's
+// train_gpt2_zero3.c with CUDA kernels: the same model_* functions (host/model.h), called by the
+// same passes (host/model.c) between the same engine verbs, under the same train loop (host/train.c).
+// Only the math and the memory differ: kernels (gpu/*.cuh) run on one compute stream, while the
+// engine's collectives run on a communication stream (gpu/backend_nccl.cuh) and overlap with it.
+// The engine and the host library are C, compiled once and linked.
 //
 //   ./train_gpt2_zero3cu -e d12 -b 8 -t 1024 -x 50              one GPU
 //   mpirun -np 8 ./train_gpt2_zero3cu -e d12 -z 3 -o out          eight GPUs, ZeRO-3
@@ -18,20 +17,8 @@
 #include "gpu/attention.cuh"
 #include "gpu/matmul.cuh"
 #include "gpu/backend_nccl.cuh"
-
-// the engine's data types for this precision, and the copies the shared host code uses to reach the
-// engine's buffers, which live in device memory here (gpt2.h, checkpoint.h)
-#if defined(ENABLE_FP32)
-#define TRAIN_PARAM_TYPE ZERO3_F32
-#define TRAIN_GRAD_TYPE ZERO3_F32
-#else
-#define TRAIN_PARAM_TYPE ZERO3_BF16
-#define TRAIN_GRAD_TYPE ZERO3_BF16
-#endif
-#define TRAIN_ALIGN 64  // elements: tensors start 128-byte (bf16) / 256-byte (fp32) aligned
-#define TRAIN_COPY_TO_HOST(dst, src, bytes) gpu_copy_to_host((dst), (src), (bytes))
-#define TRAIN_COPY_TO_DEVICE(dst, src, bytes) gpu_copy_to_device((dst), (src), (bytes))
-#include "gpt2.h"
+#include "host/model.h"
+#include "host/train.h"
 
 // ------------------------------------------------------------------------------------------------
 // Activations. floatX tensors, per layer l (shapes):
@@ -48,9 +35,8 @@ enum { G_ENCODED, G_LNF, G_LOGITS, G_PROJ, G_QKVR, G_DQKVR, G_VACC, G_DVACC, G_D
        G_DFCH, G_DATT, G_GLOBAL };
 enum { H_LNF_MEAN, H_LNF_RSTD, H_LOSSES, H_PARTIALS, H_GLOBAL };
 
-typedef struct Model {
+struct Model {
     GPT2Config cfg;
-    Zero3* z;
     int B, T;
     MatmulContext mm;
     floatX* acts_memory;
@@ -65,10 +51,9 @@ typedef struct Model {
     float* pinned_losses;
     cudaEvent_t uploaded;           // the last upload has left the pinned buffers
     EncoderPlan plan;               // this micro-step's tokens sorted for the encoder backward
-    const floatX* emb;              // the gathered embedding unit, held from the LM-head forward to its backward
-    int have_targets;
-    double mean_loss;
-} Model;
+    int have_targets;               // the current forward computes losses
+    int training;                   // ... and keeps what the backward needs (the encoder plan)
+};
 
 static size_t layer_act_elems(const GPT2Config* c, int B, int T, int which) {
     const size_t BT = (size_t)B * T, C = c->channels;
@@ -102,7 +87,7 @@ static size_t global_stat_elems(const GPT2Config* c, int B, int T, int which) {
 // tensors are carved out of one allocation; each starts 256-byte aligned (cuBLASLt, vector loads)
 static size_t align_elems(size_t n, size_t elem_bytes) { return (n * elem_bytes + 255) / 256 * 256 / elem_bytes; }
 
-Model* model_create(const GPT2Config* cfg, Zero3* z, int B, int T) {
+Model* model_create(const GPT2Config* cfg, int B, int T) {
     if (cfg->num_layers > 1024) fatal("model: at most 1024 layers");
     const int C = cfg->channels, NH = cfg->num_heads;
     if (C % XVEC_SIZE || (C / NH) % XVEC_SIZE || T % XVEC_SIZE || cfg->padded_vocab_size % XVEC_SIZE)
@@ -110,7 +95,6 @@ Model* model_create(const GPT2Config* cfg, Zero3* z, int B, int T) {
               XVEC_SIZE, C, NH, T, cfg->padded_vocab_size);
     Model* m = (Model*)xcalloc(1, sizeof(Model));
     m->cfg = *cfg;
-    m->z = z;
     m->B = B;
     m->T = T;
     size_t nx = 0, nf = 0;
@@ -161,154 +145,127 @@ void model_free(Model* m) {
     free(m);
 }
 
-// Pointer to tensor i of a gathered unit (or of its gradient buffer).
-static floatX* unit_tensor(const Model* m, int u, const void* base, int i) {
-    return (floatX*)base + m->z->units[u].tensors[i].offset;
-}
-
 // ------------------------------------------------------------------------------------------------
-// Forward. Returns the mean loss over the B*T tokens (0 when targets is NULL). inputs, targets are
-// host (B,T) arrays.
-float model_forward(Model* m, const int* inputs, const int* targets, int training) {
-    const GPT2Config* c = &m->cfg;
-    Zero3* z = m->z;
-    const int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    const int L = c->num_layers, BT = B * T, u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
-    cudaStream_t s = g_gpu.compute;
-    cublasHandle_t blas = m->mm.blas;
-    nvtxRangePushA("forward");
+// Forward. Tokens arrive as host arrays; model_set_batch uploads them on the compute stream.
 
+void model_set_batch(Model* m, const int* inputs, const int* targets, int training) {
+    const int BT = m->B * m->T;
+    cudaStream_t s = g_gpu.compute;
     // tokens to the device through pinned buffers, once the previous upload has left them
     cudaCheck(cudaEventSynchronize(m->uploaded));
     memcpy(m->pinned_inputs, inputs, (size_t)BT * sizeof(int));
     cudaCheck(cudaMemcpyAsync(m->d_inputs, m->pinned_inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, s));
     m->have_targets = targets != NULL;
+    m->training = training;
     if (targets) {
         memcpy(m->pinned_targets, targets, (size_t)BT * sizeof(int));
         cudaCheck(cudaMemcpyAsync(m->d_targets, m->pinned_targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, s));
     }
     cudaCheck(cudaEventRecord(m->uploaded, s));
     if (training) encoder_plan_build(&m->plan, inputs, BT, s);
+}
 
-    const floatX* emb = (const floatX*)zero3_gather(z, u_emb);
-    encoder_forward(m->g[G_ENCODED], m->d_inputs, unit_tensor(m, u_emb, emb, EMB_WTE), unit_tensor(m, u_emb, emb, EMB_WPE), B, T, C, s);
-    zero3_release(z, u_emb);
+// The input of block l's residual stream: the embedding for block 0, else block l-1's output.
+static const floatX* block_input(const Model* m, int l) {
+    return l == 0 ? m->g[G_ENCODED] : m->layer[l - 1][A_RESIDUAL3];
+}
 
-    const floatX* residual = m->g[G_ENCODED];
-    for (int l = 0; l < L; l++) {
-        const int u = gpt2_unit_block(c, l);
-        const floatX* w = (const floatX*)zero3_gather(z, u);
-        floatX** a = m->layer[l];
-        float** st = m->layer_stats[l];
-        layernorm_forward(a[A_LN1], st[F_LN1_MEAN], st[F_LN1_RSTD], residual, unit_tensor(m, u, w, BLK_LN1W), unit_tensor(m, u, w, BLK_LN1B), BT, C, s);
-        matmul_forward(&m->mm, a[A_QKV], NULL, a[A_LN1], unit_tensor(m, u, w, BLK_QKVW), unit_tensor(m, u, w, BLK_QKVB), BT, C, 3 * C, s);
-        attention_forward(a[A_ATTY], a[A_ATT], m->g[G_QKVR], m->g[G_VACC], a[A_QKV], B, T, C, NH, blas, s);
-        matmul_forward(&m->mm, m->g[G_PROJ], NULL, a[A_ATTY], unit_tensor(m, u, w, BLK_ATTPROJW), unit_tensor(m, u, w, BLK_ATTPROJB), BT, C, C, s);
-        residual_forward(a[A_RESIDUAL2], residual, m->g[G_PROJ], (size_t)BT * C, s);
-        layernorm_forward(a[A_LN2], st[F_LN2_MEAN], st[F_LN2_RSTD], a[A_RESIDUAL2], unit_tensor(m, u, w, BLK_LN2W), unit_tensor(m, u, w, BLK_LN2B), BT, C, s);
-        // fc with GELU: fch gets the pre-activation, fch_gelu the output (fused in the epilogue where possible)
-        matmul_forward(&m->mm, a[A_FCH_GELU], a[A_FCH], a[A_LN2], unit_tensor(m, u, w, BLK_FCW), unit_tensor(m, u, w, BLK_FCB), BT, C, 4 * C, s);
-        matmul_forward(&m->mm, m->g[G_PROJ], NULL, a[A_FCH_GELU], unit_tensor(m, u, w, BLK_FCPROJW), unit_tensor(m, u, w, BLK_FCPROJB), BT, 4 * C, C, s);
-        residual_forward(a[A_RESIDUAL3], a[A_RESIDUAL2], m->g[G_PROJ], (size_t)BT * C, s);
-        zero3_release(z, u);
-        residual = a[A_RESIDUAL3];
-    }
+void model_embed_forward(Model* m, const GPT2EmbedParams* w) {
+    encoder_forward(m->g[G_ENCODED], m->d_inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels, g_gpu.compute);
+}
 
-    const floatX* head = (const floatX*)zero3_gather(z, u_head);
-    layernorm_forward(m->g[G_LNF], m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], residual, unit_tensor(m, u_head, head, HEAD_LNFW),
-                      unit_tensor(m, u_head, head, HEAD_LNFB), BT, C, s);
-    zero3_release(z, u_head);
+void model_block_forward(Model* m, int l, const GPT2BlockParams* w) {
+    const int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
+    cudaStream_t s = g_gpu.compute;
+    floatX** a = m->layer[l];
+    float** st = m->layer_stats[l];
+    const floatX* residual = block_input(m, l);
+    floatX *l_ln1 = a[A_LN1], *l_qkv = a[A_QKV], *l_atty = a[A_ATTY], *l_residual2 = a[A_RESIDUAL2];
+    floatX *l_ln2 = a[A_LN2], *l_fch = a[A_FCH], *l_fch_gelu = a[A_FCH_GELU], *l_residual3 = a[A_RESIDUAL3];
+    floatX* proj = m->g[G_PROJ];   // attproj / fcproj output, consumed at once by the residual add
+    layernorm_forward(l_ln1, st[F_LN1_MEAN], st[F_LN1_RSTD], residual, w->ln1w, w->ln1b, BT, C, s);
+    matmul_forward(&m->mm, l_qkv, NULL, l_ln1, w->qkvw, w->qkvb, BT, C, 3 * C, s);
+    attention_forward(l_atty, a[A_ATT], m->g[G_QKVR], m->g[G_VACC], l_qkv, B, T, C, NH, m->mm.blas, s);
+    matmul_forward(&m->mm, proj, NULL, l_atty, w->attprojw, w->attprojb, BT, C, C, s);
+    residual_forward(l_residual2, residual, proj, (size_t)BT * C, s);
+    layernorm_forward(l_ln2, st[F_LN2_MEAN], st[F_LN2_RSTD], l_residual2, w->ln2w, w->ln2b, BT, C, s);
+    // fc with GELU: fch gets the pre-activation, fch_gelu the output (fused in the epilogue where possible)
+    matmul_forward(&m->mm, l_fch_gelu, l_fch, l_ln2, w->fcw, w->fcb, BT, C, 4 * C, s);
+    matmul_forward(&m->mm, proj, NULL, l_fch_gelu, w->fcprojw, w->fcprojb, BT, 4 * C, C, s);
+    residual_forward(l_residual3, l_residual2, proj, (size_t)BT * C, s);
+}
 
-    // the LM head is tied to wte: the embedding unit is gathered a second time
-    emb = (const floatX*)zero3_gather(z, u_emb);
-    matmul_forward(&m->mm, m->g[G_LOGITS], NULL, m->g[G_LNF], unit_tensor(m, u_emb, emb, EMB_WTE), NULL, BT, C, Vp, s);
-    if (training) m->emb = emb;  // kept through the LM-head backward
-    else zero3_release(z, u_emb);
+void model_final_norm_forward(Model* m, const GPT2HeadParams* w) {
+    layernorm_forward(m->g[G_LNF], m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], block_input(m, m->cfg.num_layers), w->lnfw,
+                      w->lnfb, m->B * m->T, m->cfg.channels, g_gpu.compute);
+}
 
-    m->mean_loss = 0.0;
-    if (targets) {
-        // losses only: the gradient needs dloss, which model_backward brings (the logits stay intact)
-        fused_classifier(m->g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, 0.0f, 0, s);
-        cudaCheck(cudaMemcpyAsync(m->pinned_losses, m->h[H_LOSSES], (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
-        cudaCheck(cudaStreamSynchronize(s));
-        double sum = 0.0;
-        for (int i = 0; i < BT; i++) sum += m->pinned_losses[i];
-        m->mean_loss = sum / BT;
-    }
-    nvtxRangePop();
-    return (float)m->mean_loss;
+// logits = lnf wte^T (the tied LM head); with targets, the per-token losses (the logits stay intact:
+// the gradient needs dloss, which the backward brings)
+void model_lm_head_forward(Model* m, const GPT2EmbedParams* w) {
+    const int BT = m->B * m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    matmul_forward(&m->mm, m->g[G_LOGITS], NULL, m->g[G_LNF], w->wte, NULL, BT, C, Vp, g_gpu.compute);
+    if (m->have_targets) fused_classifier(m->g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, 0.0f, 0, g_gpu.compute);
+}
+
+double model_mean_loss(Model* m) {
+    const int BT = m->B * m->T;
+    cudaStream_t s = g_gpu.compute;
+    cudaCheck(cudaMemcpyAsync(m->pinned_losses, m->h[H_LOSSES], (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    double sum = 0.0;
+    for (int i = 0; i < BT; i++) sum += m->pinned_losses[i];
+    return sum / BT;
 }
 
 // ------------------------------------------------------------------------------------------------
-// Backward, after model_forward(..., training = 1). dloss is the gradient of the step's loss with
-// respect to each token's loss (1 / all tokens of the step). Units are visited in reverse; each
-// block's gradients go to the engine as soon as they are complete, so its reduce-scatter (on the
-// comm stream) overlaps the backward of the block below.
-void model_backward(Model* m, float dloss) {
-    const GPT2Config* c = &m->cfg;
-    Zero3* z = m->z;
-    const int B = m->B, T = m->T, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
-    const int L = c->num_layers, BT = B * T, u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
+// Backward. Parameter gradients (dw) accumulate (+=) in the engine's buffers; the reduce-scatter of
+// each unit runs on the comm stream while the next unit's backward computes.
+
+// dlogits in place of the logits, then d(lnf) into dln and d(wte) through the tied matrix
+void model_lm_head_backward(Model* m, const GPT2EmbedParams* w, const GPT2EmbedParams* dw, float dloss) {
+    const int BT = m->B * m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     cudaStream_t s = g_gpu.compute;
-    cublasHandle_t blas = m->mm.blas;
     floatX** g = m->g;
-    float* partials = m->h[H_PARTIALS];
-    if (!m->emb || !m->have_targets) fatal_local("model_backward without a training forward");
-    nvtxRangePushA("backward");
-
-    // LM head: dlogits in place of the logits, then d(lnf) and d(wte) through the tied matrix
-    floatX* emb_grads = (floatX*)zero3_grads(z, u_emb);
     fused_classifier(g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, dloss, 1, s);
-    matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u_emb, emb_grads, EMB_WTE), NULL, partials, g[G_LOGITS], g[G_LNF],
-                    unit_tensor(m, u_emb, m->emb, EMB_WTE), NULL, BT, C, Vp, s);
-    zero3_release(z, u_emb);  // the encoder backward needs the gradient buffer only
-    m->emb = NULL;
+    matmul_backward(&m->mm, g[G_DLN], dw->wte, NULL, m->h[H_PARTIALS], g[G_LOGITS], g[G_LNF], w->wte, NULL, BT, C, Vp, s);
+}
 
-    // final layernorm
-    const floatX* last = L > 0 ? m->layer[L - 1][A_RESIDUAL3] : g[G_ENCODED];
-    const floatX* head = (const floatX*)zero3_gather(z, u_head);
-    floatX* head_grads = (floatX*)zero3_grads(z, u_head);
+// d(lnf) -> d(last residual), which starts the residual stream's gradient (dresidual)
+void model_final_norm_backward(Model* m, const GPT2HeadParams* w, const GPT2HeadParams* dw) {
+    const int BT = m->B * m->T, C = m->cfg.channels;
+    cudaStream_t s = g_gpu.compute;
+    floatX** g = m->g;
     cudaCheck(cudaMemsetAsync(g[G_DRESIDUAL], 0, (size_t)BT * C * sizeof(floatX), s));
-    layernorm_backward(g[G_DRESIDUAL], unit_tensor(m, u_head, head_grads, HEAD_LNFW), unit_tensor(m, u_head, head_grads, HEAD_LNFB),
-                       partials, g[G_DLN], last, unit_tensor(m, u_head, head, HEAD_LNFW), m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], BT, C, s);
-    zero3_reduce_grads(z, u_head);
-    zero3_release(z, u_head);
+    layernorm_backward(g[G_DRESIDUAL], dw->lnfw, dw->lnfb, m->h[H_PARTIALS], g[G_DLN], block_input(m, m->cfg.num_layers),
+                       w->lnfw, m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], BT, C, s);
+}
 
-    // blocks, last to first. dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
-    floatX* dres = g[G_DRESIDUAL];
-    for (int l = L - 1; l >= 0; l--) {
-        const int u = gpt2_unit_block(c, l);
-        const floatX* w = (const floatX*)zero3_gather(z, u);
-        floatX* gr = (floatX*)zero3_grads(z, u);
-        floatX** a = m->layer[l];
-        float** st = m->layer_stats[l];
-        const floatX* residual = l == 0 ? g[G_ENCODED] : m->layer[l - 1][A_RESIDUAL3];
-        // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2.
-        // fcproj's input came through the GELU: its dinp is the gradient of the pre-activation fch.
-        matmul_backward(&m->mm, g[G_DFCH], unit_tensor(m, u, gr, BLK_FCPROJW), unit_tensor(m, u, gr, BLK_FCPROJB), partials,
-                        dres, a[A_FCH_GELU], unit_tensor(m, u, w, BLK_FCPROJW), a[A_FCH], BT, 4 * C, C, s);
-        matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u, gr, BLK_FCW), unit_tensor(m, u, gr, BLK_FCB), partials, g[G_DFCH],
-                        a[A_LN2], unit_tensor(m, u, w, BLK_FCW), NULL, BT, C, 4 * C, s);
-        layernorm_backward(dres, unit_tensor(m, u, gr, BLK_LN2W), unit_tensor(m, u, gr, BLK_LN2B), partials, g[G_DLN],
-                           a[A_RESIDUAL2], unit_tensor(m, u, w, BLK_LN2W), st[F_LN2_MEAN], st[F_LN2_RSTD], BT, C, s);
-        // attention: residual2 = residual + attproj, the same split
-        matmul_backward(&m->mm, g[G_DATTY], unit_tensor(m, u, gr, BLK_ATTPROJW), unit_tensor(m, u, gr, BLK_ATTPROJB), partials,
-                        dres, a[A_ATTY], unit_tensor(m, u, w, BLK_ATTPROJW), NULL, BT, C, C, s);
-        attention_backward(g[G_DQKV], g[G_QKVR], g[G_DQKVR], g[G_DVACC], g[G_DATT], g[G_DATTY], a[A_QKV], a[A_ATT], B, T, C,
-                           NH, blas, s);
-        matmul_backward(&m->mm, g[G_DLN], unit_tensor(m, u, gr, BLK_QKVW), unit_tensor(m, u, gr, BLK_QKVB), partials, g[G_DQKV],
-                        a[A_LN1], unit_tensor(m, u, w, BLK_QKVW), NULL, BT, C, 3 * C, s);
-        layernorm_backward(dres, unit_tensor(m, u, gr, BLK_LN1W), unit_tensor(m, u, gr, BLK_LN1B), partials, g[G_DLN], residual,
-                           unit_tensor(m, u, w, BLK_LN1W), st[F_LN1_MEAN], st[F_LN1_RSTD], BT, C, s);
-        zero3_reduce_grads(z, u);
-        zero3_release(z, u);
-    }
+// dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
+void model_block_backward(Model* m, int l, const GPT2BlockParams* w, const GPT2BlockParams* dw) {
+    const int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
+    cudaStream_t s = g_gpu.compute;
+    floatX** g = m->g;
+    floatX** a = m->layer[l];
+    float** st = m->layer_stats[l];
+    float* partials = m->h[H_PARTIALS];
+    floatX *dres = g[G_DRESIDUAL], *dln = g[G_DLN];
+    // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2.
+    // fcproj's input came through the GELU: its dinp is the gradient of the pre-activation fch.
+    matmul_backward(&m->mm, g[G_DFCH], dw->fcprojw, dw->fcprojb, partials, dres, a[A_FCH_GELU], w->fcprojw, a[A_FCH], BT, 4 * C, C, s);
+    matmul_backward(&m->mm, dln, dw->fcw, dw->fcb, partials, g[G_DFCH], a[A_LN2], w->fcw, NULL, BT, C, 4 * C, s);
+    layernorm_backward(dres, dw->ln2w, dw->ln2b, partials, dln, a[A_RESIDUAL2], w->ln2w, st[F_LN2_MEAN], st[F_LN2_RSTD], BT, C, s);
+    // attention: residual2 = residual + attproj, the same split
+    matmul_backward(&m->mm, g[G_DATTY], dw->attprojw, dw->attprojb, partials, dres, a[A_ATTY], w->attprojw, NULL, BT, C, C, s);
+    attention_backward(g[G_DQKV], g[G_QKVR], g[G_DQKVR], g[G_DVACC], g[G_DATT], g[G_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH,
+                       m->mm.blas, s);
+    matmul_backward(&m->mm, dln, dw->qkvw, dw->qkvb, partials, g[G_DQKV], a[A_LN1], w->qkvw, NULL, BT, C, 3 * C, s);
+    layernorm_backward(dres, dw->ln1w, dw->ln1b, partials, dln, block_input(m, l), w->ln1w, st[F_LN1_MEAN], st[F_LN1_RSTD], BT, C, s);
+}
 
-    // encoder: needs no parameter values, only the embedding's gradient buffer
-    encoder_backward(unit_tensor(m, u_emb, emb_grads, EMB_WTE), unit_tensor(m, u_emb, emb_grads, EMB_WPE), dres, &m->plan,
-                     B, T, C, s);
-    zero3_reduce_grads(z, u_emb);
-    nvtxRangePop();
+// the encoder needs no parameter values, only this micro-step's token plan and the gradient buffer
+void model_embed_backward(Model* m, const GPT2EmbedParams* dw) {
+    encoder_backward(dw->wte, dw->wpe, m->g[G_DRESIDUAL], &m->plan, m->B, m->T, m->cfg.channels, g_gpu.compute);
 }
 
 // softmax row (V) of position (b,t) after a forward: computed on the host from that row's logits
@@ -354,7 +311,7 @@ void model_describe(char* buf, size_t n) {
              total_b / 1073741824.0);
 }
 
-double model_step_flops_fraction(double flops_per_s) {
+double model_flops_fraction(double flops_per_s) {
     const double peak = gpu_peak_flops();
     return peak > 0 ? flops_per_s / peak : -1.0;
 }
@@ -373,13 +330,24 @@ void model_step_note(char* buf, size_t n) {
     snprintf(buf, n, " | GPU %.2f GiB", (total_b - free_b) / 1073741824.0);
 }
 
-#include "train_loop.h"
+// the engine's data types for this precision; 64-element aligned tensors (128-byte in bf16,
+// 256-byte in fp32: cuBLASLt and the 16-byte vector loads)
+#ifdef ZERO3_DDP_ONLY
+#define GPU_DDP_ONLY 1
+#else
+#define GPU_DDP_ONLY 0
+#endif
+#if defined(ENABLE_FP32)
+static const TrainBuild GPU_BUILD = {ZERO3_F32, ZERO3_F32, 64, GPU_DDP_ONLY, 3};
+#else
+static const TrainBuild GPU_BUILD = {ZERO3_BF16, ZERO3_BF16, 64, GPU_DDP_ONLY, 3};
+#endif
 
 #ifndef TESTING
 int main(int argc, char** argv) {
     Zero3Backend be;
     gpu_backend_init(&be, &argc, &argv);
-    int rc = train_main(argc, argv, &be);
+    int rc = train_main(argc, argv, &be, &GPU_BUILD);
     gpu_backend_finish();
     return rc;
 }

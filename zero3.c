@@ -6,12 +6,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+// zero3.h's stage table, as data. Every decision below reads these three placements; none reads
+// the stage number.
+const Zero3StageLayout ZERO3_STAGE_LAYOUT[4] = {
+    //   params         grads          optimizer (master, m, v)
+    {ZERO3_FULL,    ZERO3_FULL,    ZERO3_FULL},      // 0: DDP
+    {ZERO3_FULL,    ZERO3_FULL,    ZERO3_SHARDED},   // 1: optimizer state sharded
+    {ZERO3_FULL,    ZERO3_SHARDED, ZERO3_SHARDED},   // 2: + gradients
+    {ZERO3_SHARDED, ZERO3_SHARDED, ZERO3_SHARDED},   // 3: + parameters
+};
+
 static void zero3_die(const char *msg) {
     fprintf(stderr, "zero3: internal error: %s\n", msg);
     abort();
 }
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// The placements of this run's stage, by question.
+static int params_sharded(const Zero3 *z) { return z->layout.params == ZERO3_SHARDED; }
+static int grads_sharded(const Zero3 *z) { return z->layout.grads == ZERO3_SHARDED; }
+static int optimizer_sharded(const Zero3 *z) { return z->layout.optimizer == ZERO3_SHARDED; }
 
 // ------------------------------------------------------------------------------------------------
 // Layout
@@ -23,12 +38,17 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     z->rank = be->rank;
     z->world = be->world;
     if (cfg->stage < 0 || cfg->stage > 3) zero3_die("stage must be 0..3");
+    z->layout = ZERO3_STAGE_LAYOUT[cfg->stage];
     if (cfg->align < 1) z->cfg.align = 1;
     if (cfg->prefetch_depth < 0) z->cfg.prefetch_depth = 0;
     z->units = calloc(ZERO3_MAX_UNITS, sizeof(Zero3Unit));
-    // a training pass gathers each unit at most twice (forward, backward) plus the tied embedding
-    z->schedule = calloc(3 * ZERO3_MAX_UNITS, sizeof(int));
-    if (!z->units || !z->schedule) zero3_die("out of host memory");
+    // a pass gathers each unit at most a few times (GPT-2's training pass: twice, plus the tied
+    // embedding once more)
+    for (int p = 0; p < ZERO3_NUM_PASSES; p++) {
+        z->schedule[p].order = calloc(3 * ZERO3_MAX_UNITS, sizeof(int));
+        if (!z->schedule[p].order) zero3_die("out of host memory");
+    }
+    if (!z->units) zero3_die("out of host memory");
     // fp32 working params need no separate master copy: the params ARE the master weights
     z->master_is_params = (cfg->param_type == ZERO3_F32);
 }
@@ -55,9 +75,12 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
     // unit's coordinates are the same on any number of ranks (checkpoints reshard by slicing).
     u->padded = round_up(offset, (size_t)z->cfg.align * (size_t)z->world);
     u->shard = u->padded / (size_t)z->world;
+    u->param_state = params_sharded(z) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
+    u->grad_state = ZERO3_GRADS_IDLE;
     return z->nunits++;
 }
 
+// Allocates what the stage's layout keeps resident: each part FULL (sum of P) or SHARDED (sum of S).
 void zero3_allocate(Zero3 *z) {
     const Zero3Backend *be = z->be;
     size_t full = 0, shard = 0;
@@ -71,11 +94,10 @@ void zero3_allocate(Zero3 *z) {
     z->total_padded = full;
     z->total_shard = shard;
     size_t pbytes = zero3_dtype_size(z->cfg.param_type), gbytes = zero3_dtype_size(z->cfg.grad_type);
-    int stage = z->cfg.stage;
-    size_t optimizer_numel = (stage == 0) ? full : shard;  // what AdamW updates on this rank
+    size_t optimizer_numel = optimizer_sharded(z) ? shard : full;  // what AdamW updates on this rank
     size_t bytes = 0;
-    if (stage <= 2) { z->params_full = be->alloc(be->ctx, full * pbytes); bytes += full * pbytes; }
-    else { z->params_shard = be->alloc(be->ctx, shard * pbytes); bytes += shard * pbytes; }
+    if (params_sharded(z)) { z->params_shard = be->alloc(be->ctx, shard * pbytes); bytes += shard * pbytes; }
+    else { z->params_full = be->alloc(be->ctx, full * pbytes); bytes += full * pbytes; }
     if (!z->master_is_params) {
         z->master = be->alloc(be->ctx, optimizer_numel * sizeof(float));
         bytes += optimizer_numel * sizeof(float);
@@ -83,8 +105,8 @@ void zero3_allocate(Zero3 *z) {
     z->adam_m = be->alloc(be->ctx, optimizer_numel * sizeof(float));
     z->adam_v = be->alloc(be->ctx, optimizer_numel * sizeof(float));
     bytes += 2 * optimizer_numel * sizeof(float);
-    if (stage <= 1) { z->grads_full = be->alloc(be->ctx, full * gbytes); bytes += full * gbytes; }
-    else { z->grads_shard = be->alloc(be->ctx, shard * gbytes); bytes += shard * gbytes; }
+    if (grads_sharded(z)) { z->grads_shard = be->alloc(be->ctx, shard * gbytes); bytes += shard * gbytes; }
+    else { z->grads_full = be->alloc(be->ctx, full * gbytes); bytes += full * gbytes; }
     z->resident_bytes = bytes;
 }
 
@@ -96,7 +118,7 @@ void zero3_free(Zero3 *z) {
         if (bufs[i]) be->free(be->ctx, bufs[i]);
     for (int i = 0; i < z->pool_count; i++) be->free(be->ctx, z->pool[i].ptr);
     free(z->units);
-    free(z->schedule);
+    for (int p = 0; p < ZERO3_NUM_PASSES; p++) free(z->schedule[p].order);
     memset(z, 0, sizeof(*z));
 }
 
@@ -112,54 +134,50 @@ size_t zero3_owned_begin(const Zero3 *z, int u) { return (size_t)z->rank * z->un
 // The working params of the owned slice (the input of all-gathers, the output of AdamW).
 static void *owned_params(Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
-    if (z->cfg.stage == 3) return at(z->params_shard, U->shard_offset, z->cfg.param_type);
+    if (params_sharded(z)) return at(z->params_shard, U->shard_offset, z->cfg.param_type);
     return at(z->params_full, U->full_offset + zero3_owned_begin(z, u), z->cfg.param_type);
 }
 
-// The optimizer's view of unit u: stage 0 updates the whole unit on every rank (DDP), the other
-// stages only the owned slice. Returns the first element, in unit coordinates, and the count.
+// The optimizer's view of unit u: with the optimizer FULL (DDP) every rank updates the whole unit,
+// SHARDED only its owned slice. Returns the first element, in unit coordinates, and the count.
 static void optimizer_span(const Zero3 *z, int u, size_t *begin, size_t *count) {
     const Zero3Unit *U = &z->units[u];
-    *begin = (z->cfg.stage == 0) ? 0 : zero3_owned_begin(z, u);
-    *count = (z->cfg.stage == 0) ? U->padded : U->shard;
+    *begin = optimizer_sharded(z) ? zero3_owned_begin(z, u) : 0;
+    *count = optimizer_sharded(z) ? U->shard : U->padded;
 }
 
 // Index of unit u's optimizer span in the flat optimizer-state buffers (master, m, v).
 static size_t optimizer_offset(const Zero3 *z, int u) {
-    return (z->cfg.stage == 0) ? z->units[u].full_offset : z->units[u].shard_offset;
+    return optimizer_sharded(z) ? z->units[u].shard_offset : z->units[u].full_offset;
 }
 
+// Where the owned slice starts inside the optimizer span: r*S into a FULL span, 0 into a shard.
+static size_t owned_in_span(const Zero3 *z, int u) { return optimizer_sharded(z) ? 0 : zero3_owned_begin(z, u); }
+
 static float *master_span(Zero3 *z, int u) {
-    if (z->master_is_params) {
-        if (z->cfg.stage == 0) return (float *)at(z->params_full, z->units[u].full_offset, ZERO3_F32);
+    if (z->master_is_params) {   // the fp32 params: the span starts where the optimizer span does
+        if (!optimizer_sharded(z)) return (float *)at(z->params_full, z->units[u].full_offset, ZERO3_F32);
         return (float *)owned_params(z, u);
     }
     return z->master + optimizer_offset(z, u);
 }
 
-float *zero3_owned_master(Zero3 *z, int u) {
-    // stage 0 keeps the full unit; the owned slice starts r*S into it
-    return master_span(z, u) + (z->cfg.stage == 0 ? zero3_owned_begin(z, u) : 0);
-}
-float *zero3_owned_m(Zero3 *z, int u) {
-    return z->adam_m + optimizer_offset(z, u) + (z->cfg.stage == 0 ? zero3_owned_begin(z, u) : 0);
-}
-float *zero3_owned_v(Zero3 *z, int u) {
-    return z->adam_v + optimizer_offset(z, u) + (z->cfg.stage == 0 ? zero3_owned_begin(z, u) : 0);
-}
+float *zero3_owned_master(Zero3 *z, int u) { return master_span(z, u) + owned_in_span(z, u); }
+float *zero3_owned_m(Zero3 *z, int u) { return z->adam_m + optimizer_offset(z, u) + owned_in_span(z, u); }
+float *zero3_owned_v(Zero3 *z, int u) { return z->adam_v + optimizer_offset(z, u) + owned_in_span(z, u); }
 
-// The reduced gradients of the optimizer span of unit u.
+// The reduced gradients of the optimizer span of unit u: the shard buffer where grads are SHARDED;
+// else the resident full buffer, from the unit's start (optimizer FULL) or its owned slice.
 static void *grads_span(Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
-    if (z->cfg.stage == 0) return at(z->grads_full, U->full_offset, z->cfg.grad_type);
-    if (z->cfg.stage == 1)
-        return at(z->grads_full, U->full_offset + zero3_owned_begin(z, u), z->cfg.grad_type);
-    return at(z->grads_shard, U->shard_offset, z->cfg.grad_type);
+    if (grads_sharded(z)) return at(z->grads_shard, U->shard_offset, z->cfg.grad_type);
+    size_t begin = optimizer_sharded(z) ? zero3_owned_begin(z, u) : 0;
+    return at(z->grads_full, U->full_offset + begin, z->cfg.grad_type);
 }
 
 const void *zero3_owned_grads(const Zero3 *z, int u) {
     Zero3 *zz = (Zero3 *)z;
-    return at(grads_span(zz, u), z->cfg.stage == 0 ? zero3_owned_begin(z, u) : 0, z->cfg.grad_type);
+    return at(grads_span(zz, u), owned_in_span(z, u), z->cfg.grad_type);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -226,7 +244,7 @@ void zero3_publish_params(Zero3 *z) {
     const Zero3Backend *be = z->be;
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
-        if (z->cfg.stage == 0) {
+        if (!optimizer_sharded(z)) {
             // DDP keeps the full master on every rank: gather the fp32 slices, then cast everything
             float *master_full = master_span(z, u);
             be->wait(be->ctx, be->all_gather_start(be->ctx, master_full + zero3_owned_begin(z, u),
@@ -238,12 +256,46 @@ void zero3_publish_params(Zero3 *z) {
         }
         if (!z->master_is_params)
             be->cast_from_f32(be->ctx, owned_params(z, u), z->cfg.param_type, master_span(z, u), U->shard);
-        if (z->cfg.stage <= 2) {
+        if (!params_sharded(z)) {
             void *full = at(z->params_full, U->full_offset, z->cfg.param_type);
             be->wait(be->ctx, be->all_gather_start(be->ctx, owned_params(z, u), full, U->shard,
                                                    z->cfg.param_type));
         }
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The prefetch schedule, recorded. The first pass of each kind (training, forward only) writes
+// down the order of its gathers; later passes of that kind follow the recording and gather ahead
+// along it. A pass that departs from the recording gets no more prefetch, and the next pass of its
+// kind records afresh.
+
+static void schedule_close_recording(Zero3 *z) {
+    if (z->recording) z->schedule[z->pass].recorded = 1;
+    z->recording = 0;
+}
+
+static void schedule_start(Zero3 *z, Zero3Pass pass) {
+    schedule_close_recording(z);
+    z->pass = pass;
+    z->schedule_pos = 0;
+    if (!z->schedule[pass].recorded) {
+        z->schedule[pass].len = 0;
+        z->recording = 1;
+    }
+}
+
+// Notes that unit u is being gathered: writes it down, or checks it against the recording.
+static void schedule_note_gather(Zero3 *z, int u) {
+    Zero3Schedule *s = &z->schedule[z->pass];
+    if (z->recording) {
+        if (s->len < 3 * ZERO3_MAX_UNITS) s->order[s->len++] = u;
+        else z->recording = 0;   // a pass this long is not recorded: it runs without prefetch
+        return;
+    }
+    if (!s->recorded) return;
+    if (z->schedule_pos < s->len && s->order[z->schedule_pos] == u) { z->schedule_pos++; return; }
+    s->recorded = 0;   // a departure: no prefetch for the rest of this pass, re-record the next
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -261,33 +313,32 @@ void zero3_step_begin(Zero3 *z) {
     z->stats.transient_peak = z->stats.transient_bytes;
 }
 
-// The order in which a pass gathers units: forward embedding, blocks, head, embedding again for the
-// tied LM head; a training pass then goes back through head and blocks (the embedding stays gathered
-// from the LM-head forward through its backward; the encoder backward needs only its gradients).
-// Units are numbered embedding = 0, blocks 1..nunits-2, head = nunits-1.
-static void build_schedule(Zero3 *z, Zero3Pass pass) {
-    int n = 0, head = z->nunits - 1;
-    z->schedule[n++] = 0;
-    for (int u = 1; u < head; u++) z->schedule[n++] = u;
-    if (head > 0) z->schedule[n++] = head;
-    z->schedule[n++] = 0;
-    if (pass == ZERO3_PASS_TRAIN) {
-        if (head > 0) z->schedule[n++] = head;
-        for (int u = head - 1; u >= 1; u--) z->schedule[n++] = u;
+// A unit gathered ahead of use that no pass then asked for (only after a departure from the
+// schedule): its buffer goes back to the pool, so stale params can never be used after an update.
+static void drop_unused_prefetches(Zero3 *z) {
+    for (int u = 0; u < z->nunits; u++) {
+        Zero3Unit *U = &z->units[u];
+        if (U->holders || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
+            continue;
+        if (U->gather_handle) z->be->wait(z->be->ctx, U->gather_handle);
+        U->gather_handle = NULL;
+        pool_release(z, U->params_gathered);
+        U->params_gathered = NULL;
+        U->param_state = ZERO3_PARAMS_SHARDED;
     }
-    z->schedule_len = n;
-    z->schedule_pos = 0;
 }
 
 void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
     // the previous micro-step's last reductions still read their gradient buffers; the units
     // start a new accumulation now, so let those finish first
     zero3_finish_reductions(z);
+    drop_unused_prefetches(z);
     z->micro = micro;
     z->micro_steps = micro_steps;
-    build_schedule(z, pass);
+    schedule_start(z, pass);
 }
 
+// SHARDED -> GATHERING: the all-gather of unit u into a pool buffer starts.
 static void gather_start(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     const Zero3Backend *be = z->be;
@@ -295,91 +346,108 @@ static void gather_start(Zero3 *z, int u) {
     U->params_gathered = pool_acquire(z, full_bytes);
     U->gather_handle = be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered,
                                             U->shard, z->cfg.param_type);
+    U->param_state = ZERO3_PARAMS_GATHERING;
     count_gather(z, full_bytes);
 }
 
-// Starts the all-gathers of the next prefetch_depth units of the schedule that are neither gathered
-// nor on their way. Bounding the depth bounds memory (FSDP's limit_all_gathers, DeepSpeed's
+// Starts the all-gathers of the next prefetch_depth units of the recorded schedule that are still
+// SHARDED. Bounding the depth bounds memory (FSDP's limit_all_gathers, DeepSpeed's
 // stage3_max_live_parameters).
 static void prefetch(Zero3 *z) {
+    const Zero3Schedule *s = &z->schedule[z->pass];
+    if (z->recording || !s->recorded) return;
     for (int k = 0; k < z->cfg.prefetch_depth; k++) {
         int pos = z->schedule_pos + k;
-        if (pos >= z->schedule_len) break;
-        Zero3Unit *U = &z->units[z->schedule[pos]];
-        if (U->params_gathered == NULL) gather_start(z, z->schedule[pos]);
+        if (pos >= s->len) break;
+        if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED) gather_start(z, s->order[pos]);
     }
 }
 
 void *zero3_gather(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    if (z->cfg.stage <= 2)   // full params are resident: nothing to gather
+    if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
         return at(z->params_full, U->full_offset, z->cfg.param_type);
-    // follow the schedule (a call off the schedule simply gets no prefetch help)
-    if (z->schedule_pos < z->schedule_len && z->schedule[z->schedule_pos] == u) z->schedule_pos++;
-    if (U->params_gathered == NULL) gather_start(z, u);   // not prefetched: gather now
-    if (U->gather_handle) {
+    schedule_note_gather(z, u);
+    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u);   // not prefetched: gather now
+    if (U->param_state == ZERO3_PARAMS_GATHERING) {                   // GATHERING -> GATHERED
         z->be->wait(z->be->ctx, U->gather_handle);
         U->gather_handle = NULL;
+        U->param_state = ZERO3_PARAMS_GATHERED;
     }
     U->holders++;
     prefetch(z);   // while the caller computes on u, the next units arrive
     return U->params_gathered;
 }
 
+// GATHERED -> SHARDED once the last holder lets go: the full unit's memory returns to the pool.
 void zero3_release(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    if (z->cfg.stage <= 2) return;
-    if (U->holders <= 0) zero3_die("zero3_release of a unit that is not gathered");
+    if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
+    if (U->holders <= 0 || U->param_state != ZERO3_PARAMS_GATHERED)
+        zero3_die("zero3_release of a unit that is not gathered");
     if (--U->holders == 0) {
         pool_release(z, U->params_gathered);
         U->params_gathered = NULL;
+        U->param_state = ZERO3_PARAMS_SHARDED;
     }
 }
 
+// IDLE -> ACCUMULATING: the full-size buffer this micro-step's gradients of unit u are added into.
+// Grads FULL: the resident buffer (it accumulates over micro-steps); SHARDED: a fresh zeroed one.
 void *zero3_grads(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    if (z->cfg.stage <= 1) return at(z->grads_full, U->full_offset, z->cfg.grad_type);
-    if (U->grads_buffer == NULL) {   // first touch this micro-step: a fresh zeroed full buffer
-        size_t bytes = U->padded * zero3_dtype_size(z->cfg.grad_type);
-        U->grads_buffer = pool_acquire(z, bytes);
-        z->be->zero(z->be->ctx, U->grads_buffer, bytes);
+    if (U->grad_state == ZERO3_GRADS_REDUCING) zero3_die("zero3_grads of a unit whose reduction is in flight");
+    if (U->grad_state == ZERO3_GRADS_IDLE) {
+        if (grads_sharded(z)) {
+            size_t bytes = U->padded * zero3_dtype_size(z->cfg.grad_type);
+            U->grads_buffer = pool_acquire(z, bytes);
+            z->be->zero(z->be->ctx, U->grads_buffer, bytes);
+        } else {
+            U->grads_buffer = at(z->grads_full, U->full_offset, z->cfg.grad_type);
+        }
+        U->grad_state = ZERO3_GRADS_ACCUMULATING;
     }
     return U->grads_buffer;
 }
 
-// Retires the oldest reduction in flight; its gradient buffer (stages 2-3) returns to the pool.
+// REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
 static void retire_oldest_reduction(Zero3 *z) {
     z->be->wait(z->be->ctx, z->inflight_handle[0]);
-    int u = z->inflight_unit[0];
-    if (z->cfg.stage >= 2) {
-        pool_release(z, z->units[u].grads_buffer);
-        z->units[u].grads_buffer = NULL;
-    }
+    Zero3Unit *U = &z->units[z->inflight_unit[0]];
+    if (grads_sharded(z)) pool_release(z, U->grads_buffer);
+    U->grads_buffer = NULL;
+    U->grad_state = ZERO3_GRADS_IDLE;
     z->inflight_count--;
     memmove(z->inflight_handle, z->inflight_handle + 1, z->inflight_count * sizeof(void *));
     memmove(z->inflight_unit, z->inflight_unit + 1, z->inflight_count * sizeof(int));
 }
 
+// ACCUMULATING -> REDUCING: hands unit u's gradients of this micro-step to the collective the layout
+// asks for. Grads FULL reduce once per step (the last micro-step), all-reduce when the optimizer is
+// FULL (DDP), reduce-scatter into the owned slice otherwise; grads SHARDED reduce-scatter every
+// micro-step into the shard, since the full buffer is not kept.
 void zero3_reduce_grads(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     const Zero3Backend *be = z->be;
     Zero3DType gt = z->cfg.grad_type;
     size_t full_bytes = U->padded * zero3_dtype_size(gt);
-    int last_micro = (z->micro == z->micro_steps - 1);
+    if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
     void *handle = NULL;
-    if (z->cfg.stage <= 1) {
+    if (!grads_sharded(z)) {
         // full gradients stay resident: accumulate locally, communicate once per step
-        if (!last_micro) return;
-        void *full = at(z->grads_full, U->full_offset, gt);
-        if (z->cfg.stage == 0) {
-            handle = be->all_reduce_start(be->ctx, full, U->padded, gt);
+        if (z->micro != z->micro_steps - 1) {
+            U->grads_buffer = NULL;
+            U->grad_state = ZERO3_GRADS_IDLE;
+            return;
+        }
+        if (!optimizer_sharded(z)) {
+            handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
             count_reduce(z, full_bytes, 1);
         } else {
-            handle = be->reduce_scatter_start(be->ctx, full, grads_span(z, u), U->shard, gt);
+            handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
             count_reduce(z, full_bytes, 0);
         }
     } else {
-        if (U->grads_buffer == NULL) zero3_die("zero3_reduce_grads before zero3_grads");
         // Accumulation without a second shard buffer: each rank adds what its shard holds so far
         // to its own slice of this micro-step's gradients. The reduce-scatter sums that slice over
         // ranks, and only the owner added anything to it, so the result is old shard + new sum.
@@ -389,14 +457,15 @@ void zero3_reduce_grads(Zero3 *z, int u) {
         handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
         count_reduce(z, full_bytes, 0);
     }
+    U->grad_state = ZERO3_GRADS_REDUCING;
     // Keep a few reductions in flight so they overlap the backward of the next units.
     if (z->inflight_count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
     z->inflight_handle[z->inflight_count] = handle;
     z->inflight_unit[z->inflight_count] = u;
     z->inflight_count++;
-    // stages 2-3 free the full gradients as soon as the reduce-scatter is done with them: bound
-    // the number of live gradient buffers to two (this one and the one being computed next)
-    if (z->cfg.stage >= 2)
+    // sharded grads free the full buffer as soon as the reduce-scatter is done with it: bound the
+    // number of live gradient buffers to two (this one and the one being computed next)
+    if (grads_sharded(z))
         while (z->inflight_count > 1) retire_oldest_reduction(z);
 }
 
@@ -404,40 +473,89 @@ void zero3_finish_reductions(Zero3 *z) {
     while (z->inflight_count > 0) retire_oldest_reduction(z);
 }
 
+// ---- the phase verbs: one line before the compute, one after --------------------------------------
+
+void *zero3_pre_forward(Zero3 *z, int u) { return zero3_gather(z, u); }
+void zero3_post_forward(Zero3 *z, int u) { zero3_release(z, u); }
+
+Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
+    Zero3UnitBuffers b;
+    b.params = zero3_gather(z, u);
+    b.grads = zero3_grads(z, u);
+    return b;
+}
+
+void zero3_post_backward(Zero3 *z, int u) {
+    zero3_reduce_grads(z, u);
+    zero3_release(z, u);
+}
+
+static const char *param_state_name(Zero3ParamState s) {
+    switch (s) {
+    case ZERO3_PARAMS_RESIDENT: return "resident";
+    case ZERO3_PARAMS_SHARDED: return "sharded";
+    case ZERO3_PARAMS_GATHERING: return "gathering";
+    default: return "gathered";
+    }
+}
+
 void zero3_check_idle(const Zero3 *z) {
     for (int u = 0; u < z->nunits; u++) {
         const Zero3Unit *U = &z->units[u];
-        if (U->holders || U->gather_handle || U->grads_buffer) {
-            fprintf(stderr, "zero3: unit %s still busy (holders %d, gather %s, grads %s)\n", U->name,
-                    U->holders, U->gather_handle ? "in flight" : "-", U->grads_buffer ? "held" : "-");
+        int params_busy = U->holders || U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED;
+        if (params_busy || U->grad_state != ZERO3_GRADS_IDLE) {
+            fprintf(stderr, "zero3: unit %s still busy (params %s, %d holders, grads %s)\n", U->name,
+                    param_state_name(U->param_state), U->holders,
+                    U->grad_state == ZERO3_GRADS_IDLE ? "idle" : U->grad_state == ZERO3_GRADS_REDUCING ? "reducing" : "accumulating");
             abort();
         }
-        // a prefetched unit nobody asked for is a schedule bug, but harmless: drop it
     }
     if (z->inflight_count) zero3_die("reductions still in flight");
 }
 
 // Global gradient norm. Each rank sums the squares of the slice it owns, so every parameter is
-// counted exactly once even where the stage keeps replicated gradients (stages 0-1); the padding is
-// zero and adds nothing. One all-reduce of one number gives every rank the same norm: a per-rank
+// counted exactly once even where the layout keeps replicated gradients (grads FULL); the padding
+// is zero and adds nothing. One all-reduce of one number gives every rank the same norm: a per-rank
 // norm would give every rank a different clipping coefficient, and the replicas would drift apart.
 double zero3_grad_norm(Zero3 *z) {
     zero3_finish_reductions(z);
-    double local = 0.0;
+    schedule_close_recording(z);
+    const Zero3Backend *be = z->be;
     for (int u = 0; u < z->nunits; u++)
-        local += z->be->sum_squares(z->be->ctx, zero3_owned_grads(z, u), z->units[u].shard,
-                                    z->cfg.grad_type);
+        be->sum_squares_add(be->ctx, zero3_owned_grads(z, u), z->units[u].shard, z->cfg.grad_type);
+    double local = be->sum_squares_total(be->ctx);   // the one read-back of the step
     count_scalar(z);
-    return sqrt(z->be->all_reduce_scalar(z->be->ctx, local));
+    return sqrt(be->all_reduce_scalar(be->ctx, local));
+}
+
+// Params FULL with the optimizer SHARDED (stages 1-2): every rank updated its slice; gather them so
+// all ranks hold the new full params. At most ZERO3_GATHER_BATCH collectives are in flight at once,
+// so a model of any depth fits the backends' handle tables.
+static void gather_updated_params(Zero3 *z) {
+    const Zero3Backend *be = z->be;
+    void *handles[ZERO3_GATHER_BATCH];
+    for (int first = 0; first < z->nunits; first += ZERO3_GATHER_BATCH) {
+        int n = z->nunits - first < ZERO3_GATHER_BATCH ? z->nunits - first : ZERO3_GATHER_BATCH;
+        for (int i = 0; i < n; i++) {
+            Zero3Unit *U = &z->units[first + i];
+            handles[i] = be->all_gather_start(be->ctx, owned_params(z, first + i),
+                                              at(z->params_full, U->full_offset, z->cfg.param_type),
+                                              U->shard, z->cfg.param_type);
+            count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type));
+        }
+        for (int i = 0; i < n; i++) be->wait(be->ctx, handles[i]);
+    }
 }
 
 // AdamW on the local optimizer span, tensor by tensor so that weight decay applies exactly to the
 // matrices even where a shard boundary cuts through a tensor; the padding between and after tensors
-// is skipped. No communication, except that stages 1-2 all-gather the updated params afterwards.
+// is skipped. No communication, except the all-gather of updated params where params are FULL but
+// the optimizer SHARDED.
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t) {
     const Zero3Backend *be = z->be;
     zero3_finish_reductions(z);
+    drop_unused_prefetches(z);
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
         size_t span_begin, span_count;
@@ -447,9 +565,10 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
         float *m = z->adam_m + optimizer_offset(z, u);
         float *v = z->adam_v + optimizer_offset(z, u);
         char *grads = grads_span(z, u);
-        char *params = (z->master_is_params) ? (char *)master
-                       : (z->cfg.stage == 0) ? at(z->params_full, U->full_offset, z->cfg.param_type)
-                                             : (char *)owned_params(z, u);
+        // the working params of the optimizer span (the master itself when params are fp32)
+        char *params = z->master_is_params ? (char *)master
+                       : optimizer_sharded(z) ? (char *)owned_params(z, u)
+                                              : at(z->params_full, U->full_offset, z->cfg.param_type);
         for (int i = 0; i < U->ntensors; i++) {
             const Zero3Tensor *T = &U->tensors[i];
             size_t lo = T->offset > span_begin ? T->offset : span_begin;
@@ -462,53 +581,40 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
                       T->decay ? weight_decay : 0.0f, grad_scale, t);
         }
     }
-    if (z->cfg.stage == 1 || z->cfg.stage == 2) {
-        // every rank updated its slice; gather them so all ranks hold the new full params
-        void *handles[ZERO3_MAX_UNITS];
-        for (int u = 0; u < z->nunits; u++) {
-            Zero3Unit *U = &z->units[u];
-            size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
-            handles[u] = be->all_gather_start(be->ctx, owned_params(z, u),
-                                              at(z->params_full, U->full_offset, z->cfg.param_type),
-                                              U->shard, z->cfg.param_type);
-            count_gather(z, full_bytes);
-        }
-        for (int u = 0; u < z->nunits; u++) be->wait(be->ctx, handles[u]);
-    }
+    if (!params_sharded(z) && optimizer_sharded(z)) gather_updated_params(z);
     z->comm_bytes_total += z->stats.comm_bytes;
 }
 
 size_t zero3_peak_bytes(const Zero3 *z) { return z->resident_bytes + z->stats.transient_peak; }
 
 // ------------------------------------------------------------------------------------------------
-// Theory: bytes of model state per rank for psi parameters on N ranks. Working params (p bytes),
-// gradients (g bytes), and the optimizer state K: m and v (8 bytes) plus an fp32 master copy
-// (4 bytes) when the working params are not fp32. Stage 1 shards K, stage 2 also the gradients,
-// stage 3 everything.
+// Theory, from the same stage table: bytes of model state per rank for psi parameters on N ranks.
+// Working params (p bytes), gradients (g bytes), and the optimizer state K: m and v (8 bytes) plus
+// an fp32 master copy (4 bytes) when the working params are not fp32; each part is whole where the
+// layout keeps it FULL and 1/N where SHARDED.
+static double placed(Zero3Placement where, double bytes, double world) {
+    return where == ZERO3_SHARDED ? bytes / world : bytes;
+}
+
 double zero3_theory_state_bytes(int stage, double psi, int world, Zero3DType param_type,
                                 Zero3DType grad_type) {
+    const Zero3StageLayout *L = &ZERO3_STAGE_LAYOUT[stage];
     double p = (double)zero3_dtype_size(param_type), g = (double)zero3_dtype_size(grad_type);
     double k = 8.0 + (param_type == ZERO3_F32 ? 0.0 : 4.0);
     double n = (double)world;
-    switch (stage) {
-    case 0: return psi * (p + g + k);
-    case 1: return psi * (p + g) + psi * k / n;
-    case 2: return psi * p + psi * (g + k) / n;
-    default: return psi * (p + g + k) / n;
-    }
+    return placed(L->params, psi * p, n) + placed(L->grads, psi * g, n) + placed(L->optimizer, psi * k, n);
 }
 
-// Ring-model bytes sent per rank per step at A = 1: DDP all-reduces the gradients (2 (N-1)/N G);
-// stages 1-2 reduce-scatter them and all-gather the params ((N-1)/N (G + P)); stage 3 gathers the
-// params twice (forward, backward) and reduce-scatters once ((N-1)/N (2P + G)): 3 vs 2 units.
+// Ring-model bytes sent per rank per step at A = 1, f = (N-1)/N. Gradients: all-reduced (2 f G)
+// when the optimizer is FULL (DDP), else reduce-scattered (f G). Params: gathered twice (forward
+// and backward, 2 f P) where they are SHARDED; once after the step (f P) where they are FULL but the
+// optimizer updated only a shard. So DDP 2 units, stages 1-2 2 units, stage 3 3 units.
 double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType param_type,
                                Zero3DType grad_type) {
+    const Zero3StageLayout *L = &ZERO3_STAGE_LAYOUT[stage];
     double f = (double)(world - 1) / (double)world;
     double P = psi * (double)zero3_dtype_size(param_type), G = psi * (double)zero3_dtype_size(grad_type);
-    switch (stage) {
-    case 0: return 2.0 * f * G;
-    case 1:
-    case 2: return f * (G + P);
-    default: return f * (2.0 * P + G);
-    }
+    double reduce = (L->optimizer == ZERO3_FULL) ? 2.0 * f * G : f * G;
+    double gather = (L->params == ZERO3_SHARDED) ? 2.0 * f * P : (L->optimizer == ZERO3_SHARDED) ? f * P : 0.0;
+    return reduce + gather;
 }

@@ -5,7 +5,8 @@
 // is one flat buffer with its tensors at fixed, aligned offsets, padded so that it divides into
 // `world` equal shards. Rank r owns the contiguous slice [r*S, (r+1)*S) of every unit.
 //
-// What each rank keeps resident depends on the stage (DESIGN.md section 2):
+// What each rank keeps resident depends on the stage (docs/DESIGN.md section 2). zero3.c holds this
+// table as data (ZERO3_STAGE_LAYOUT) and every decision consults it, never the stage number:
 //
 //   stage | params          | grads           | master, m, v | after a unit's backward | after step
 //   ------+-----------------+-----------------+--------------+-------------------------+------------
@@ -14,19 +15,29 @@
 //     2   | full            | 1/N             | 1/N          | reduce-scatter, free    | all-gather params
 //     3   | 1/N             | 1/N             | 1/N          | reduce-scatter, free    | - (next forward gathers)
 //
-// The trainer drives one training step as the textbook pseudocode reads:
+// The trainer drives one training step as the textbook pseudocode reads (host/model.c does exactly
+// this for GPT-2; the four phase verbs are FSDP2's pre/post forward/backward):
 //
 //   zero3_step_begin(z);
 //   for each micro-step k:
 //     zero3_micro_begin(z, k, A, ZERO3_PASS_TRAIN);
-//     forward:  w = zero3_gather(z, u); ...compute...; zero3_release(z, u);
-//     backward: w = zero3_gather(z, u); g = zero3_grads(z, u); ...compute (g +=)...;
-//               zero3_reduce_grads(z, u); zero3_release(z, u);
+//     forward:  for each unit u:        w = zero3_pre_forward(z, u);  ...compute...;  zero3_post_forward(z, u);
+//     backward: for each unit u, reversed:
+//                                       b = zero3_pre_backward(z, u); ...b.grads += ...; zero3_post_backward(z, u);
 //   norm = zero3_grad_norm(z);                       // one all-reduce of one number
-//   zero3_optimizer_step(z, &hyper, clip_coef);      // AdamW on the local shard only
+//   zero3_optimizer_step(z, lr, ..., clip_coef, t);  // AdamW on the local shard only
+//
+// pre_forward = gather (wait for it, then prefetch the next units); post_forward = release;
+// pre_backward = gather + a gradient buffer; post_backward = reduce the gradients, release. The
+// building blocks (zero3_gather, zero3_release, zero3_grads, zero3_reduce_grads) are public too, for
+// a unit used across phases (GPT-2's tied embedding: see host/model.c).
+//
+// Prefetch follows a schedule the engine records itself: the first pass of each kind writes down
+// the order in which units are gathered, and later passes gather ahead along it (FSDP2 records the
+// forward order and replays it reversed for the backward). So the engine knows nothing of GPT-2.
 //
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
-// the trainer supplies (MPI + C loops on the CPU, NCCL + CUDA kernels on the GPU).
+// the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +51,7 @@ extern "C" {
 #define ZERO3_MAX_UNITS 4096
 #define ZERO3_MAX_POOL 64      // cached transient buffers (gathered params, full grads)
 #define ZERO3_MAX_INFLIGHT 8   // outstanding reduce collectives
+#define ZERO3_GATHER_BATCH 16  // stages 1-2: post-step all-gathers in flight at once
 
 typedef enum { ZERO3_F32 = 0, ZERO3_BF16 = 1 } Zero3DType;
 static inline size_t zero3_dtype_size(Zero3DType t) { return t == ZERO3_BF16 ? 2 : 4; }
@@ -56,6 +68,10 @@ typedef struct Zero3Backend {
     void *(*alloc)(void *ctx, size_t bytes);           // returns zeroed memory, never NULL (dies instead)
     void (*free)(void *ctx, void *ptr);
     void (*zero)(void *ctx, void *ptr, size_t bytes);
+    // copies between the engine's memory and host memory (bytes; synchronous, after queued work):
+    // how host code (loading, checkpoints, export, tests) reaches buffers that may be on a device
+    void (*copy_to_host)(void *ctx, void *host_dst, const void *src, size_t bytes);
+    void (*copy_to_device)(void *ctx, void *dst, const void *host_src, size_t bytes);
     // collectives (sum reductions)
     // all_gather: full[r*n .. (r+1)*n) = shard of rank r. In place when shard == full + rank*n.
     void *(*all_gather_start)(void *ctx, const void *shard, void *full, size_t n, Zero3DType t);
@@ -66,7 +82,11 @@ typedef struct Zero3Backend {
     void (*wait)(void *ctx, void *handle);
     double (*all_reduce_scalar)(void *ctx, double x);                           // blocking sum
     // shard math
-    double (*sum_squares)(void *ctx, const void *x, size_t n, Zero3DType t);  // local, deterministic
+    // The sum of squares for the global norm, without a host round trip per span: sum_squares_add
+    // queues the sum of one span, sum_squares_total returns the sum of every span queued since the
+    // last call (one read-back per step on a GPU). Local to this rank and deterministic.
+    void (*sum_squares_add)(void *ctx, const void *x, size_t n, Zero3DType t);
+    double (*sum_squares_total)(void *ctx);
     void (*add)(void *ctx, void *dst, const void *src, size_t n, Zero3DType t); // dst += src
     void (*cast_from_f32)(void *ctx, void *dst, Zero3DType t, const float *src, size_t n);
     // AdamW on n elements: master/m/v fp32, grad in grad_type scaled by grad_scale (the clip
@@ -77,6 +97,35 @@ typedef struct Zero3Backend {
 } Zero3Backend;
 
 // ----------------------------------------------------------------------------------------------
+// The stage table as data: where each part of the model state lives.
+typedef enum {
+    ZERO3_FULL,     // every rank holds all of it
+    ZERO3_SHARDED,  // every rank holds its 1/N slice
+} Zero3Placement;
+
+typedef struct {
+    Zero3Placement params;     // the working parameters between uses
+    Zero3Placement grads;      // the gradients between the backward and the optimizer
+    Zero3Placement optimizer;  // fp32 master, AdamW m and v: what the optimizer updates
+} Zero3StageLayout;
+
+extern const Zero3StageLayout ZERO3_STAGE_LAYOUT[4];
+
+// A unit's working parameters, as FSDP2's sharded/unsharded states: what memory each state holds.
+typedef enum {
+    ZERO3_PARAMS_RESIDENT,   // params FULL (stages 0-2): the full unit lives in params_full for the run
+    ZERO3_PARAMS_SHARDED,    // params SHARDED: only this rank's slice, in params_shard; nothing else
+    ZERO3_PARAMS_GATHERING,  // an all-gather into a pool buffer (params_gathered) is in flight
+    ZERO3_PARAMS_GATHERED,   // params_gathered holds the full unit, ready to compute with
+} Zero3ParamState;
+
+// A unit's gradients during one micro-step.
+typedef enum {
+    ZERO3_GRADS_IDLE,          // no micro-step gradients in flight (grads FULL: the resident buffer waits)
+    ZERO3_GRADS_ACCUMULATING,  // the backward is adding into the full-size buffer (grads_buffer)
+    ZERO3_GRADS_REDUCING,      // its reduction is in flight; the buffer may not be touched
+} Zero3GradState;
+
 typedef struct {
     char name[32];
     size_t offset;   // in elements, from the start of the unit (aligned)
@@ -94,17 +143,19 @@ typedef struct {
     size_t full_offset;    // where this unit starts in the flat full-size buffers
     size_t shard_offset;   // where its shard starts in the flat shard-size buffers
     // per-step runtime state
-    void *params_gathered; // stage 3: the pool buffer holding the gathered unit, else NULL
-    void *gather_handle;   // an all-gather in flight into params_gathered
+    Zero3ParamState param_state;
+    void *params_gathered; // GATHERING/GATHERED: the pool buffer holding the full unit
+    void *gather_handle;   // GATHERING: the all-gather in flight
     int holders;           // zero3_gather calls not yet released
-    void *grads_buffer;    // stage 2/3: the full-size gradient buffer of this micro-step
+    Zero3GradState grad_state;
+    void *grads_buffer;    // ACCUMULATING/REDUCING: the full-size gradient buffer of this micro-step
 } Zero3Unit;
 
-typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1 } Zero3Pass;
+typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1, ZERO3_NUM_PASSES = 2 } Zero3Pass;
 
 typedef struct {
     int stage;              // 0..3
-    int prefetch_depth;     // units gathered ahead of use (stage 3); 0 = none
+    int prefetch_depth;     // units gathered ahead of use (params SHARDED); 0 = none
     int align;              // tensor offsets and shard sizes are multiples of this many elements
     Zero3DType param_type;  // working parameters (what is gathered and computed with)
     Zero3DType grad_type;   // gradients (what is reduced)
@@ -125,8 +176,16 @@ typedef struct {
     int gathers, reduces;       // collectives issued this step
 } Zero3Stats;
 
+// The order in which one kind of pass gathers units, recorded during its first run.
+typedef struct {
+    int *order;      // unit ids
+    int len;
+    int recorded;    // 1 once a whole pass was written down; prefetch follows it from then on
+} Zero3Schedule;
+
 typedef struct {
     Zero3Config cfg;
+    Zero3StageLayout layout;   // ZERO3_STAGE_LAYOUT[cfg.stage]
     const Zero3Backend *be;
     int rank, world;
     int nunits;
@@ -135,23 +194,25 @@ typedef struct {
     size_t total_padded;       // sum of P
     size_t total_shard;        // sum of S
     int master_is_params;      // fp32 working params double as the master copy
-    // resident model state (one flat allocation each; NULL where the stage keeps none)
-    void *params_full;         // stages 0-2: sum P, param_type
-    void *params_shard;        // stage 3: sum S, param_type
-    float *master;             // fp32 master when params are not fp32: stage 0 sum P, else sum S
-    float *adam_m, *adam_v;    // stage 0: sum P; else sum S
-    void *grads_full;          // stages 0-1: sum P, grad_type
-    void *grads_shard;         // stages 2-3: sum S, grad_type
+    // resident model state (one flat allocation each; NULL where the layout keeps none)
+    void *params_full;         // params FULL: sum P, param_type
+    void *params_shard;        // params SHARDED: sum S, param_type
+    float *master;             // fp32 master when params are not fp32: optimizer FULL sum P, else sum S
+    float *adam_m, *adam_v;    // optimizer FULL: sum P; SHARDED: sum S
+    void *grads_full;          // grads FULL: sum P, grad_type
+    void *grads_shard;         // grads SHARDED: sum S, grad_type
     size_t resident_bytes;     // bytes of the buffers above
-    // the pass schedule, so that zero3_gather knows what to prefetch
-    int *schedule;             // unit ids in the order the current pass gathers them
-    int schedule_len, schedule_pos;
+    // prefetch: the recorded schedule of each pass kind, and where the current pass is in it
+    Zero3Schedule schedule[ZERO3_NUM_PASSES];
+    Zero3Pass pass;
+    int schedule_pos;          // next position of schedule[pass] (replaying)
+    int recording;             // this pass writes schedule[pass] down
     int micro, micro_steps;
     // transient buffers, cached like a caching allocator: allocated on first need, reused after
     Zero3PoolEntry pool[ZERO3_MAX_POOL];
     int pool_count;
     size_t pool_bytes;
-    // reductions in flight, oldest first, and the gradient buffers they still read
+    // reductions in flight, oldest first
     void *inflight_handle[ZERO3_MAX_INFLIGHT];
     int inflight_unit[ZERO3_MAX_INFLIGHT];
     int inflight_count;
@@ -172,7 +233,7 @@ void zero3_free(Zero3 *z);
 // Each rank fills the master copy of the slice it owns, in unit coordinates [r*S, (r+1)*S):
 // zero3_owned_master(z, u) points at element r*S of unit u (fp32, S elements, zero padding beyond
 // the tensors). After filling every unit, zero3_publish_params spreads the values to where the stage
-// needs them (all-gather for stages 0-2, cast to the working dtype).
+// needs them (all-gather where params are FULL, cast to the working dtype).
 float *zero3_owned_master(Zero3 *z, int u);
 void zero3_publish_params(Zero3 *z);
 size_t zero3_owned_begin(const Zero3 *z, int u);   // r*S
@@ -180,19 +241,30 @@ size_t zero3_owned_begin(const Zero3 *z, int u);   // r*S
 float *zero3_owned_m(Zero3 *z, int u);
 float *zero3_owned_v(Zero3 *z, int u);
 
-// ---- the step -------------------------------------------------------------------------------
+// ---- the step: phase verbs ----------------------------------------------------------------------
+typedef struct {
+    void *params;   // the full unit's working params
+    void *grads;    // the full unit's gradient buffer, to accumulate (+=) into
+} Zero3UnitBuffers;
+
 void zero3_step_begin(Zero3 *z);
 void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass);
-void *zero3_gather(Zero3 *z, int u);     // the full unit's working params, ready to compute with
-void zero3_release(Zero3 *z, int u);
-void *zero3_grads(Zero3 *z, int u);      // the full unit's gradient buffer to accumulate (+=) into
-void zero3_reduce_grads(Zero3 *z, int u);
-void zero3_finish_reductions(Zero3 *z);  // waits for every reduction in flight
+void *zero3_pre_forward(Zero3 *z, int u);              // gather; the params to compute with
+void zero3_post_forward(Zero3 *z, int u);              // release
+Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u);  // gather + gradient buffer
+void zero3_post_backward(Zero3 *z, int u);             // reduce the gradients, release
 double zero3_grad_norm(Zero3 *z);        // global L2 norm of the reduced gradients, same on all ranks
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t);
 // After the whole pass, every unit must be released and every reduction finished.
 void zero3_check_idle(const Zero3 *z);
+
+// ---- the building blocks of the verbs ----------------------------------------------------------
+void *zero3_gather(Zero3 *z, int u);     // the full unit's working params, ready to compute with
+void zero3_release(Zero3 *z, int u);
+void *zero3_grads(Zero3 *z, int u);      // the full unit's gradient buffer to accumulate (+=) into
+void zero3_reduce_grads(Zero3 *z, int u);
+void zero3_finish_reductions(Zero3 *z);  // waits for every reduction in flight
 
 // The reduced gradient slice this rank owns for unit u ([r*S, (r+1)*S) in unit coordinates),
 // valid after zero3_finish_reductions (used by tests to compare against a reference).

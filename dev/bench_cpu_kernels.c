@@ -1,5 +1,5 @@
 /*
-Benchmark of the CPU kernels in cpu_kernels.h at GPT-2 124M (d12) shapes: the four linear layers of a
+Benchmark of the CPU kernels in cpu/kernels.h at GPT-2 124M (d12) shapes: the four linear layers of a
 block and the LM head on B*T = 1024 tokens, and causal attention with T = 1024, NH = 12.
 
 Build and run (from the repository root):
@@ -15,7 +15,7 @@ counts the causal half of its products: forward 2 products, backward 4, each 2*B
 #include <stdlib.h>
 #include <time.h>
 #include <omp.h>
-#include "../cpu_kernels.h"
+#include "../cpu/kernels.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     const int n_shapes = sizeof(shapes) / sizeof(shapes[0]);
     unsigned long long rng = 0x2545F4914F6CDD1Dull;
 
-    printf("cpu_kernels.h benchmark: SIMD width %d floats, matmul tile %dx%d, BT = %d\n",
+    printf("cpu/kernels.h benchmark: SIMD width %d floats, matmul tile %dx%d, BT = %d\n",
            CK_VEC, MM_TILE_ROWS, MM_TILE_COLS, BT);
     printf("%-10s %7s %7s %8s | %10s %9s | %10s %9s\n", "kernel", "C", "OC", "threads",
            "fwd ms", "GFLOP/s", "bwd ms", "GFLOP/s");

@@ -7,9 +7,9 @@ It does three things, in this order:
   1. builds a model (random GPT-2 init from --seed, or --load an llm.c model file) and, with
      --model-out, writes it in llm.c's fp32 format (version 3), the file the C trainers start from;
   2. runs forward + backward on step 0's batch and keeps every activation and parameter gradient;
-  3. trains --steps steps under the project's training math (DESIGN.md section 3) and records the
+  3. trains --steps steps under the project's training math (docs/DESIGN.md section 3) and records the
      loss, the gradient norm and the learning rate of each step.
-With --dump-out it writes everything into the activation dump described in dev/DUMP_FORMAT.md.
+With --dump-out it writes everything into the activation dump described in docs/DUMP_FORMAT.md.
 
 Math runs in float64 by default, so the dump (stored as float32) is a near-exact reference and a C
 fp32 implementation compared against it measures only its own rounding.
@@ -64,7 +64,7 @@ WPE_STD = 0.02             # llm.c's train_gpt2.py inits wpe like every nn.Embed
                            # OpenAI's TF GPT-2 used 0.01. We follow llm.c.
 VOCAB_PAD_MULTIPLE = 128
 
-# Training-math constants (DESIGN.md section 3)
+# Training-math constants (docs/DESIGN.md section 3)
 ADAM_BETA1 = 0.9
 ADAM_BETA2 = 0.95
 ADAM_EPS = 1e-8
@@ -245,7 +245,7 @@ def load_tokens(path):
 
 
 def step_window(tokens, B, T, step):
-    """The B*T+1 tokens that training step `step` uses (1 rank, no accumulation; DESIGN.md
+    """The B*T+1 tokens that training step `step` uses (1 rank, no accumulation; docs/DESIGN.md
     'Data order'): with W = (ntok-1) // (B*T) windows, step s starts at token (s mod W) * B*T."""
     windows = (len(tokens) - 1) // (B * T)
     start = (step % windows) * B * T
@@ -321,7 +321,7 @@ def forward(p, cfg, inputs, targets):
 
 
 # -----------------------------------------------------------------------------
-# Training math (DESIGN.md section 3; written out in dev/DUMP_FORMAT.md)
+# Training math (docs/DESIGN.md section 3; written out in docs/DUMP_FORMAT.md)
 
 def learning_rate(step, lr, warmup, final_frac, num_steps):
     """Linear warmup lr*(s+1)/W for s < W, then a cosine from lr down towards final_frac*lr:
@@ -403,7 +403,7 @@ def train(params32, cfg, tokens, args, dtype, device):
 
 
 # -----------------------------------------------------------------------------
-# The activation dump (dev/DUMP_FORMAT.md)
+# The activation dump (docs/DUMP_FORMAT.md)
 
 def to_numpy_float32(t):
     return t.detach().to("cpu", torch.float32).numpy()
@@ -481,7 +481,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def parse_args(argv):
     parser = OneLineParser(description="PyTorch GPT-2 reference: model file + activation dump "
-                           "(see dev/DUMP_FORMAT.md)", allow_abbrev=False)
+                           "(see docs/DUMP_FORMAT.md)", allow_abbrev=False)
     parser.add_argument("--preset", choices=sorted(PRESETS), help="tiny (CI) or d12 (GPT-2 124M)")
     shape = parser.add_argument_group("model shape (ignored with --load unless they conflict)")
     shape.add_argument("--L", type=int, help="layers")

@@ -8,7 +8,7 @@ numbers the plot shows, the largest loss difference first.
     /usr/bin/python3 dev/plot_compare.py --ddp OUT/ddp/log.csv --zero3 OUT/zero3/log.csv \\
         --out dev/compare_ddp_zero3.png --title "d2c64h2t64, 4 ranks"
 
-The logs are the trainer's log.csv (DESIGN.md "Log"): step,train_loss,val_loss,lr,grad_norm,ms,
+The logs are the trainer's log.csv (docs/DESIGN.md "Log"): step,train_loss,val_loss,lr,grad_norm,ms,
 tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes, with rank 0's bytes.
 Needs matplotlib (Debian: python3-matplotlib).
 """

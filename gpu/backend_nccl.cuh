@@ -27,12 +27,12 @@
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
-#include "../common.h"
+#include "../host/common.h"
 #include "../zero3.h"
 #include "common.cuh"
 #include "kernels.cuh"
 
-#define GPU_MAX_HANDLES 64
+#define GPU_MAX_HANDLES 128
 
 typedef struct {
     int rank, world, local_rank, device;
@@ -41,8 +41,10 @@ typedef struct {
     cudaEvent_t compute_ready;  // re-recorded before every collective (a wait copies its state)
     cudaEvent_t handle_event[GPU_MAX_HANDLES];
     int handle_busy[GPU_MAX_HANDLES];
-    float* sumsq_scratch;       // device: SUMSQ_BLOCKS partials + the result
-    float* sumsq_host;          // pinned
+    float* sumsq_scratch;       // device: SUMSQ_BLOCKS partials of the span being summed
+    float* sumsq_slots;         // device: one sum per span queued since the last total
+    float* sumsq_host;          // pinned: the slots, read back once per total
+    int sumsq_count;            // spans queued
     double* scalar_device;      // all_reduce_scalar's buffer
     double* scalar_host;        // pinned
 } GpuBackend;
@@ -153,13 +155,26 @@ static double gpu_all_reduce_scalar(void* ctx, double x) {
 // ------------------------------------------------------------------------------------------------
 // Shard math, on the compute stream
 
-static double gpu_sum_squares(void* ctx, const void* x, size_t n, Zero3DType t) {
-    float* out = g_gpu.sumsq_scratch + SUMSQ_BLOCKS;
+// The global norm's sum of squares without a host round trip per span: each span's sum goes to its
+// own device slot (no atomics: the result is deterministic); the total reads every slot back in one
+// copy and adds them in order in double, as the CPU backend does.
+#define GPU_SUMSQ_SLOTS ZERO3_MAX_UNITS
+static void gpu_sum_squares_add(void* ctx, const void* x, size_t n, Zero3DType t) {
+    if (g_gpu.sumsq_count == GPU_SUMSQ_SLOTS) fatal_local("sum of squares: more than %d spans before a total", GPU_SUMSQ_SLOTS);
+    float* out = g_gpu.sumsq_slots + g_gpu.sumsq_count++;
     if (t == ZERO3_BF16) sum_squares<__nv_bfloat16>(out, (const __nv_bfloat16*)x, n, g_gpu.sumsq_scratch, 0, g_gpu.compute);
     else sum_squares<float>(out, (const float*)x, n, g_gpu.sumsq_scratch, 0, g_gpu.compute);
-    cudaCheck(cudaMemcpyAsync(g_gpu.sumsq_host, out, sizeof(float), cudaMemcpyDeviceToHost, g_gpu.compute));
-    cudaCheck(cudaStreamSynchronize(g_gpu.compute));
-    return (double)*g_gpu.sumsq_host;
+}
+
+static double gpu_sum_squares_total(void* ctx) {
+    const int n = g_gpu.sumsq_count;
+    g_gpu.sumsq_count = 0;
+    if (n == 0) return 0.0;
+    cudaCheck(cudaMemcpyAsync(g_gpu.sumsq_host, g_gpu.sumsq_slots, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, g_gpu.compute));
+    cudaCheck(cudaStreamSynchronize(g_gpu.compute));   // the step's one read-back for the norm
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += (double)g_gpu.sumsq_host[i];
+    return total;
 }
 
 static void gpu_add(void* ctx, void* dst, const void* src, size_t n, Zero3DType t) {
@@ -187,6 +202,24 @@ static void gpu_adamw(void* ctx, float* master, float* m, float* v, const void* 
     else
         adamw_update<float>(master, out, (const float*)grad, m, v, n, lr, beta1, beta2, t, eps, weight_decay,
                             grad_scale, g_gpu.compute);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Copies
+
+// Copies between engine buffers (device) and host memory, for the model file loaders, checkpoints,
+// the export and the tests' checks (the backend's copy_to_host / copy_to_device). Synchronous:
+// they run at start-up, at checkpoints and in tests, after all queued work.
+static void gpu_copy_to_host(void* ctx, void* dst, const void* src, size_t bytes) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+static void gpu_copy_to_device(void* ctx, void* dst, const void* src, size_t bytes) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    // from pageable memory cudaMemcpy may return before the DMA has landed, and the non-blocking
+    // streams would not wait for it
+    cudaCheck(cudaDeviceSynchronize());
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -306,8 +339,9 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     cudaCheck(cudaStreamCreateWithPriority(&g_gpu.comm_stream, cudaStreamNonBlocking, greatest));
     cudaCheck(cudaEventCreateWithFlags(&g_gpu.compute_ready, cudaEventDisableTiming));
     for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventCreateWithFlags(&g_gpu.handle_event[i], cudaEventDisableTiming));
-    cudaCheck(cudaMalloc((void**)&g_gpu.sumsq_scratch, (SUMSQ_BLOCKS + 1) * sizeof(float)));
-    cudaCheck(cudaMallocHost((void**)&g_gpu.sumsq_host, sizeof(float)));
+    cudaCheck(cudaMalloc((void**)&g_gpu.sumsq_scratch, SUMSQ_BLOCKS * sizeof(float)));
+    cudaCheck(cudaMalloc((void**)&g_gpu.sumsq_slots, GPU_SUMSQ_SLOTS * sizeof(float)));
+    cudaCheck(cudaMallocHost((void**)&g_gpu.sumsq_host, GPU_SUMSQ_SLOTS * sizeof(float)));
     cudaCheck(cudaMalloc((void**)&g_gpu.scalar_device, sizeof(double)));
     cudaCheck(cudaMallocHost((void**)&g_gpu.scalar_host, sizeof(double)));
 
@@ -337,12 +371,15 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     be->alloc = gpu_alloc;
     be->free = gpu_free;
     be->zero = gpu_zero;
+    be->copy_to_host = gpu_copy_to_host;
+    be->copy_to_device = gpu_copy_to_device;
     be->all_gather_start = gpu_all_gather_start;
     be->reduce_scatter_start = gpu_reduce_scatter_start;
     be->all_reduce_start = gpu_all_reduce_start;
     be->wait = gpu_wait;
     be->all_reduce_scalar = gpu_all_reduce_scalar;
-    be->sum_squares = gpu_sum_squares;
+    be->sum_squares_add = gpu_sum_squares_add;
+    be->sum_squares_total = gpu_sum_squares_total;
     be->add = gpu_add;
     be->cast_from_f32 = gpu_cast_from_f32;
     be->adamw = gpu_adamw;
@@ -355,6 +392,7 @@ static void gpu_backend_finish(void) {
     for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g_gpu.handle_event[i]));
     cudaCheck(cudaEventDestroy(g_gpu.compute_ready));
     cudaCheck(cudaFree(g_gpu.sumsq_scratch));
+    cudaCheck(cudaFree(g_gpu.sumsq_slots));
     cudaCheck(cudaFreeHost(g_gpu.sumsq_host));
     cudaCheck(cudaFree(g_gpu.scalar_device));
     cudaCheck(cudaFreeHost(g_gpu.scalar_host));
@@ -365,17 +403,3 @@ static void gpu_backend_finish(void) {
 #endif
 }
 
-// Copies between engine buffers (device) and host memory: gpt2.h's TRAIN_COPY_TO_HOST /
-// TRAIN_COPY_TO_DEVICE, for the model file loaders, checkpoint.h and the test's checks.
-// Synchronous: they run at start-up, at checkpoints and in tests, after all queued work.
-void gpu_copy_to_host(void* dst, const void* src, size_t bytes) {
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-}
-void gpu_copy_to_device(void* dst, const void* src, size_t bytes) {
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    // from pageable memory cudaMemcpy may return before the DMA has landed, and the non-blocking
-    // streams would not wait for it
-    cudaCheck(cudaDeviceSynchronize());
-}

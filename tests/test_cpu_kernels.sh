@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The CPU kernels (cpu_kernels.h) against PyTorch float64 autograd: every output element of every
+# The CPU kernels (cpu/kernels.h) against PyTorch float64 autograd: every output element of every
 # forward and backward kernel, on four sets of shapes (awkward ones included), accumulation of
 # gradients, no reads of unwritten memory or scratch, no stray writes, and bitwise-identical results
-# on 1, 2 and 3 threads. See dev/test_cpu_kernels.c for the tolerance. The C test is built and run
+# on 1, 2 and 3 threads. See tests/unit/test_cpu_kernels.c for the tolerance. The C test is built and run
 # three times: -march=native, and where the CPU allows, AVX2 and baseline x86-64, which use the
 # other SIMD widths and matmul tiles of the header. The benchmark is compiled (not run), so it cannot rot.
 set -euo pipefail
@@ -29,12 +29,12 @@ fi
 # compile while PyTorch computes the references
 pids=()
 for march in "${targets[@]}"; do
-  gcc $CFLAGS_TEST -march="$march" -o "$tmp/test_cpu_kernels_$march" dev/test_cpu_kernels.c -lm &
+  gcc $CFLAGS_TEST -march="$march" -o "$tmp/test_cpu_kernels_$march" tests/unit/test_cpu_kernels.c -lm &
   pids+=($!)
 done
 gcc $CFLAGS_TEST -march=native -o "$tmp/bench_cpu_kernels" dev/bench_cpu_kernels.c -lm &
 pids+=($!)
-"$PY" dev/cpu_kernels_ref.py "$tmp/ref.bin"
+"$PY" tests/unit/cpu_kernels_ref.py "$tmp/ref.bin"
 for pid in "${pids[@]}"; do
   wait "$pid" || { echo "test_cpu_kernels: compiling the test or the benchmark failed" >&2; exit 1; }
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Engine tests: layout/padding/decay masks/theory (dev/test_engine_layout.c), then the trainer run
-# every way it can shard one model (dev/engine_consistency.py): same losses for every stage and N,
+# Engine tests: layout/padding/decay masks/theory (tests/unit/test_engine_layout.c), then the trainer run
+# every way it can shard one model (tests/engine_consistency.py): same losses for every stage and N,
 # accumulation A=2 on N == A=1 on 2N, comm ratio 1.5 / 1.0, 16 bytes/param/N, DDP build == stage 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +8,4 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 make -s build/test_engine_layout train_gpt2_zero3 ddp >/dev/null
 build/test_engine_layout
 PY=python3; command -v /usr/bin/python3 >/dev/null && PY=/usr/bin/python3
-$PY dev/engine_consistency.py --binary ./train_gpt2_zero3 --ddp-binary build/ddp/train_gpt2_zero3
+$PY tests/engine_consistency.py --binary ./train_gpt2_zero3 --ddp-binary build/ddp/train_gpt2_zero3

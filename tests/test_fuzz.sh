@@ -3,7 +3,7 @@
 # (fuzz/): the llm.c model file (gpt2.h), token files (tokens.h + dataloader.h), the tokenizer
 # (tokenizer.h), the PyTorch activation dump (dump.h) and checkpoints (checkpoint.h). Each runs
 # FUZZ_SECONDS (default 10) with a fixed seed from a corpus of small valid files that
-# fuzz/make_seeds.c writes. Fails on any crash, sanitizer report, leak, timeout or out-of-memory.
+# tests/fuzz/make_seeds.c writes. Fails on any crash, sanitizer report, leak, timeout or out-of-memory.
 # SKIPs (exit 0 with a SKIP line) only when no compiler with -fsanitize=fuzzer is installed
 # (Debian: clang and libclang-rt-14-dev).
 set -uo pipefail

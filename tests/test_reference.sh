@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tests of the PyTorch reference (dev/gpt2_reference.py) and the C dump reader (dump.h), against
-# independent computations in dev/reference_tests/ (NumPy forward, backward and AdamW; finite
+# independent computations in tests/reference/ (NumPy forward, backward and AdamW; finite
 # differences; a hand-checkable model), plus bad inputs and corrupted dumps. About 20 s on 2 cores.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -13,7 +13,7 @@ if [ -z "$PY" ]; then
 fi
 if [ -z "$PY" ]; then echo "FAIL  no python3 with torch and numpy (set PYTHON=...)"; exit 1; fi
 REF=dev/gpt2_reference.py
-CHK=dev/reference_tests/checks.py
+CHK=tests/reference/checks.py
 WORK=$(mktemp -d /tmp/test_reference.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 failed=0
@@ -90,7 +90,7 @@ cmp -s "$WORK/small.dump" "$WORK/again.dump" && echo "ok    dump identical" || f
 run $PY $CHK same-model "$WORK/bf16.model" "$WORK/from_bf16.model"
 
 echo "--- the C reader (dump.h) agrees with an independent Python reading"
-if gcc -O2 -std=gnu11 -Wall -Wextra -Werror -I. -o "$WORK/test_dump_reader" dev/test_dump_reader.c -lm; then
+if gcc -O2 -std=gnu11 -Wall -Wextra -Werror -I. -o "$WORK/test_dump_reader" tests/unit/test_dump_reader.c -lm; then
     for dump in small.dump gpt.dump; do
         if "$WORK/test_dump_reader" "$WORK/$dump" > "$WORK/c_out"; then
             run $PY $CHK reader-summary "$WORK/$dump" "$WORK/c_out"
@@ -113,7 +113,7 @@ if gcc -O2 -std=gnu11 -Wall -Wextra -Werror -I. -o "$WORK/test_dump_reader" dev/
         fi
     done < "$WORK/cases"
 else
-    fail "dev/test_dump_reader.c does not compile"
+    fail "tests/unit/test_dump_reader.c does not compile"
 fi
 
 echo "--- bad inputs: non-zero exit, one line on stderr naming the problem, no output files"

@@ -78,7 +78,7 @@ echo "ok   negative control: a changed train token is reported at its position"
 
 # ---------------------------------------------------------------- 3. C round trip
 dec=$work/test_tokenizer_decode
-gcc -O2 -Wall -Wextra -Werror -std=gnu11 -o "$dec" dev/test_tokenizer_decode.c || fail "gcc dev/test_tokenizer_decode.c"
+gcc -O2 -Wall -Wextra -Werror -std=gnu11 -o "$dec" tests/unit/test_tokenizer_decode.c || fail "gcc tests/unit/test_tokenizer_decode.c"
 "$dec" "$out/gpt2_tokenizer.bin" "$out/tiny_shakespeare_val.bin" "$out/tiny_shakespeare_train.bin" >"$work/all.txt" \
   || fail "decoding val + train failed"
 cmp "$work/all.txt" "$TEXT" || fail "decode(val) + decode(train) without EOT is not input.txt"
@@ -138,6 +138,6 @@ corrupt "$val" "$c" 'b[1024+2*7:1024+2*8] = struct.pack("<H", 50257)'; expect_re
 grep -q "token 7 is id 50257" "$work/err" || fail "out-of-vocab message should give position 7 and id 50257"
 
 # tokenizer.h and tokens.h are shared with the C++/CUDA trainer: they must compile as C++ too
-g++ -x c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only dev/test_tokenizer_decode.c || fail "headers do not compile as C++"
+g++ -x c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only tests/unit/test_tokenizer_decode.c || fail "headers do not compile as C++"
 echo "ok   tokenizer.h and tokens.h compile as C (gnu11) and C++ (c++17) without warnings"
 echo "PASS test_tokenizer"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds a CUDA source of this project for the CPU emulator (see README.md here).
 #   dev/cuda/emu/build.sh [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...]
+# For the trainer and its test the extra C files are the engine and the host library:
+#   dev/cuda/emu/build.sh OUT test_gpt2.cu -DENABLE_FP32 zero3.c host/*.c
 # SRC.cu is a path from the repository root (e.g. dev/cuda/layernorm.cu or test_gpt2.cu). The
 # repository's CUDA and C sources are copied to a staging tree with the <<<>>> launches rewritten,
 # then compiled with g++ against the emulator's headers; extra .c files are compiled with gcc.
@@ -23,7 +25,7 @@ stage="$(mktemp -d "${TMPDIR:-/tmp}/cuda_emu.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
 # the staging tree mirrors the repository so relative includes keep working
 (cd "$root" && find . -maxdepth 1 -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print;
- find gpu dev/cuda -maxdepth 1 -type f \( -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print 2>/dev/null) |
+ find gpu dev/cuda host cpu tests -maxdepth 1 -type f \( -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print 2>/dev/null) |
 while read -r f; do
   mkdir -p "$stage/$(dirname "$f")"
   case "$f" in
@@ -33,7 +35,7 @@ while read -r f; do
 done
 objs=()
 for c in "${extra_c[@]}"; do
-  o="$stage/$(basename "$c" .c).o"
+  o="$stage/obj/${c%.c}.o"; mkdir -p "$(dirname "$o")"
   gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" -I"$root" -c "$root/$c" -o "$o"
   objs+=("$o")
 done

@@ -1,0 +1,125 @@
+// host/cli.c: parsing and checking the flags (see cli.h).
+#include "cli.h"
+
+void args_defaults(TrainArgs *a, int ddp_only) {
+    memset(a, 0, sizeof(*a));
+    a->ddp_only = ddp_only;
+    a->train_path = "data/tinyshakespeare/tiny_shakespeare_train.bin";
+    a->val_path = "data/tinyshakespeare/tiny_shakespeare_val.bin";
+    a->init = "d12";
+    a->B = 4; a->T = 64;
+    a->steps = 20;
+    a->lr = 3e-4f; a->final_frac = 1.0f; a->warmup = 0;
+    a->weight_decay = 0.0f; a->grad_clip = 1.0f;
+    a->stage = ddp_only ? 0 : 3;
+    a->prefetch_depth = 1;
+    a->val_every = 10; a->val_batches = 4;
+    a->sample_every = 0; a->gen_tokens = 64;
+    a->seed = 1337;
+}
+
+void args_usage(const TrainArgs *a, const char *prog) {
+    if (g_proc.rank != 0) return;
+    printf("usage: %s [flags]   (mpirun -np N %s [flags] for N ranks)\n", prog, prog);
+    printf("  -i FILE   train tokens (llm.c format)        default data/tinyshakespeare/tiny_shakespeare_train.bin\n");
+    printf("  -j FILE   val tokens                         default data/tinyshakespeare/tiny_shakespeare_val.bin\n");
+    printf("  -e X      init: an llm.c model .bin, or dN (GPT-2 of depth N; d12 = 124M),\n");
+    printf("            or dLcChHtT (e.g. d2c64h2t64: L=2 C=64 NH=2 maxT=64)   default d12\n");
+    printf("  -o DIR    output: log.csv, checkpoints, exported model    default none\n");
+    printf("  -b B      micro-batch per rank               default 4\n");
+    printf("  -t T      sequence length                    default 64\n");
+    printf("  -d TOK    tokens per optimizer step, a multiple of N*B*T (gives A micro-steps)   default N*B*T\n");
+    printf("  -x S      steps                              default 20\n");
+    printf("  -l LR     peak learning rate                 default 3e-4\n");
+    printf("  -u W      warmup steps                       default 0\n");
+    printf("  -q F      final LR fraction (cosine decay to F*LR; 1 = constant)   default 1.0\n");
+    printf("  -c WD     weight decay on the six matrices   default 0\n");
+    printf("  -gc G     max global grad norm, 0 = no clipping   default 1.0\n");
+    printf("  -z Z      ZeRO stage 0 (DDP), 1, 2, 3        default %d\n", a->ddp_only ? 0 : 3);
+    printf("  -pd P     stage-3 prefetch depth (units gathered ahead)   default 1\n");
+    printf("  -v n      val every n steps (0 off)          default 10\n");
+    printf("  -m n      val batches per rank               default 4\n");
+    printf("  -s n      sample every n steps (0 off)       default 0\n");
+    printf("  -g n      tokens to generate                 default 64\n");
+    printf("  -n n      checkpoint every n steps (0 off; needs -o)   default 0\n");
+    printf("  -y 1      resume from the latest checkpoint in -o\n");
+    printf("  -S SEED   seed for init and sampling         default 1337\n");
+    printf("  -h        this help\n");
+}
+
+static int parse_ll(const char *s, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return 0;
+    *out = v;
+    return 1;
+}
+static int parse_f(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return 0;
+    *out = (float)v;
+    return 1;
+}
+
+// Integer flag within [lo, hi].
+static int flag_int(const char *flag, const char *val, long long lo, long long hi) {
+    long long v;
+    if (!parse_ll(val, &v)) fatal("flag %s: expected an integer, got '%s'", flag, val);
+    if (v < lo || v > hi) fatal("flag %s: %lld is out of range [%lld, %lld]", flag, v, lo, hi);
+    return (int)v;
+}
+static float flag_float(const char *flag, const char *val, float lo, float hi) {
+    float v;
+    if (!parse_f(val, &v)) fatal("flag %s: expected a number, got '%s'", flag, val);
+    if (v < lo || v > hi) fatal("flag %s: %g is out of range [%g, %g]", flag, v, lo, hi);
+    return v;
+}
+
+// Parses argv into a (defaults already set). Returns 1 if -h was given.
+int args_parse(TrainArgs *a, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
+        if (f[0] != '-') fatal("unexpected argument '%s' (flags start with '-'; -h lists them)", f);
+        if (i + 1 >= argc) fatal("flag %s: missing its value", f);
+        const char *v = argv[++i];
+        if (!strcmp(f, "-i")) a->train_path = v;
+        else if (!strcmp(f, "-j")) a->val_path = v;
+        else if (!strcmp(f, "-e")) a->init = v;
+        else if (!strcmp(f, "-o")) a->out_dir = v;
+        else if (!strcmp(f, "-b")) a->B = flag_int(f, v, 1, 1 << 20);
+        else if (!strcmp(f, "-t")) a->T = flag_int(f, v, 1, 1 << 20);
+        else if (!strcmp(f, "-d")) {
+            long long d;
+            if (!parse_ll(v, &d) || d < 1) fatal("flag -d: expected a positive token count, got '%s'", v);
+            a->tokens_per_step = d;
+        }
+        else if (!strcmp(f, "-x")) a->steps = flag_int(f, v, 1, 100000000);
+        else if (!strcmp(f, "-l")) a->lr = flag_float(f, v, 0.0f, 10.0f);
+        else if (!strcmp(f, "-u")) a->warmup = flag_int(f, v, 0, 100000000);
+        else if (!strcmp(f, "-q")) a->final_frac = flag_float(f, v, 0.0f, 1.0f);
+        else if (!strcmp(f, "-c")) a->weight_decay = flag_float(f, v, 0.0f, 10.0f);
+        else if (!strcmp(f, "-gc")) a->grad_clip = flag_float(f, v, 0.0f, 1e6f);
+        else if (!strcmp(f, "-z")) a->stage = flag_int(f, v, 0, 3);
+        else if (!strcmp(f, "-pd")) a->prefetch_depth = flag_int(f, v, 0, 64);
+        else if (!strcmp(f, "-v")) a->val_every = flag_int(f, v, 0, 100000000);
+        else if (!strcmp(f, "-m")) a->val_batches = flag_int(f, v, 1, 1000000);
+        else if (!strcmp(f, "-s")) a->sample_every = flag_int(f, v, 0, 100000000);
+        else if (!strcmp(f, "-g")) a->gen_tokens = flag_int(f, v, 1, 1 << 20);
+        else if (!strcmp(f, "-n")) a->ckpt_every = flag_int(f, v, 0, 100000000);
+        else if (!strcmp(f, "-y")) a->resume = flag_int(f, v, 0, 1);
+        else if (!strcmp(f, "-S")) {
+            long long s;
+            if (!parse_ll(v, &s) || s < 0) fatal("flag -S: expected a non-negative integer seed, got '%s'", v);
+            a->seed = (unsigned long long)s;
+        }
+        else fatal("unknown flag %s (-h lists the flags)", f);
+    }
+    if (a->ddp_only && a->stage != 0) fatal("flag -z: this binary is the DDP build (make DDP=1), fixed at stage 0; got -z %d", a->stage);
+    if (a->ckpt_every > 0 && !a->out_dir) fatal("flag -n: checkpoints need an output directory (-o DIR)");
+    if (a->resume && !a->out_dir) fatal("flag -y: resuming needs the output directory of the run (-o DIR)");
+    return 0;
+}

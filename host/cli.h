@@ -1,0 +1,39 @@
+// host/cli.h: the command line both trainers share (docs/DESIGN.md section 3: the flags are a
+// contract). Compiled once (cli.c).
+#pragma once
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *train_path, *val_path;   // -i -j
+    const char *init;                     // -e: an llm.c model file or a descriptor dN / dLcChHtT
+    const char *out_dir;                  // -o
+    int B, T;                             // -b -t
+    long long tokens_per_step;            // -d (0 = N*B*T)
+    int steps;                            // -x
+    float lr, final_frac;                 // -l -q
+    int warmup;                           // -u
+    float weight_decay;                   // -c
+    float grad_clip;                      // -gc (0 = off)
+    int stage;                            // -z
+    int prefetch_depth;                   // -pd
+    int val_every, val_batches;           // -v -m
+    int sample_every, gen_tokens;         // -s -g
+    int ckpt_every, resume;               // -n -y
+    unsigned long long seed;              // -S
+    int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
+} TrainArgs;
+
+// Sets every flag to its default. ddp_only: this binary is the DDP build (stage 0 only).
+void args_defaults(TrainArgs *a, int ddp_only);
+// Parses argv into a (defaults already set); a bad flag is one error line and exit 1 on every rank.
+// Returns 1 if -h was given.
+int args_parse(TrainArgs *a, int argc, char **argv);
+void args_usage(const TrainArgs *a, const char *prog);   // rank 0 prints every flag
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,71 @@
+// host/export.c: the trained model as an llm.c model file (version 3 fp32 or 5 bf16), written by
+// every rank at once, each its own pieces, so no rank ever holds the whole model.
+#include "export.h"
+#include "fileio.h"
+#include <sys/types.h>
+#include <unistd.h>
+
+typedef struct { FILE *f; const float *host; size_t base; int version; int failed; } ExportArg;
+static void export_piece(const GPT2Piece *p, void *varg) {
+    ExportArg *a = (ExportArg *)varg;
+    if (a->failed) return;
+    const float *src = a->host + (p->unit_pos - a->base);
+    if (a->version == 3) {
+        if (fseeko(a->f, (off_t)(1024 + 4 * (long long)p->file_elem), SEEK_SET) != 0 ||
+            fwrite(src, sizeof(float), p->count, a->f) != p->count) a->failed = 1;
+        return;
+    }
+    uint16_t buf[4096];
+    if (fseeko(a->f, (off_t)(1024 + 2 * (long long)p->file_elem), SEEK_SET) != 0) { a->failed = 1; return; }
+    for (size_t done = 0; done < p->count && !a->failed; done += 4096) {
+        size_t n = p->count - done < 4096 ? p->count - done : 4096;
+        for (size_t i = 0; i < n; i++) buf[i] = f32_to_bf16(src[done + i]);
+        if (fwrite(buf, 2, n, a->f) != n) a->failed = 1;
+    }
+}
+
+// Writes `path` (collective): rank 0 creates path.tmp with the header at its full size, every rank
+// writes its owned slices at their file offsets, all agree, rank 0 renames. Dies on failure.
+void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version) {
+    const Zero3Backend *be = z->be;
+    char err[1024] = "", tmp[4200];
+    fmt_path(tmp, sizeof tmp, "%s.tmp", path);
+    int elem = version == 3 ? 4 : 2;
+    if (be->rank == 0) {
+        int32_t h[256];
+        gpt2_write_header(h, cfg, version);
+        FILE *f = fopen(tmp, "wb");
+        off_t size = (off_t)(1024 + (long long)gpt2_num_parameters(cfg) * elem);
+        if (!f) set_err(err, sizeof err, "export: cannot create %s (%s)", tmp, strerror(errno));
+        else {
+            if (fwrite(h, sizeof h, 1, f) != 1 || fflush(f) != 0 || ftruncate(fileno(f), size) != 0)
+                set_err(err, sizeof err, "export: cannot write %s (%s)", tmp, strerror(errno));
+            fclose(f);
+        }
+    }
+    agree_or_exit(be, err);
+    FILE *f = fopen(tmp, "r+b");
+    if (!f) set_err(err, sizeof err, "export: cannot open %s (%s)", tmp, strerror(errno));
+    for (int u = 0; u < z->nunits && f && !err[0]; u++) {
+        size_t S = z->units[u].shard, begin = zero3_owned_begin(z, u);
+        float *host = (float *)xmalloc(S * sizeof(float));
+        z->be->copy_to_host(z->be->ctx, host, zero3_owned_master(z, u), S * sizeof(float));
+        ExportArg a = {f, host, begin, version, 0};
+        gpt2_for_each_piece(cfg, z, u, begin, S, export_piece, &a);
+        free(host);
+        if (a.failed) set_err(err, sizeof err, "export: write to %s failed (%s)", tmp, strerror(errno));
+    }
+    if (f) {
+        if (!err[0] && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+            set_err(err, sizeof err, "export: write to %s failed (%s)", tmp, strerror(errno));
+        fclose(f);
+    }
+    agree_or_exit(be, err);
+    if (be->rank == 0) {
+        if (rename(tmp, path) != 0) set_err(err, sizeof err, "export: cannot rename %s to %s (%s)", tmp, path, strerror(errno));
+        char dir[4096];
+        parent_dir(path, dir, sizeof dir);
+        fsync_dir(dir);
+    }
+    agree_or_exit(be, err);
+}

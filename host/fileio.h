@@ -1,0 +1,19 @@
+// host/fileio.h: durable files (write PATH.tmp, fsync, rename over PATH, fsync the directory) and
+// directory creation, for checkpoints, the export and the log.
+#pragma once
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int fsync_dir(const char *dir);                            // best effort; 0 or -1
+void parent_dir(const char *path, char *dir, size_t n);    // "a/b/c" -> "a/b", "c" -> "."
+// Finishes a file opened on tmp: flush, fsync, close, rename to path, fsync its directory.
+// Returns 0, or -1 with a message (the temp file is removed).
+int commit_file(FILE *f, const char *tmp, const char *path, char *err, size_t errlen);
+int make_dirs(const char *dir);                            // mkdir -p; 0, or -1 with errno set
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,74 @@
+// host/model.c: GPT-2's forward and backward over ZeRO units: the lifecycle of every unit, written
+// once. Each unit's compute sits between two phase verbs of the engine (zero3.h): pre_forward
+// gathers it (and prefetches the next), post_forward releases it; pre_backward gathers it again and
+// opens its gradient buffer, post_backward reduce-scatters the gradients and releases. The compute
+// itself is the trainer's (model_* in model.h), handed typed views of the unit.
+#include "model.h"
+
+float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training) {
+    const GPT2Config *c = &g->cfg;
+    Zero3 *z = g->z;
+    const Zero3DType pt = z->cfg.param_type;
+    const int u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
+    model_set_batch(g->m, inputs, targets, training);
+
+    GPT2EmbedParams emb = gpt2_embed_view(z, c, zero3_pre_forward(z, u_emb), pt);
+    model_embed_forward(g->m, &emb);
+    zero3_post_forward(z, u_emb);
+
+    for (int l = 0; l < c->num_layers; l++) {
+        const int u = gpt2_unit_block(c, l);
+        GPT2BlockParams w = gpt2_block_view(z, c, l, zero3_pre_forward(z, u), pt);
+        model_block_forward(g->m, l, &w);
+        zero3_post_forward(z, u);
+    }
+
+    GPT2HeadParams head = gpt2_head_view(z, c, zero3_pre_forward(z, u_head), pt);
+    model_final_norm_forward(g->m, &head);
+    zero3_post_forward(z, u_head);
+
+    // The LM head is tied to wte: the embedding unit is gathered a second time. In training it is
+    // held (no post_forward) until the LM head's backward has used it.
+    g->emb_held = zero3_pre_forward(z, u_emb);
+    emb = gpt2_embed_view(z, c, g->emb_held, pt);
+    model_lm_head_forward(g->m, &emb);
+    if (!training) {
+        zero3_post_forward(z, u_emb);
+        g->emb_held = NULL;
+    }
+    return targets ? (float)model_mean_loss(g->m) : 0.0f;
+}
+
+// Units are visited in reverse; each block's gradients go to the engine as soon as they are
+// complete, so their reduce-scatter overlaps the backward of the block below.
+void gpt2_backward(GPT2 *g, float dloss) {
+    const GPT2Config *c = &g->cfg;
+    Zero3 *z = g->z;
+    const Zero3DType pt = z->cfg.param_type, gt = z->cfg.grad_type;
+    const int u_emb = gpt2_unit_emb(c), u_head = gpt2_unit_head(c);
+    if (!g->emb_held) fatal_local("gpt2_backward without a training forward");
+
+    // LM head: the held embedding's params, and the unit's gradient buffer, which stays open until
+    // the encoder backward has added its part; then the whole unit is reduced once.
+    GPT2EmbedParams emb = gpt2_embed_view(z, c, g->emb_held, pt);
+    GPT2EmbedParams demb = gpt2_embed_view(z, c, zero3_grads(z, u_emb), gt);
+    model_lm_head_backward(g->m, &emb, &demb, dloss);
+    zero3_release(z, u_emb);   // ends the LM head's pre_forward: the encoder needs no param values
+    g->emb_held = NULL;
+
+    Zero3UnitBuffers hb = zero3_pre_backward(z, u_head);
+    GPT2HeadParams head = gpt2_head_view(z, c, hb.params, pt), dhead = gpt2_head_view(z, c, hb.grads, gt);
+    model_final_norm_backward(g->m, &head, &dhead);
+    zero3_post_backward(z, u_head);
+
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        const int u = gpt2_unit_block(c, l);
+        Zero3UnitBuffers b = zero3_pre_backward(z, u);
+        GPT2BlockParams w = gpt2_block_view(z, c, l, b.params, pt), dw = gpt2_block_view(z, c, l, b.grads, gt);
+        model_block_backward(g->m, l, &w, &dw);
+        zero3_post_backward(z, u);
+    }
+
+    model_embed_backward(g->m, &demb);
+    zero3_reduce_grads(z, u_emb);
+}

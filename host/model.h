@@ -1,0 +1,56 @@
+// host/model.h: GPT-2's forward and backward passes over the engine's units, written once for both
+// trainers (model.c: the ZeRO lifecycle of every unit), and the per-unit compute each trainer
+// supplies with its own kernels and memory (train_gpt2_zero3.c on the CPU, train_gpt2_zero3.cu on
+// the GPU). A trainer implements the model_* functions below and nothing of ZeRO.
+#pragma once
+#include "gpt2.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ------------------------------------------------------------------------------------------------
+// Implemented by each trainer. Model is its own: activations (B,T,...), scratch, device state.
+// Every view points into the engine's memory: w = gathered params, dw = the unit's gradient buffer
+// (accumulate into it: +=). Shapes: C channels, B*T positions, Vp padded vocabulary.
+typedef struct Model Model;
+Model *model_create(const GPT2Config *cfg, int B, int T);
+void model_free(Model *m);
+// The (B,T) host token ids of the next forward; targets NULL: no loss (sampling). training = 1
+// keeps what the backward needs.
+void model_set_batch(Model *m, const int *inputs, const int *targets, int training);
+void model_embed_forward(Model *m, const GPT2EmbedParams *w);           // encoded = wte[inputs] + wpe
+void model_block_forward(Model *m, int l, const GPT2BlockParams *w);    // residual of block l
+void model_final_norm_forward(Model *m, const GPT2HeadParams *w);       // lnf = layernorm(residual)
+void model_lm_head_forward(Model *m, const GPT2EmbedParams *w);         // logits = lnf wte^T (+ losses)
+double model_mean_loss(Model *m);                                       // mean over B*T (needs targets)
+void model_lm_head_backward(Model *m, const GPT2EmbedParams *w, const GPT2EmbedParams *dw, float dloss);
+void model_final_norm_backward(Model *m, const GPT2HeadParams *w, const GPT2HeadParams *dw);
+void model_block_backward(Model *m, int l, const GPT2BlockParams *w, const GPT2BlockParams *dw);
+void model_embed_backward(Model *m, const GPT2EmbedParams *dw);         // wte, wpe from the inputs
+void model_probs(Model *m, int b, int t, float *probs);                 // softmax row (V) after a forward
+// The device, for the startup report and the step line.
+void model_describe(char *buf, size_t n);                // device line for the startup report
+double model_flops_fraction(double flops_per_s);         // MFU (0..1), or <0 when not applicable
+void model_step_begin(int step);                         // around every optimizer step (GPU: NVTX)
+void model_step_end(void);
+void model_step_note(char *buf, size_t n);               // appended to rank 0's step line
+
+// ------------------------------------------------------------------------------------------------
+// Written once (model.c): the passes, each unit between the engine's phase verbs.
+typedef struct {
+    GPT2Config cfg;
+    Zero3 *z;
+    Model *m;
+    void *emb_held;   // the embedding unit's params, gathered for the LM head, held until its backward
+} GPT2;
+
+// Returns the mean loss over this rank's B*T tokens (0 when targets is NULL). training = 1 holds
+// the tied embedding for gpt2_backward.
+float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training);
+// After gpt2_forward(..., training = 1). dloss = d(step loss)/d(each token's loss).
+void gpt2_backward(GPT2 *g, float dloss);
+
+#ifdef __cplusplus
+}
+#endif

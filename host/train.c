@@ -1,0 +1,476 @@
+// host/train.c: the training driver both trainers share: setup, the step loop (micro-steps, global
+// norm, clipping, AdamW through the engine), validation, sampling, logging and the startup report.
+// Compiled once and linked into both trainers; what differs by device comes through the backend
+// table (zero3.h), the model_* compute (model.h) and the TrainBuild a trainer's main passes in.
+//
+// With -o DIR the run writes DIR/log.csv, a sharded checkpoint every -n steps and at the end, and the
+// trained model as DIR/model.bin (llm.c format); -y 1 resumes from DIR/latest (checkpoint.h).
+#include "train.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "dataloader.h"
+#include "export.h"
+#include "fileio.h"
+#include "model.h"
+#include "tokenizer.h"
+#include <sys/stat.h>
+
+typedef struct {
+    TrainArgs args;
+    GPT2Config cfg;
+    Zero3 z;
+    const Zero3Backend *be;
+    Model *model;          // the trainer's activations and kernels
+    GPT2 gpt2;             // the passes over the units (host/model.c)
+    DataLoader train, val;
+    int A;                 // micro-steps per step
+    int *inputs, *targets; // (B,T) host
+    FILE *log;
+    Tokenizer tok;
+    int have_tok;
+    uint64_t sample_rng;
+    int start_step;                   // 0, or the checkpoint's step when resuming
+    char last_ckpt[CKPT_NAME_MAX];    // the newest checkpoint this run wrote or resumed from
+    const TrainBuild *build;
+} Trainer;
+
+// LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr towards F*lr over the
+// remaining S - W steps, as llm.c: progress (s - W) / (S - W) runs from 0 at s = W to (S-W-1)/(S-W)
+// at the last step (so the last step's LR is just above F*lr). Same formula as dev/gpt2_reference.py.
+float lr_at(const TrainArgs *a, int s) {
+    if (s < a->warmup) return a->lr * (float)(s + 1) / (float)a->warmup;
+    int decay_steps = a->steps - a->warmup;
+    if (decay_steps <= 0) return a->lr;
+    double progress = (double)(s - a->warmup) / (double)decay_steps;
+    double cosine = 0.5 * (1.0 + cos(M_PI * progress));   // 1 -> 0
+    return (float)(a->lr * (a->final_frac + (1.0 - a->final_frac) * cosine));
+}
+
+static void format_bytes(char *buf, size_t n, double bytes) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (bytes >= 1024.0 && i < 4) { bytes /= 1024.0; i++; }
+    snprintf(buf, n, "%.2f %s", bytes, unit[i]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Setup
+
+// Prints what a long phase is doing (rank 0), so a user watching a big model knows it is not stuck.
+static void progress(const Trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const Trainer *tr, const char *fmt, ...) {
+    if (tr->be->rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+// Lays the model out in the engine and fills each rank's master slices: from the seed, or from an
+// llm.c model file (each rank reads only its slices). When resuming, the checkpoint fills them
+// instead (trainer_resume), so only the shape is taken from -e.
+static void trainer_load_model(Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    Zero3 *z = &tr->z;
+    if (a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &tr->cfg) == 0) {
+        gpt2_register_units(&tr->cfg, z);
+        zero3_allocate(z);
+        if (a->resume) return;
+        progress(tr, "init: random GPT-2 %s, seed %llu\n", a->init, a->seed);
+        gpt2_init_random(&tr->cfg, z, a->seed);
+        return;
+    }
+    FILE *f = fopen(a->init, "rb");
+    if (!f) fatal("flag -e: cannot open model file %s (%s); or give a descriptor like d12", a->init, strerror(errno));
+    char err[512];
+    int elem_bytes;
+    if (gpt2_read_header(f, a->init, &tr->cfg, &elem_bytes, err, sizeof err)) fatal("%s", err);
+    gpt2_register_units(&tr->cfg, z);
+    zero3_allocate(z);
+    if (!a->resume) {
+        progress(tr, "init: loading %s (%s, each rank reads its own slices)\n", a->init, elem_bytes == 4 ? "fp32" : "bf16");
+        if (gpt2_load_owned(&tr->cfg, z, f, a->init, elem_bytes)) fatal_local("model file %s: read failed", a->init);
+    }
+    fclose(f);
+}
+
+// -y 1: fills every rank's master, m and v from the checkpoint DIR/latest names (resharding when
+// N or the stage changed) and continues its step counter, data position and sampling RNG.
+static void trainer_resume(Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    CkptMeta m;
+    double t0 = now_seconds();
+    progress(tr, "resume: reading the checkpoint %s/latest names\n", a->out_dir);
+    ckpt_load_latest(a->out_dir, &tr->cfg, &tr->z, &m, tr->last_ckpt);
+    if (m.step > a->steps)
+        fatal("flag -x: the checkpoint %s/%s is at step %d, past the %d steps asked for", a->out_dir, tr->last_ckpt, m.step, a->steps);
+    tr->start_step = m.step;
+    tr->sample_rng = m.sample_rng;
+    progress(tr, "resume: %s/%s, step %d, written on N=%d at ZeRO stage %d%s (%.2f s)\n", a->out_dir, tr->last_ckpt,
+             m.step, m.world, m.stage, (m.world != tr->be->world || m.stage != a->stage) ? ", resharded" : "",
+             now_seconds() - t0);
+    // what may legitimately change on resume, said out loud: a different batch moves the data order
+    // (it follows the step index, docs/DESIGN.md), a different schedule changes the LR from here on
+    if (tr->be->rank == 0) {
+        if (m.tokens_per_step != a->tokens_per_step || m.B * m.T != a->B * a->T)
+            fprintf(stderr, "warning: the checkpoint was written with %lld tokens/step (B=%d T=%d), this run uses %lld (B=%d T=%d): "
+                    "the data order follows the step index, so the tokens differ from an uninterrupted run\n",
+                    m.tokens_per_step, m.B, m.T, a->tokens_per_step, a->B, a->T);
+        if (m.total_steps != a->steps || m.warmup != a->warmup || m.lr != a->lr || m.final_frac != a->final_frac ||
+            m.weight_decay != a->weight_decay || m.grad_clip != a->grad_clip)
+            fprintf(stderr, "warning: the checkpoint's schedule (-x %d -u %d -l %g -q %g -c %g -gc %g) differs from this run's "
+                    "(-x %d -u %d -l %g -q %g -c %g -gc %g)\n", m.total_steps, m.warmup, m.lr, m.final_frac, m.weight_decay,
+                    m.grad_clip, a->steps, a->warmup, a->lr, a->final_frac, a->weight_decay, a->grad_clip);
+        if (m.seed != a->seed)
+            fprintf(stderr, "warning: the checkpoint's seed %llu differs from -S %llu (the sampling RNG continues from the checkpoint)\n",
+                    (unsigned long long)m.seed, a->seed);
+    }
+}
+
+// Saves the training state after `step` completed steps (collective).
+static void trainer_checkpoint(Trainer *tr, int step) {
+    const TrainArgs *a = &tr->args;
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    m.step = step;
+    m.world = tr->be->world;
+    m.stage = a->stage;
+    m.align = tr->z.cfg.align;
+    m.cfg = tr->cfg;
+    m.B = a->B; m.T = a->T; m.A = tr->A;
+    m.tokens_per_step = a->tokens_per_step;
+    m.data_window = (long long)step * tr->A * tr->be->world;
+    m.sample_rng = tr->sample_rng;
+    m.seed = a->seed;
+    m.total_steps = a->steps; m.warmup = a->warmup;
+    m.lr = a->lr; m.final_frac = a->final_frac; m.weight_decay = a->weight_decay; m.grad_clip = a->grad_clip;
+    double t0 = now_seconds();
+    ckpt_save(a->out_dir, &m, &tr->z, tr->last_ckpt);
+    char size[32];
+    format_bytes(size, sizeof size, 12.0 * (double)tr->z.total_shard * tr->be->world);
+    progress(tr, "checkpoint: %s/%s written (step %d, %d shard files, %s, %.2f s)\n", a->out_dir, tr->last_ckpt, step,
+             tr->be->world, size, now_seconds() - t0);
+}
+
+// Writes DIR/model.bin, the trained model in llm.c's format (collective).
+static void trainer_export(Trainer *tr) {
+    char path[4096];
+    fmt_path(path, sizeof path, "%s/model.bin", tr->args.out_dir);
+    double t0 = now_seconds();
+    progress(tr, "export: writing %s (llm.c version %d, every rank its own slices)\n", path, tr->build->export_version);
+    model_export(path, &tr->cfg, &tr->z, tr->build->export_version);
+    progress(tr, "export: done (%.2f s)\n", now_seconds() - t0);
+}
+
+static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
+    TrainArgs *a = &tr->args;
+    tr->be = be;
+    int N = be->world;
+    // the tokens per step give the number of micro-steps
+    long long per_micro = (long long)N * a->B * a->T;
+    if (a->tokens_per_step == 0) a->tokens_per_step = per_micro;
+    if (a->tokens_per_step % per_micro != 0)
+        fatal("flag -d: %lld tokens per step is not a multiple of N*B*T = %d*%d*%d = %lld", a->tokens_per_step,
+              N, a->B, a->T, per_micro);
+    if (a->tokens_per_step / per_micro > 1000000) fatal("flag -d: %lld tokens per step gives over 10^6 micro-steps", a->tokens_per_step);
+    tr->A = (int)(a->tokens_per_step / per_micro);
+
+    const TrainBuild *b = tr->build;
+    Zero3Config zc = {a->stage, a->prefetch_depth, b->align, b->param_type, b->grad_type};
+    zero3_init(&tr->z, be, &zc);
+    trainer_load_model(tr);
+    if (a->T > tr->cfg.max_seq_len)
+        fatal("flag -t: sequence length %d is larger than the model's maxT %d", a->T, tr->cfg.max_seq_len);
+
+    char err[512];
+    if (loader_open(&tr->train, a->train_path, a->B, a->T, tr->cfg.vocab_size, err, sizeof err)) fatal("flag -i: %s", err);
+    if (loader_open(&tr->val, a->val_path, a->B, a->T, tr->cfg.vocab_size, err, sizeof err)) fatal("flag -j: %s", err);
+    // the tokenizer is optional: without it samples print token ids
+    const char *tok_path = "data/tinyshakespeare/gpt2_tokenizer.bin";
+    tr->have_tok = (tokenizer_init(&tr->tok, tok_path, err, sizeof err) == 0);
+
+    tr->inputs = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
+    tr->targets = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
+    tr->sample_rng = a->seed ^ 0x5DEECE66Dull;
+    if (a->resume) trainer_resume(tr);
+}
+
+static void trainer_publish(Trainer *tr) {
+    zero3_publish_params(&tr->z);
+    tr->model = model_create(&tr->cfg, tr->args.B, tr->args.T);
+    tr->gpt2.cfg = tr->cfg;
+    tr->gpt2.z = &tr->z;
+    tr->gpt2.m = tr->model;
+}
+
+static void trainer_report(Trainer *tr) {
+    if (tr->be->rank != 0) return;
+    const TrainArgs *a = &tr->args;
+    const GPT2Config *c = &tr->cfg;
+    const Zero3 *z = &tr->z;
+    int N = tr->be->world;
+    char dev[256];
+    model_describe(dev, sizeof dev);
+    printf("+-------------------------------------------------------------------------\n");
+    printf("| GPT-2 ZeRO trainer   %s\n", dev);
+    printf("| model    %s: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters\n", a->init, c->num_layers,
+           c->channels, c->num_heads, c->vocab_size, c->padded_vocab_size, c->max_seq_len, z->total_numel);
+    printf("| ranks    N=%d, ZeRO stage %d%s, prefetch depth %d, %d units\n", N, a->stage,
+           a->stage == 0 ? " (DDP)" : "", a->prefetch_depth, z->nunits);
+    printf("| batch    B=%d T=%d, %lld tokens/step = %d ranks x %d micro-steps x %d x %d\n", a->B, a->T,
+           a->tokens_per_step, N, tr->A, a->B, a->T);
+    printf("| optim    AdamW lr %g warmup %d final %g wd %g clip %g, %d steps\n", a->lr, a->warmup,
+           a->final_frac, a->weight_decay, a->grad_clip, a->steps);
+    printf("| data     train %s (%zu tokens), val %s (%zu tokens)\n", a->train_path, tr->train.ntok,
+           a->val_path, tr->val.ntok);
+    printf("+-------------------------------------------------------------------------\n");
+    printf("| model-state memory per rank (params + grads + optimizer), %zu params, N=%d\n", z->total_numel, N);
+    printf("|   stage        theory        comm/step (theory)\n");
+    const char *names[4] = {"0 DDP ", "1     ", "2     ", "3     "};
+    for (int s = 0; s <= 3; s++) {
+        char mem[32], comm[32];
+        format_bytes(mem, sizeof mem, zero3_theory_state_bytes(s, (double)z->total_numel, N, z->cfg.param_type, z->cfg.grad_type));
+        format_bytes(comm, sizeof comm, zero3_theory_comm_bytes(s, (double)z->total_numel, N, z->cfg.param_type, z->cfg.grad_type));
+        printf("|   %s  %12s  %12s%s\n", names[s], mem, comm, s == a->stage ? "   <- this run" : "");
+    }
+    char res[32], pool[32];
+    format_bytes(res, sizeof res, (double)z->resident_bytes);
+    printf("|   this run holds %s of model state (padded units) + gathered units/grad buffers (see peak)\n", res);
+    (void)pool;
+    printf("+-------------------------------------------------------------------------\n");
+    fflush(stdout);
+}
+
+// -o: creates the output directory (and its parents) and checks that it takes files, before the
+// long setup, so a bad -o fails at once on every rank.
+static void trainer_prepare_out_dir(const Trainer *tr) {
+    const char *dir = tr->args.out_dir;
+    char err[1024] = "";
+    if (dir && strlen(dir) > 3000) set_err(err, sizeof err, "flag -o: the path is longer than 3000 characters");
+    else if (dir && tr->be->rank == 0) {
+        char probe[4200];
+        fmt_path(probe, sizeof probe, "%s/.write_test", dir);
+        FILE *f = NULL;
+        if (make_dirs(dir) != 0)
+            set_err(err, sizeof err, "flag -o: cannot create directory %s (%s)", dir, strerror(errno));
+        else if (!(f = fopen(probe, "wb")))
+            set_err(err, sizeof err, "flag -o: cannot write into %s (%s)", dir, strerror(errno));
+        if (f) { fclose(f); remove(probe); }
+        char name[CKPT_NAME_MAX], ignored[256];
+        if (!err[0] && !tr->args.resume && ckpt_read_latest(dir, name, ignored, sizeof ignored) == 0)
+            fprintf(stderr, "warning: %s already holds checkpoints (latest: %s); this run starts afresh and its "
+                    "checkpoints replace them (-y 1 resumes instead)\n", dir, name);
+    }
+    agree_or_exit(tr->be, err);
+}
+
+// When resuming, log.csv keeps its header and the rows of the steps before the checkpoint; the rows
+// of steps the resumed run will redo are dropped (the file is rewritten atomically).
+static int log_truncate(const char *path, int keep_below, char *err, size_t errlen) {
+    FILE *in = fopen(path, "rb");
+    if (!in) return 0;   // no log yet: trainer_open_log starts one
+    char tmp[4200];
+    fmt_path(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "wb");
+    if (!out) { fclose(in); set_err(err, errlen, "flag -o: cannot write %s (%s)", tmp, strerror(errno)); return -1; }
+    char line[4096];
+    int first = 1;
+    while (fgets(line, sizeof line, in)) {
+        long long step;
+        char *end;
+        errno = 0;
+        step = strtoll(line, &end, 10);
+        int is_row = (end != line && *end == ',' && errno == 0);
+        if (first || (is_row && step >= 0 && step < keep_below)) fputs(line, out);
+        first = 0;
+    }
+    fclose(in);
+    return commit_file(out, tmp, path, err, errlen);
+}
+
+static void trainer_open_log(Trainer *tr) {
+    const char *dir = tr->args.out_dir;
+    char err[1024] = "";
+    if (dir && tr->be->rank == 0) {
+        char path[4096];
+        fmt_path(path, sizeof path, "%s/log.csv", dir);
+        FILE *existing = tr->args.resume ? fopen(path, "rb") : NULL;
+        int append = existing != NULL;
+        if (existing) fclose(existing);
+        if (append && log_truncate(path, tr->start_step, err, sizeof err) != 0) { /* err says why */ }
+        else if (!(tr->log = fopen(path, append ? "a" : "w")))
+            set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
+        else if (!append)
+            fprintf(tr->log, "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes\n");
+    }
+    agree_or_exit(tr->be, err);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Evaluation and sampling
+
+// Validation: batch j on rank r reads window j*N + r of the val file; the loss is the mean over all
+// m*N windows (contract).
+static float trainer_validate(Trainer *tr) {
+    int N = tr->be->world, r = tr->be->rank;
+    double sum = 0.0;
+    for (int j = 0; j < tr->args.val_batches; j++) {
+        loader_window(&tr->val, (long long)j * N + r, tr->inputs, tr->targets);
+        zero3_micro_begin(&tr->z, 0, 1, ZERO3_PASS_FORWARD);
+        sum += gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, 0);
+    }
+    return (float)(tr->be->all_reduce_scalar(tr->be->ctx, sum) / ((double)tr->args.val_batches * N));
+}
+
+// Samples gen_tokens tokens after an EOT. Every rank runs the same forward passes (under ZeRO-3 no
+// rank holds the whole model) with the same RNG, so they all pick the same tokens; rank 0 prints.
+static void trainer_sample(Trainer *tr) {
+    int B = tr->args.B, T = tr->args.T, V = tr->cfg.vocab_size;
+    float *probs = (float *)xmalloc((size_t)V * sizeof(float));
+    for (int i = 0; i < B * T; i++) tr->inputs[i] = 50256 % V;
+    if (tr->be->rank == 0) printf("---- sample\n");
+    int pos = 1;   // tokens in the context window (the first is the EOT)
+    for (int g = 0; g < tr->args.gen_tokens; g++) {
+        zero3_micro_begin(&tr->z, 0, 1, ZERO3_PASS_FORWARD);
+        gpt2_forward(&tr->gpt2, tr->inputs, NULL, 0);
+        model_probs(tr->model, 0, pos - 1, probs);
+        float coin = random_f32(&tr->sample_rng), cdf = 0.0f;
+        int next = V - 1;
+        for (int i = 0; i < V; i++) { cdf += probs[i]; if (coin < cdf) { next = i; break; } }
+        // every rank must have picked the same token (same weights, same RNG): one scalar says so
+        char err[128] = "";
+        if (tr->be->all_reduce_scalar(tr->be->ctx, next) != (double)next * tr->be->world)
+            set_err(err, sizeof err, "sampling: the ranks picked different tokens (this rank %d)", next);
+        agree_or_exit(tr->be, err);
+        if (tr->be->rank == 0) {
+            if (tr->have_tok) tokenizer_print(&tr->tok, (uint32_t)next, stdout);
+            else printf("%d ", next);
+            fflush(stdout);
+        }
+        if (pos < T) tr->inputs[pos++] = next;
+        else {   // slide the window
+            memmove(tr->inputs, tr->inputs + 1, (T - 1) * sizeof(int));
+            tr->inputs[T - 1] = next;
+        }
+    }
+    if (tr->be->rank == 0) printf("\n----\n");
+    free(probs);
+}
+
+// ------------------------------------------------------------------------------------------------
+// One optimizer step: A micro-steps of forward + backward (the engine gathers, releases and reduces
+// per unit), then the global norm, the clip coefficient and AdamW on this rank's shard. Returns the
+// step's mean loss over all N*A*B*T tokens and sets *norm.
+static float trainer_step(Trainer *tr, int step, float lr, float *norm) {
+    const TrainArgs *a = &tr->args;
+    int N = tr->be->world, r = tr->be->rank, A = tr->A;
+    float dloss = 1.0f / ((float)a->B * a->T * A * N);   // the step loss is the mean over all tokens
+    double loss_sum = 0.0;
+    zero3_step_begin(&tr->z);
+    for (int k = 0; k < A; k++) {
+        // data order (contract): rank r at step s, micro-step k reads window (s*A + k)*N + r
+        loader_window(&tr->train, ((long long)step * A + k) * N + r, tr->inputs, tr->targets);
+        zero3_micro_begin(&tr->z, k, A, ZERO3_PASS_TRAIN);
+        loss_sum += gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, 1);
+        gpt2_backward(&tr->gpt2, dloss);
+    }
+    double gnorm = zero3_grad_norm(&tr->z);
+    // clip like torch.nn.utils.clip_grad_norm_: scale by G/(norm+1e-6) when that is below 1
+    float clip = 1.0f;
+    if (a->grad_clip > 0.0f) {
+        double coef = a->grad_clip / (gnorm + 1e-6);
+        if (coef < 1.0) clip = (float)coef;
+    }
+    zero3_optimizer_step(&tr->z, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, clip, step + 1);
+    zero3_check_idle(&tr->z);
+    *norm = (float)gnorm;
+    return (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));
+}
+
+static void trainer_free(Trainer *tr) {
+    model_free(tr->model);
+    zero3_free(&tr->z);
+    loader_close(&tr->train);
+    loader_close(&tr->val);
+    if (tr->have_tok) tokenizer_free(&tr->tok);
+    free(tr->inputs);
+    free(tr->targets);
+    if (tr->log) fclose(tr->log);
+}
+
+int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
+    Trainer tr;
+    memset(&tr, 0, sizeof tr);
+    tr.build = build;
+    args_defaults(&tr.args, build->ddp_only);
+    if (args_parse(&tr.args, argc, argv)) { args_usage(&tr.args, argv[0]); return 0; }
+    tr.be = be;
+    trainer_prepare_out_dir(&tr);
+    trainer_setup(&tr, be);
+    trainer_publish(&tr);
+    trainer_report(&tr);
+    trainer_open_log(&tr);
+    const TrainArgs *a = &tr.args;
+    double tokens = (double)a->tokens_per_step, total_ms = 0.0;
+    // ---- test hook (tests/test_faults.sh): ZERO3_INJECT_NAN_STEP=k makes step k's loss NaN on every
+    // rank, to check that a non-finite loss stops the run with the last checkpoint intact.
+    const char *inject = getenv("ZERO3_INJECT_NAN_STEP");
+    int nan_step = inject ? atoi(inject) : -1;
+    int saved_step = -1;   // the step of the checkpoint this run wrote last
+    for (int step = tr.start_step; step < a->steps; step++) {
+        float lr = lr_at(a, step), norm;
+        double t0 = now_seconds();
+        model_step_begin(step);
+        float loss = trainer_step(&tr, step, lr, &norm);
+        model_step_end();
+        // the step's own traffic and peak, before validation or sampling add their gathers
+        double step_comm = tr.z.stats.comm_bytes;
+        size_t step_peak = zero3_peak_bytes(&tr.z);
+        double ms = (now_seconds() - t0) * 1000.0;
+        if (step == nan_step) loss = NAN;   // test hook, see above
+        if (!isfinite(loss) || !isfinite(norm)) {
+            if (tr.last_ckpt[0])
+                fatal("step %d: loss %g, grad norm %g is not finite; stopping. The last good checkpoint, %s/%s, is intact: "
+                      "resume with -y 1 (perhaps with a lower -l)", step, loss, norm, a->out_dir, tr.last_ckpt);
+            fatal("step %d: loss %g, grad norm %g is not finite; stopping (no checkpoint was written: -o DIR -n STEPS "
+                  "keeps one)", step, loss, norm);
+        }
+        if (step > tr.start_step) total_ms += ms;   // the first step warms caches and the buffer pool
+        float val = NAN;
+        if (a->val_every > 0 && ((step + 1) % a->val_every == 0 || step == a->steps - 1)) val = trainer_validate(&tr);
+        if (tr.be->rank == 0) {
+            double avg_ms = step > tr.start_step ? total_ms / (step - tr.start_step) : ms;
+            double eta = avg_ms * (a->steps - 1 - step) / 1000.0;
+            char sent[32], peak[32];
+            format_bytes(sent, sizeof sent, step_comm);
+            format_bytes(peak, sizeof peak, (double)step_peak);
+            double mfu = model_flops_fraction(6.0 * (double)tr.z.total_numel * tokens / (ms / 1000.0) / tr.be->world);
+            printf("step %*d/%d | loss %.6f", (int)log10(a->steps) + 1, step + 1, a->steps, loss);
+            if (!isnan(val)) printf(" | val %.6f", val);
+            printf(" | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", lr, norm, ms, tokens / (ms / 1000.0));
+            if (mfu >= 0) printf(" | MFU %.1f%%", 100.0 * mfu);
+            char note[128] = "";
+            model_step_note(note, sizeof note);
+            printf(" | sent %s | peak %s%s | ETA %dm%02ds\n", sent, peak, note, (int)eta / 60, (int)eta % 60);
+            fflush(stdout);
+            if (tr.log) {
+                fprintf(tr.log, "%d,%.9g,", step, loss);
+                if (!isnan(val)) fprintf(tr.log, "%.9g", val);
+                fprintf(tr.log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%zu\n", lr, norm, ms, tokens / (ms / 1000.0),
+                        step_comm, tr.z.resident_bytes, step_peak);
+                fflush(tr.log);
+            }
+        }
+        if (a->sample_every > 0 && ((step + 1) % a->sample_every == 0 || step == a->steps - 1)) trainer_sample(&tr);
+        if (a->ckpt_every > 0 && (step + 1) % a->ckpt_every == 0) { trainer_checkpoint(&tr, step + 1); saved_step = step + 1; }
+    }
+    // the end of a run with -o: a checkpoint of the final state (unless the last step just wrote one)
+    // and the trained model as an llm.c file
+    if (a->out_dir) {
+        if (saved_step != a->steps) trainer_checkpoint(&tr, a->steps);
+        trainer_export(&tr);
+    }
+    trainer_free(&tr);
+    return 0;
+}

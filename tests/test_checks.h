@@ -1,0 +1,285 @@
+// tests/test_checks.h: the checks of test_gpt2.c (CPU trainer) and test_gpt2.cu (GPU trainer) against the
+// PyTorch reference dump (dev/gpt2_reference.py), written once for both. For every ZeRO stage (only 0
+// in the DDP build) and for A = 1 and 2 micro-steps, on all ranks of the backend:
+//  - step 0's forward: every layer's activations, the logits and the loss, each rank's rows against
+//    the same rows of the reference;
+//  - step 0's gradients: each rank's owned gradient slice against the same elements of the reference
+//    (under ZeRO-3 no rank has more than its slice), and the global norm;
+//  - the losses, gradient norms and LRs of the reference's training steps.
+//
+// Elementwise bound: |got - ref| <= tol * (|ref| + rms(ref)). The rms term keeps elements near zero
+// (where cancellation leaves absolute, not relative, error) from failing a correct result, while
+// still failing anything that is wrong by more than a hair of the tensor's scale. Gradients also get
+// a per-tensor normwise bound (||got - ref|| / ||ref||), which the BF16 build relies on (test_gpt2.cu
+// says why); a trainer that needs none passes INFINITY.
+//
+// The including test has included its trainer (and so train_loop.h) first, and supplies
+//   const void *model_activation(Model *m, int k, int layer);
+//     where the model keeps, from its last forward, activation k of TEST_LAYER_ACTS of `layer`, or
+//     (k = TEST_ACT_LNF, TEST_ACT_LOGITS) lnf (B,T,C) or the logits (B,T,Vp): B*T rows of
+//     the build's param_type elements (both trainers keep activations in the working-param type).
+// Engine and model buffers are read through the backend's copy_to_host, so device memory is fine.
+#pragma once
+#include "dump.h"
+#include "../host/model.h"
+#include "../host/train.h"
+
+static const Zero3Backend *g_test_be;   // the backend under test (copies from its memory)
+static const TrainBuild *g_test_build;   // the trainer binary's data types and alignment
+
+// the per-layer activations the dump records, by its names, with their width in units of C
+static const struct { const char *name; int width_in_C; } TEST_LAYER_ACTS[] = {
+    {"ln1", 1}, {"qkv", 3}, {"atty", 1}, {"residual2", 1}, {"ln2", 1}, {"fch", 4}, {"fch_gelu", 4}, {"residual3", 1}};
+enum { TEST_NUM_LAYER_ACTS = sizeof TEST_LAYER_ACTS / sizeof TEST_LAYER_ACTS[0], TEST_ACT_LNF = -1, TEST_ACT_LOGITS = -2 };
+const void *model_activation(Model *m, int k, int layer);
+
+// per element of activations, of gradients; per tensor of gradients; the global gradient norm; the
+// step-0 loss; the losses of the later training steps
+typedef struct { double act, grad, grad_normwise, grad_norm, loss, train_loss; } Tolerances;
+
+// worst errors seen, per kind, for the report line
+typedef struct { double worst; char worst_name[64]; int failures; double act, grad, grad_normwise; } Tally;
+
+static void tally_worst(Tally *t, const char *name, double err) {
+    if (err > t->worst) { t->worst = err; snprintf(t->worst_name, sizeof t->worst_name, "%s", name); }
+}
+
+// rms over `rows` rows (stride `stride`) of their first `used` elements
+static double rms_rows(const float *x, size_t rows, size_t stride, size_t used) {
+    double s = 0.0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < used; i++) { double v = x[r * stride + i]; s += v * v; }
+    return rows * used > 0 ? sqrt(s / (double)(rows * used)) : 0.0;
+}
+
+// Compares rows x cols of got (row stride gs) against ref (row stride rs).
+static void check_rows(Tally *t, const char *name, const float *got, size_t gs, const float *ref, size_t rs,
+                       size_t rows, size_t cols, double tol) {
+    double scale = rms_rows(ref, rows, rs, cols);
+    double worst = 0.0;
+    size_t bad = 0, first_r = 0, first_c = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            double g = got[r * gs + c], e = ref[r * rs + c];
+            double err = fabs(g - e) / (fabs(e) + scale + 1e-30);
+            if (!(err <= tol)) { if (!bad) { first_r = r; first_c = c; } bad++; }
+            if (err > worst || err != err) worst = err != err ? INFINITY : err;
+        }
+    tally_worst(t, name, worst);
+    if (worst > t->act) t->act = worst;
+    if (bad) {
+        t->failures++;
+        fprintf(stderr, "rank %d: MISMATCH %s: %zu of %zu elements beyond tol %.1e (worst %.3e); first at [%zu,%zu]: %.9g vs ref %.9g\n",
+                g_proc.rank, name, bad, rows * cols, tol, worst, first_r, first_c, got[first_r * gs + first_c],
+                ref[first_r * rs + first_c]);
+    }
+}
+
+static void check_scalar(Tally *t, const char *name, double got, double ref, double tol) {
+    double err = fabs(got - ref) / (fabs(ref) + 1e-30);
+    tally_worst(t, name, err);
+    if (!(err <= tol)) {
+        t->failures++;
+        if (g_proc.rank == 0) fprintf(stderr, "MISMATCH %s: %.9g vs ref %.9g (rel %.3e > %.1e)\n", name, got, ref, err, tol);
+    }
+}
+
+static const DumpRecord *need(const Dump *d, const char *name) {
+    const DumpRecord *r = dump_find(d, name);
+    if (!r) fatal("dump: record %s missing", name);
+    return r;
+}
+
+// Gradient check through the file mapping: every piece of this rank's owned slice (as host floats)
+// against the same elements of grad.<kind> in the reference.
+typedef struct { const Dump *dump; const GPT2Config *cfg; const float *grads; size_t base; Tally *t; const Tolerances *tol; } GradArg;
+static void check_grad_piece(const GPT2Piece *p, void *varg) {
+    GradArg *a = (GradArg *)varg;
+    char name[64];
+    snprintf(name, sizeof name, "grad.%s", GPT2_KIND_NAMES[p->kind]);
+    const DumpRecord *r = need(a->dump, name);
+    size_t idx = p->file_elem - gpt2_file_offset(a->cfg, p->kind, 0);
+    if (idx + p->count > r->numel) fatal("dump: %s smaller than the model's tensor", name);
+    // the reference scale for this tensor (whole tensor, so that every rank uses the same one)
+    double s = 0.0;
+    for (size_t i = 0; i < r->numel; i++) s += (double)r->f[i] * r->f[i];
+    double scale = sqrt(s / r->numel), worst = 0.0, diff2 = 0.0, ref2 = 0.0;
+    size_t bad = 0, first = 0;
+    const float *got = a->grads + (p->unit_pos - a->base);
+    for (size_t i = 0; i < p->count; i++) {
+        double g = got[i], e = r->f[idx + i];
+        double err = fabs(g - e) / (fabs(e) + scale + 1e-30);
+        if (!(err <= a->tol->grad)) { if (!bad) first = i; bad++; }
+        if (err > worst || err != err) worst = err != err ? INFINITY : err;
+        diff2 += (g - e) * (g - e);
+        ref2 += e * e;
+    }
+    // normwise over this rank's piece; a piece of exact zeros (an all-zero gradient) has 0
+    const double normwise = ref2 > 0.0 ? sqrt(diff2 / ref2) : sqrt(diff2);
+    tally_worst(a->t, name, worst);
+    if (worst > a->t->grad) a->t->grad = worst;
+    if (!(normwise <= a->t->grad_normwise)) a->t->grad_normwise = normwise;
+    if (bad) {
+        a->t->failures++;
+        fprintf(stderr, "rank %d: MISMATCH %s (layer %d): %zu of %zu beyond tol (worst %.3e); first %.9g vs ref %.9g\n",
+                g_proc.rank, name, p->layer, bad, p->count, worst, got[first], r->f[idx + first]);
+    }
+    if (!(normwise <= a->tol->grad_normwise)) {
+        a->t->failures++;
+        fprintf(stderr, "rank %d: MISMATCH %s (layer %d): normwise error %.3e beyond %.1e\n", g_proc.rank, name, p->layer,
+                normwise, a->tol->grad_normwise);
+    }
+}
+
+// n elements of type t from an engine or model buffer (host or device memory) as host floats
+static void to_host_floats(float *out, const void *src, size_t n, Zero3DType t) {
+    if (t == ZERO3_F32) { g_test_be->copy_to_host(g_test_be->ctx, out, src, n * sizeof(float)); return; }
+    uint16_t *bits = (uint16_t *)xmalloc(n * sizeof(uint16_t));
+    g_test_be->copy_to_host(g_test_be->ctx, bits, src, n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) out[i] = bf16_to_f32(bits[i]);
+    free(bits);
+}
+
+// Activations of step 0 (A = 1): this rank's rows [row0, row0 + b) of every recorded tensor.
+static void check_activations(Tally *t, const Dump *d, Model *m, const GPT2Config *c, int b, int T, int row0, double tol) {
+    size_t BT0 = (size_t)row0 * T, bT = (size_t)b * T, C = c->channels, Vp = c->padded_vocab_size, V = c->vocab_size;
+    float *got = (float *)xmalloc(bT * (Vp > 4 * C ? Vp : 4 * C) * sizeof(float));
+    char name[64];
+    for (int l = 0; l < c->num_layers; l++)
+        for (int k = 0; k < TEST_NUM_LAYER_ACTS; k++) {
+            snprintf(name, sizeof name, "%s.%d", TEST_LAYER_ACTS[k].name, l);
+            size_t width = TEST_LAYER_ACTS[k].width_in_C * C;
+            to_host_floats(got, model_activation(m, k, l), bT * width, g_test_build->param_type);
+            const DumpRecord *r = need(d, name);
+            check_rows(t, name, got, width, r->f + BT0 * width, width, bT, width, tol);
+        }
+    to_host_floats(got, model_activation(m, TEST_ACT_LNF, 0), bT * C, g_test_build->param_type);
+    check_rows(t, "lnf", got, C, need(d, "lnf")->f + BT0 * C, C, bT, C, tol);
+    to_host_floats(got, model_activation(m, TEST_ACT_LOGITS, 0), bT * Vp, g_test_build->param_type);
+    check_rows(t, "logits", got, Vp, need(d, "logits")->f + BT0 * V, V, bT, V, tol);
+    free(got);
+}
+
+// One configuration: stage, A micro-steps, on all ranks of the backend. Returns failures.
+static int run_case(const Zero3Backend *be, const Dump *d, const char *model_path, int stage, int A, int prefetch,
+                    const Tolerances *tol) {
+    int N = be->world, r = be->rank;
+    int B = d->B, T = d->T, b = B / (N * A);
+    Tally t;
+    memset(&t, 0, sizeof t);
+    Zero3 z;
+    Zero3Config zc = {stage, prefetch, g_test_build->align, g_test_build->param_type, g_test_build->grad_type};
+    zero3_init(&z, be, &zc);
+    GPT2Config cfg;
+    char err[512];
+    int elem_bytes;
+    FILE *f = fopen(model_path, "rb");
+    if (!f) fatal("cannot open %s", model_path);
+    if (gpt2_read_header(f, model_path, &cfg, &elem_bytes, err, sizeof err)) fatal("%s", err);
+    if (cfg.num_layers != d->L || cfg.channels != d->C || cfg.vocab_size != d->V) fatal("dump and model shapes differ");
+    gpt2_register_units(&cfg, &z);
+    zero3_allocate(&z);
+    if (gpt2_load_owned(&cfg, &z, f, model_path, elem_bytes)) fatal("read failed: %s", model_path);
+    fclose(f);
+    zero3_publish_params(&z);
+    Model *m = model_create(&cfg, b, T);
+    GPT2 g = {cfg, &z, m, NULL};
+
+    TrainArgs hp;
+    args_defaults(&hp, g_test_build->ddp_only);
+    hp.lr = d->lr; hp.warmup = d->warmup; hp.final_frac = d->final_frac; hp.steps = d->nsteps;
+    const DumpRecord *step_tokens = need(d, "step_tokens");
+    const float *ref_losses = need(d, "train_losses")->f, *ref_norms = need(d, "train_grad_norms")->f,
+                *ref_lrs = need(d, "train_lrs")->f;
+    int *inputs = (int *)xmalloc((size_t)b * T * sizeof(int));
+    int *targets = (int *)xmalloc((size_t)b * T * sizeof(int));
+    double max_loss_err = 0.0;
+    for (int s = 0; s < d->nsteps; s++) {
+        const int32_t *tok = step_tokens->i + (size_t)s * (B * T + 1);
+        zero3_step_begin(&z);
+        double loss_sum = 0.0;
+        for (int k = 0; k < A; k++) {
+            // the data-order contract inside one step: micro-step k on rank r takes window k*N + r,
+            // i.e. rows (k*N + r)*b .. of the step's contiguous batch
+            int row0 = (k * N + r) * b;
+            for (int i = 0; i < b * T; i++) { inputs[i] = tok[row0 * T + i]; targets[i] = tok[row0 * T + i + 1]; }
+            zero3_micro_begin(&z, k, A, ZERO3_PASS_TRAIN);
+            loss_sum += gpt2_forward(&g, inputs, targets, 1);
+            if (s == 0 && A == 1) check_activations(&t, d, m, &cfg, b, T, row0, tol->act);
+            gpt2_backward(&g, 1.0f / (B * T));
+        }
+        double loss = be->all_reduce_scalar(be->ctx, loss_sum) / (N * A);
+        double norm = zero3_grad_norm(&z);
+        if (s == 0) {
+            check_scalar(&t, "loss", loss, need(d, "loss")->f[0], tol->loss);
+            for (int u = 0; u < z.nunits; u++) {
+                float *grads = (float *)xmalloc(z.units[u].shard * sizeof(float));
+                to_host_floats(grads, zero3_owned_grads(&z, u), z.units[u].shard, g_test_build->grad_type);
+                GradArg ga = {d, &cfg, grads, zero3_owned_begin(&z, u), &t, tol};
+                gpt2_for_each_piece(&cfg, &z, u, zero3_owned_begin(&z, u), z.units[u].shard, check_grad_piece, &ga);
+                free(grads);
+            }
+        }
+        char name[64];
+        snprintf(name, sizeof name, "train_loss[%d]", s);
+        check_scalar(&t, name, loss, ref_losses[s], s == 0 ? tol->loss : tol->train_loss);
+        double lerr = fabs(loss - ref_losses[s]) / fabs(ref_losses[s]);
+        if (lerr > max_loss_err) max_loss_err = lerr;
+        snprintf(name, sizeof name, "grad_norm[%d]", s);
+        check_scalar(&t, name, norm, ref_norms[s], tol->grad_norm);
+        float lr = lr_at(&hp, s);
+        snprintf(name, sizeof name, "lr[%d]", s);
+        check_scalar(&t, name, lr, ref_lrs[s], 1e-6);
+        float clip = 1.0f;
+        if (d->grad_clip > 0 && d->grad_clip / (norm + 1e-6) < 1.0) clip = (float)(d->grad_clip / (norm + 1e-6));
+        zero3_optimizer_step(&z, lr, d->beta1, d->beta2, d->eps, d->weight_decay, clip, s + 1);
+        zero3_check_idle(&z);
+    }
+    int failures = (int)be->all_reduce_scalar(be->ctx, t.failures);
+    if (r == 0)   // rank 0's own worst errors
+        printf("  stage %d  N=%d  A=%d  b=%-2d prefetch %d: %s  (worst: activations %.1e, gradients %.1e, normwise %.1e; "
+               "overall %.2e in %s; train losses max rel diff %.2e)\n", stage, N, A, b, prefetch, failures ? "FAIL" : "ok",
+               t.act, t.grad, t.grad_normwise, t.worst, t.worst_name, max_loss_err);
+    fflush(stdout);
+    free(inputs);
+    free(targets);
+    model_free(m);
+    zero3_free(&z);
+    return failures;
+}
+
+// The whole test: argv[1] dump, argv[2] model (defaults: the tiny reference), every stage and A.
+// TEST_STAGES=3 (say) runs only the stages it names. Returns the exit status.
+static int test_main(const char *prog, int argc, char **argv, const Zero3Backend *be, const TrainBuild *build,
+                     const Tolerances *tol) {
+    g_test_be = be;
+    g_test_build = build;
+    const char *dump_path = argc > 1 ? argv[1] : "dev/ref/tiny.dump";
+    const char *model_path = argc > 2 ? argv[2] : "dev/ref/tiny_model.bin";
+    Dump d;
+    char err[512];
+    if (dump_open(&d, dump_path, err, sizeof err)) fatal("%s (make dumps creates it)", err);
+    if (g_proc.rank == 0) {
+        char dev[512];
+        model_describe(dev, sizeof dev);
+        printf("%s: %s (L=%d C=%d NH=%d V=%d B=%d T=%d, %d steps, reference in float%d) on %d rank(s)\n  %s\n", prog,
+               dump_path, d.L, d.C, d.NH, d.V, d.B, d.T, d.nsteps, d.compute_bits, be->world, dev);
+        printf("  tolerances: activations %.0e, gradients %.0e and normwise %.0e, grad norm %.0e, loss %.0e, "
+               "later train losses %.0e\n", tol->act, tol->grad, tol->grad_normwise, tol->grad_norm, tol->loss, tol->train_loss);
+    }
+    int failures = 0, cases = 0;
+    int stages[] = {0, 1, 2, 3};
+    const size_t nstages = build->ddp_only ? 1 : 4;   // the DDP build runs stage 0 only
+    const char *only = getenv("TEST_STAGES");   // e.g. TEST_STAGES=3 to debug one stage
+    for (size_t i = 0; i < nstages; i++)
+        for (int A = 1; A <= 2; A++) {
+            if (d.B % (be->world * A) != 0) continue;   // the batch must split into N*A equal parts
+            if (only && !strchr(only, '0' + stages[i])) continue;
+            int prefetch = (stages[i] == 3 && A == 2) ? 2 : 1;
+            failures += run_case(be, &d, model_path, stages[i], A, prefetch, tol) ? 1 : 0;
+            cases++;
+        }
+    if (g_proc.rank == 0) printf("%s: %d of %d cases passed on %d rank(s)\n", prog, cases - failures, cases, be->world);
+    dump_free(&d);
+    return failures ? 1 : 0;
+}
