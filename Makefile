@@ -51,9 +51,12 @@ $(OBJDIR)/%.o: %.c $(HOST_HEADERS)
 	$(CC_CPU) $(CFLAGS) -c $< -o $@
 $(LIB): $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
-$(OBJDIR)/cpu/backend_cpu_mpi.o $(OBJDIR)/cpu/backend_cpu.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEADERS)
+$(OBJDIR)/cpu/backend_cpu_mpi.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC_CPU) $(CFLAGS) $(DEFS) -c $< -o $@
+	$(CC_CPU) $(CFLAGS) -DUSE_MPI -c $< -o $@
+$(OBJDIR)/cpu/backend_cpu.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEADERS)
+	@mkdir -p $(dir $@)
+	gcc $(CFLAGS) -c $< -o $@
 
 train_gpt2_zero3: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
 	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ train_gpt2_zero3.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
@@ -71,26 +74,41 @@ build/ddp/test_gpt2: test_gpt2.c train_gpt2_zero3.c tests/test_checks.h tests/du
 	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ test_gpt2.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
 
 # engine unit tests (no transport)
-build/test_engine_layout: tests/unit/test_engine_layout.c $(LIB) $(HOST_HEADERS)
+build/test_engine_layout: tests/unit/test_engine_layout.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(HOST_HEADERS)
 	@mkdir -p build
-	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_engine_layout.c $(LIB) $(LDLIBS_CPU)
+	gcc $(CFLAGS) -o $@ tests/unit/test_engine_layout.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
+build/test_engine_schedule: tests/unit/test_engine_schedule.c $(LIB) $(HOST_HEADERS)
+	@mkdir -p build
+	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_engine_schedule.c $(LIB) $(LDLIBS_CPU)
 
 # ---------------------------------------------------------------- data and reference dumps
 # DATA_ARGS="--input ../shared/data/tinyshakespeare/input.txt --vocab ../shared/data/gpt2" to use local copies
 data:
 	/usr/bin/env python3 data/tinyshakespeare.py $(DATA_ARGS) || /usr/bin/python3 data/tinyshakespeare.py $(DATA_ARGS)
 
-# the PyTorch reference model and activation dump the tests compare against
-# tiny: L=3 C=72 NH=3 with GPT-2's vocabulary; small: the same with V=1024 (ids taken mod 1024), for
-# the multi-rank tests, where the 50257-row LM head would dominate the run time.
-dumps: dev/ref/tiny.dump dev/ref/small.dump
+# the PyTorch reference model and activation dump the tests compare against, each beside the token
+# file it trained on (dev/ref/NAME.dump, NAME_model.bin, NAME_tokens.bin):
+#   tiny:  L=3 C=72 NH=3 with GPT-2's vocabulary, 10 steps;
+#   small: the same with V=1024 (ids taken mod 1024), for the multi-rank tests, where the 50257-row
+#          LM head would dominate the run time;
+#   clip:  small with the clip threshold at 1.2 and 12 steps, so that clipping is on in some steps
+#          (norms 2.46, 2.11, 1.37, 1.30, 1.24) and off in the others (1.18 ... 1.00).
+REF_SMALL = --L 3 --C 72 --NH 3 --V 1024 --maxT 64 --B 12 --T 32 --seed 1337 --tokens dev/ref/small_tokens.bin
+dumps: dev/ref/tiny.dump dev/ref/tiny_tokens.bin dev/ref/small.dump dev/ref/clip.dump dev/ref/clip_tokens.bin
 dev/ref/tiny.dump: dev/gpt2_reference.py data/tinyshakespeare/tiny_shakespeare_val.bin
 	$(PYTHON) dev/gpt2_reference.py --preset tiny
-dev/ref/small.dump: dev/gpt2_reference.py dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin
+dev/ref/tiny_tokens.bin: data/tinyshakespeare/tiny_shakespeare_val.bin
 	@mkdir -p dev/ref
-	$(PYTHON) dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin dev/ref/val_v1024.bin 1024
-	$(PYTHON) dev/gpt2_reference.py --L 3 --C 72 --NH 3 --V 1024 --maxT 64 --B 12 --T 32 --seed 1337 \
-		--tokens dev/ref/val_v1024.bin --model-out dev/ref/small_model.bin --dump-out dev/ref/small.dump
+	cp $< $@
+dev/ref/small_tokens.bin: dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin
+	@mkdir -p dev/ref
+	$(PYTHON) dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin $@ 1024
+dev/ref/small.dump: dev/gpt2_reference.py dev/ref/small_tokens.bin
+	$(PYTHON) dev/gpt2_reference.py $(REF_SMALL) --model-out dev/ref/small_model.bin --dump-out dev/ref/small.dump
+dev/ref/clip.dump: dev/gpt2_reference.py dev/ref/small_tokens.bin
+	$(PYTHON) dev/gpt2_reference.py $(REF_SMALL) --clip 1.2 --steps 12 --model-out dev/ref/clip_model.bin --dump-out dev/ref/clip.dump
+dev/ref/clip_tokens.bin: dev/ref/small_tokens.bin
+	cp $< $@
 
 # ---------------------------------------------------------------- GPU (BEGIN GPU SECTION)
 # The GPU trainer and its test, built with nvcc into the repository root:

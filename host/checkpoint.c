@@ -161,6 +161,12 @@ int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
                  w[M_DATA_WINDOW] < 0 || w[M_DATA_WINDOW] > big || w[M_GENERATION] < 1 || w[M_GENERATION] > big ||
                  w[M_TOTAL_STEPS] < 0 || w[M_TOTAL_STEPS] > 100000000 || w[M_WARMUP] < 0 || w[M_WARMUP] > 100000000)
             problem = "run fields out of range";
+        // the batch and the data position follow from the rest (the data order of the contract):
+        // checked, so a wrong value cannot pass unnoticed
+        else if ((double)w[M_WORLD] * w[M_A] * w[M_B] * w[M_T] != (double)w[M_TOKENS_PER_STEP])
+            problem = "tokens per step is not N*A*B*T";
+        else if ((double)w[M_STEP] * w[M_A] * w[M_WORLD] != (double)w[M_DATA_WINDOW])
+            problem = "data position is not step*A*N (the next training window)";
     }
     if (!problem) {
         m->units = (CkptUnit *)xcalloc((size_t)m->nunits, sizeof(CkptUnit));

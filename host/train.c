@@ -15,7 +15,7 @@
 #include "tokenizer.h"
 #include <sys/stat.h>
 
-typedef struct {
+struct Trainer {
     TrainArgs args;
     GPT2Config cfg;
     Zero3 z;
@@ -32,7 +32,7 @@ typedef struct {
     int start_step;                   // 0, or the checkpoint's step when resuming
     char last_ckpt[CKPT_NAME_MAX];    // the newest checkpoint this run wrote or resumed from
     const TrainBuild *build;
-} Trainer;
+};
 
 // LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr towards F*lr over the
 // remaining S - W steps, as llm.c: progress (s - W) / (S - W) runs from 0 at s = W to (S-W-1)/(S-W)
@@ -360,35 +360,44 @@ static void trainer_sample(Trainer *tr) {
 
 // ------------------------------------------------------------------------------------------------
 // One optimizer step: A micro-steps of forward + backward (the engine gathers, releases and reduces
-// per unit), then the global norm, the clip coefficient and AdamW on this rank's shard. Returns the
-// step's mean loss over all N*A*B*T tokens and sets *norm.
-static float trainer_step(Trainer *tr, int step, float lr, float *norm) {
+// per unit), then the global norm, the clip coefficient and AdamW on this rank's shard.
+
+// This rank's micro-batch k of step `step` into tr->inputs, tr->targets. Data order (contract):
+// rank r at step s, micro-step k reads window (s*A + k)*N + r.
+void trainer_load_batch(Trainer *tr, int step, int k) {
+    const int N = tr->be->world, r = tr->be->rank, A = tr->A;
+    loader_window(&tr->train, ((long long)step * A + k) * N + r, tr->inputs, tr->targets);
+}
+
+// The clip coefficient, as torch.nn.utils.clip_grad_norm_: G/(norm+1e-6) when that is below 1,
+// else 1 (also when clipping is off, G = 0).
+static float clip_coefficient(float max_norm, double norm) {
+    if (max_norm <= 0.0f) return 1.0f;
+    double coef = max_norm / (norm + 1e-6);
+    return coef < 1.0 ? (float)coef : 1.0f;
+}
+
+float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip) {
     const TrainArgs *a = &tr->args;
-    int N = tr->be->world, r = tr->be->rank, A = tr->A;
+    int N = tr->be->world, A = tr->A;
     float dloss = 1.0f / ((float)a->B * a->T * A * N);   // the step loss is the mean over all tokens
     double loss_sum = 0.0;
     zero3_step_begin(&tr->z);
     for (int k = 0; k < A; k++) {
-        // data order (contract): rank r at step s, micro-step k reads window (s*A + k)*N + r
-        loader_window(&tr->train, ((long long)step * A + k) * N + r, tr->inputs, tr->targets);
+        trainer_load_batch(tr, step, k);
         zero3_micro_begin(&tr->z, k, A, ZERO3_PASS_TRAIN);
         loss_sum += gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, 1);
         gpt2_backward(&tr->gpt2, dloss);
     }
     double gnorm = zero3_grad_norm(&tr->z);
-    // clip like torch.nn.utils.clip_grad_norm_: scale by G/(norm+1e-6) when that is below 1
-    float clip = 1.0f;
-    if (a->grad_clip > 0.0f) {
-        double coef = a->grad_clip / (gnorm + 1e-6);
-        if (coef < 1.0) clip = (float)coef;
-    }
-    zero3_optimizer_step(&tr->z, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, clip, step + 1);
+    *clip = clip_coefficient(a->grad_clip, gnorm);
+    zero3_optimizer_step(&tr->z, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, *clip, step + 1);
     zero3_check_idle(&tr->z);
     *norm = (float)gnorm;
     return (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));
 }
 
-static void trainer_free(Trainer *tr) {
+void trainer_destroy(Trainer *tr) {
     model_free(tr->model);
     zero3_free(&tr->z);
     loader_close(&tr->train);
@@ -397,55 +406,70 @@ static void trainer_free(Trainer *tr) {
     free(tr->inputs);
     free(tr->targets);
     if (tr->log) fclose(tr->log);
+    free(tr);
 }
 
+// Everything before the first step: flags, the output folder, model, data, resume, the params
+// published where the stage needs them. NULL when -h asked for the usage (printed).
+Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
+    Trainer *tr = (Trainer *)xcalloc(1, sizeof(Trainer));
+    tr->build = build;
+    args_defaults(&tr->args, build->ddp_only);
+    if (args_parse(&tr->args, argc, argv)) { args_usage(&tr->args, argv[0]); free(tr); return NULL; }
+    tr->be = be;
+    trainer_prepare_out_dir(tr);
+    trainer_setup(tr, be);
+    trainer_publish(tr);
+    return tr;
+}
+
+Zero3 *trainer_engine(Trainer *tr) { return &tr->z; }
+GPT2 *trainer_model(Trainer *tr) { return &tr->gpt2; }
+const TrainArgs *trainer_args(const Trainer *tr) { return &tr->args; }
+int trainer_micro_steps(const Trainer *tr) { return tr->A; }
+const int *trainer_inputs(const Trainer *tr) { return tr->inputs; }
+const int *trainer_targets(const Trainer *tr) { return tr->targets; }
+
 int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
-    Trainer tr;
-    memset(&tr, 0, sizeof tr);
-    tr.build = build;
-    args_defaults(&tr.args, build->ddp_only);
-    if (args_parse(&tr.args, argc, argv)) { args_usage(&tr.args, argv[0]); return 0; }
-    tr.be = be;
-    trainer_prepare_out_dir(&tr);
-    trainer_setup(&tr, be);
-    trainer_publish(&tr);
-    trainer_report(&tr);
-    trainer_open_log(&tr);
-    const TrainArgs *a = &tr.args;
+    Trainer *tr = trainer_create(argc, argv, be, build);
+    if (!tr) return 0;   // -h
+    trainer_report(tr);
+    trainer_open_log(tr);
+    const TrainArgs *a = &tr->args;
     double tokens = (double)a->tokens_per_step, total_ms = 0.0;
     // ---- test hook (tests/test_faults.sh): ZERO3_INJECT_NAN_STEP=k makes step k's loss NaN on every
     // rank, to check that a non-finite loss stops the run with the last checkpoint intact.
     const char *inject = getenv("ZERO3_INJECT_NAN_STEP");
     int nan_step = inject ? atoi(inject) : -1;
     int saved_step = -1;   // the step of the checkpoint this run wrote last
-    for (int step = tr.start_step; step < a->steps; step++) {
-        float lr = lr_at(a, step), norm;
+    for (int step = tr->start_step; step < a->steps; step++) {
+        float lr = lr_at(a, step), norm, clip;
         double t0 = now_seconds();
         model_step_begin(step);
-        float loss = trainer_step(&tr, step, lr, &norm);
+        float loss = trainer_step(tr, step, lr, &norm, &clip);
         model_step_end();
         // the step's own traffic and peak, before validation or sampling add their gathers
-        double step_comm = tr.z.stats.comm_bytes;
-        size_t step_peak = zero3_peak_bytes(&tr.z);
+        double step_comm = tr->z.stats.comm_bytes;
+        size_t step_peak = zero3_peak_bytes(&tr->z);
         double ms = (now_seconds() - t0) * 1000.0;
         if (step == nan_step) loss = NAN;   // test hook, see above
         if (!isfinite(loss) || !isfinite(norm)) {
-            if (tr.last_ckpt[0])
+            if (tr->last_ckpt[0])
                 fatal("step %d: loss %g, grad norm %g is not finite; stopping. The last good checkpoint, %s/%s, is intact: "
-                      "resume with -y 1 (perhaps with a lower -l)", step, loss, norm, a->out_dir, tr.last_ckpt);
+                      "resume with -y 1 (perhaps with a lower -l)", step, loss, norm, a->out_dir, tr->last_ckpt);
             fatal("step %d: loss %g, grad norm %g is not finite; stopping (no checkpoint was written: -o DIR -n STEPS "
                   "keeps one)", step, loss, norm);
         }
-        if (step > tr.start_step) total_ms += ms;   // the first step warms caches and the buffer pool
+        if (step > tr->start_step) total_ms += ms;   // the first step warms caches and the buffer pool
         float val = NAN;
-        if (a->val_every > 0 && ((step + 1) % a->val_every == 0 || step == a->steps - 1)) val = trainer_validate(&tr);
-        if (tr.be->rank == 0) {
-            double avg_ms = step > tr.start_step ? total_ms / (step - tr.start_step) : ms;
+        if (a->val_every > 0 && ((step + 1) % a->val_every == 0 || step == a->steps - 1)) val = trainer_validate(tr);
+        if (tr->be->rank == 0) {
+            double avg_ms = step > tr->start_step ? total_ms / (step - tr->start_step) : ms;
             double eta = avg_ms * (a->steps - 1 - step) / 1000.0;
             char sent[32], peak[32];
             format_bytes(sent, sizeof sent, step_comm);
             format_bytes(peak, sizeof peak, (double)step_peak);
-            double mfu = model_flops_fraction(6.0 * (double)tr.z.total_numel * tokens / (ms / 1000.0) / tr.be->world);
+            double mfu = model_flops_fraction(6.0 * (double)tr->z.total_numel * tokens / (ms / 1000.0) / tr->be->world);
             printf("step %*d/%d | loss %.6f", (int)log10(a->steps) + 1, step + 1, a->steps, loss);
             if (!isnan(val)) printf(" | val %.6f", val);
             printf(" | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", lr, norm, ms, tokens / (ms / 1000.0));
@@ -454,23 +478,23 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
             model_step_note(note, sizeof note);
             printf(" | sent %s | peak %s%s | ETA %dm%02ds\n", sent, peak, note, (int)eta / 60, (int)eta % 60);
             fflush(stdout);
-            if (tr.log) {
-                fprintf(tr.log, "%d,%.9g,", step, loss);
-                if (!isnan(val)) fprintf(tr.log, "%.9g", val);
-                fprintf(tr.log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%zu\n", lr, norm, ms, tokens / (ms / 1000.0),
-                        step_comm, tr.z.resident_bytes, step_peak);
-                fflush(tr.log);
+            if (tr->log) {
+                fprintf(tr->log, "%d,%.9g,", step, loss);
+                if (!isnan(val)) fprintf(tr->log, "%.9g", val);
+                fprintf(tr->log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%zu\n", lr, norm, ms, tokens / (ms / 1000.0),
+                        step_comm, tr->z.resident_bytes, step_peak);
+                fflush(tr->log);
             }
         }
-        if (a->sample_every > 0 && ((step + 1) % a->sample_every == 0 || step == a->steps - 1)) trainer_sample(&tr);
-        if (a->ckpt_every > 0 && (step + 1) % a->ckpt_every == 0) { trainer_checkpoint(&tr, step + 1); saved_step = step + 1; }
+        if (a->sample_every > 0 && ((step + 1) % a->sample_every == 0 || step == a->steps - 1)) trainer_sample(tr);
+        if (a->ckpt_every > 0 && (step + 1) % a->ckpt_every == 0) { trainer_checkpoint(tr, step + 1); saved_step = step + 1; }
     }
     // the end of a run with -o: a checkpoint of the final state (unless the last step just wrote one)
     // and the trained model as an llm.c file
     if (a->out_dir) {
-        if (saved_step != a->steps) trainer_checkpoint(&tr, a->steps);
-        trainer_export(&tr);
+        if (saved_step != a->steps) trainer_checkpoint(tr, a->steps);
+        trainer_export(tr);
     }
-    trainer_free(&tr);
+    trainer_destroy(tr);
     return 0;
 }

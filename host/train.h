@@ -3,6 +3,7 @@
 #pragma once
 #include "../zero3.h"
 #include "cli.h"
+#include "model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,6 +20,26 @@ typedef struct {
 
 // The LR at step s (0-based) under the flags' schedule (docs/DESIGN.md section 3).
 float lr_at(const TrainArgs *a, int s);
+
+// ---- the trainer as a library: what train_main runs, for tests that check the very step code
+// users run (tests/test_checks.h) instead of a copy of it.
+typedef struct Trainer Trainer;
+// Flags, output folder, model, data, resume, params published. NULL (usage printed) on -h.
+Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build);
+// One optimizer step (0-based): A micro-steps of forward and backward, the global norm, clipping,
+// AdamW. Returns the mean loss over all N*A*B*T tokens; *norm = the norm before clipping, *clip =
+// the coefficient the gradients were scaled by (1 when not clipped).
+float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip);
+// This rank's micro-batch k of step `step` (the data order of the contract) into the trainer's
+// (B,T) inputs and targets.
+void trainer_load_batch(Trainer *tr, int step, int k);
+void trainer_destroy(Trainer *tr);
+Zero3 *trainer_engine(Trainer *tr);
+GPT2 *trainer_model(Trainer *tr);
+const TrainArgs *trainer_args(const Trainer *tr);
+int trainer_micro_steps(const Trainer *tr);   // A
+const int *trainer_inputs(const Trainer *tr);
+const int *trainer_targets(const Trainer *tr);
 
 // Parses the flags, trains, writes the outputs. Returns the exit status (errors exit on every rank).
 int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build);

@@ -3,7 +3,9 @@
 
 Runs ./train_gpt2_zero3 (and, with --ddp-binary, the DDP build) on N = 1..4 ranks at every ZeRO stage,
 all with the same tokens per step, and checks from each run's log.csv that
-  1. every stage on every N gives the same losses, step by step, as stage 0 on one rank (rel 1e-5);
+  1. every stage on every N gives the same losses and the same gradient norms, step by step, as
+     stage 0 on one rank (rel 1e-5): the norm is checked on its own because, while clipping is on,
+     AdamW hides a constant gradient scale, so a norm N times too large leaves the losses alone;
   2. gradient accumulation A=2 on N ranks equals A=1 on 2N ranks (rel 1e-5);
   3. the accounted communication per step at N=4 is 1.5x DDP's for stage 3, 1.0x for stages 1 and 2;
   4. the resident model state per rank at stage 3 is 16 bytes/param / N, up to the padding;
@@ -51,21 +53,23 @@ def main():
                 go(("zero", n, stage, 1), args.binary, n, stage, ROWS_PER_STEP // n)
         base, nparams = runs[("zero", 1, 0, 1)]
         base_loss = [float(r["train_loss"]) for r in base]
+        base_norm = [float(r["grad_norm"]) for r in base]
 
         def close(a, b, tol=1e-5):
             return abs(a - b) <= tol * abs(b)
 
         print(f"model {MODEL}: {nparams} parameters; {STEPS} steps of {ROWS_PER_STEP * T} tokens")
-        print("losses against stage 0 on 1 rank (max relative difference over the steps):")
-        for n in range(1, args.max_ranks + 1):
-            line = f"  N={n}:"
-            for stage in range(4):
-                rows = runs[("zero", n, stage, 1)][0]
-                diff = max(abs(float(r["train_loss"]) - b) / abs(b) for r, b in zip(rows, base_loss))
-                line += f"  stage {stage} {diff:.1e}"
-                if diff > 1e-5:
-                    failures.append(f"N={n} stage {stage}: losses differ by {diff:.2e}")
-            print(line)
+        for column, base_values in (("train_loss", base_loss), ("grad_norm", base_norm)):
+            print(f"{column} against stage 0 on 1 rank (max relative difference over the steps):")
+            for n in range(1, args.max_ranks + 1):
+                line = f"  N={n}:"
+                for stage in range(4):
+                    rows = runs[("zero", n, stage, 1)][0]
+                    diff = max(abs(float(r[column]) - b) / abs(b) for r, b in zip(rows, base_values))
+                    line += f"  stage {stage} {diff:.1e}"
+                    if diff > 1e-5:
+                        failures.append(f"N={n} stage {stage}: {column} differs by {diff:.2e}")
+                print(line)
 
         # gradient accumulation: A=2 on N ranks == A=1 on 2N ranks
         for n in (1, 2):
@@ -75,9 +79,9 @@ def main():
             for stage in (0, 3):
                 rows = go(("accum", n, stage, 2), args.binary, n, stage, B, ["-d", str(ROWS_PER_STEP * T)])[0]
                 ref = runs[("zero", 2 * n, stage, 1)][0]
-                diff = max(abs(float(a["train_loss"]) - float(b["train_loss"])) / abs(float(b["train_loss"]))
-                           for a, b in zip(rows, ref))
-                print(f"  A=2 on N={n} vs A=1 on N={2 * n}, stage {stage}: max rel diff {diff:.1e}")
+                diff = max(abs(float(a[c]) - float(b[c])) / abs(float(b[c]))
+                           for a, b in zip(rows, ref) for c in ("train_loss", "grad_norm"))
+                print(f"  A=2 on N={n} vs A=1 on N={2 * n}, stage {stage}: losses and norms, max rel diff {diff:.1e}")
                 if diff > 1e-5:
                     failures.append(f"accumulation N={n} stage {stage}: {diff:.2e}")
 

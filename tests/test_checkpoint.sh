@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sharded checkpoints (checkpoint.h): an interrupted run resumed with -y 1 reproduces the
-# uninterrupted run EXACTLY (log.csv train/val loss strings, the samples after the resume, and the
+# uninterrupted run EXACTLY (log.csv train/val loss strings, the samples after the resume (with samples
+# before the checkpoint too, so the sampling RNG it restores is not its seed value), and the
 # exported model.bin byte for byte), on 1 rank and on 2 ranks with gradient accumulation, also when
 # the checkpoint is resharded on the way: N=2 stage 3 -> N=3 stage 1 -> N=1 stage 0 (DDP) -> N=2
 # stage 3. The reference is the same trainer run without interruption; the interruption is a NaN
@@ -32,15 +33,16 @@ same_run() {   # same_run WHAT REF_DIR DIR: identical losses and model.bin
 M=(-e d2c48h2t32 -b 2 -t 16 -v 3 -m 1 -x 6 -n 2 -l 1e-3 -c 0.1 -u 2 -q 0.1)
 
 # ---------------------------------------------------------------- 1 rank, stage 3, with sampling
-must_run straight1 1 "${M[@]}" -s 3 -g 12 -o "$work/straight1"
-ZERO3_INJECT_NAN_STEP=3 must_stop broken1 1 "${M[@]}" -s 3 -g 12 -o "$work/resumed1"
+must_run straight1 1 "${M[@]}" -s 1 -g 12 -o "$work/straight1"
+ZERO3_INJECT_NAN_STEP=3 must_stop broken1 1 "${M[@]}" -s 1 -g 12 -o "$work/resumed1"
 [ "$(cat "$work/resumed1/latest")" = "ckpt_00000002_g1" ] || fail "after the NaN at step 3, latest should name the step-2 checkpoint"
-must_run resumed1 1 "${M[@]}" -s 3 -g 12 -o "$work/resumed1" -y 1
+must_run resumed1 1 "${M[@]}" -s 1 -g 12 -o "$work/resumed1" -y 1
 grep -q "resume: .*ckpt_00000002_g1, step 2" "$work/resumed1.out" || fail "the resumed run does not say where it resumed"
 same_run "1 rank" "$work/straight1" "$work/resumed1"
 diff <(samples_after 2 "$work/straight1.out") <(samples_after 2 "$work/resumed1.out") >"$work/diff" \
   || { cat "$work/diff"; fail "1 rank: the samples after the resume differ (sampling RNG not restored?)"; }
-[ "$(samples_after 2 "$work/resumed1.out" | grep -c '^---- sample')" -eq 2 ] || fail "1 rank: expected 2 samples after step 2"
+[ "$(samples_after 2 "$work/resumed1.out" | grep -c '^---- sample')" -eq 4 ] || fail "1 rank: expected 4 samples after step 2"
+[ "$(grep -c '^---- sample' "$work/broken1.out")" -ge 2 ] || fail "1 rank: the interrupted run should have sampled before its checkpoint"
 echo "ok   1 rank: interrupted at step 3, resumed from step 2: losses, samples and model.bin identical"
 # keep the newest two
 ls -d "$work"/straight1/ckpt_* | xargs -n1 basename >"$work/kept"

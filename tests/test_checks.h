@@ -160,95 +160,114 @@ static void check_activations(Tally *t, const Dump *d, Model *m, const GPT2Confi
     free(got);
 }
 
-// One configuration: stage, A micro-steps, on all ranks of the backend. Returns failures.
-static int run_case(const Zero3Backend *be, const Dump *d, const char *model_path, int stage, int A, int prefetch,
-                    const Tolerances *tol) {
+// The trainer under test, made by the very function train_main uses, from the flags a user would
+// give for the reference's run: its model file and tokens, the batch split over N ranks and A
+// micro-steps, the reference's schedule, clip threshold and weight decay, no validation.
+static Trainer *make_trainer(const Zero3Backend *be, const Dump *d, const char *model_path, const char *tokens_path,
+                             int stage, int A, int prefetch) {
+    char v[16][32];
+    int b = d->B / (be->world * A);
+    snprintf(v[0], 32, "%d", b);
+    snprintf(v[1], 32, "%d", d->T);
+    snprintf(v[2], 32, "%d", d->B * d->T);
+    snprintf(v[3], 32, "%d", d->nsteps);
+    snprintf(v[4], 32, "%.9g", d->lr);
+    snprintf(v[5], 32, "%d", d->warmup);
+    snprintf(v[6], 32, "%.9g", d->final_frac);
+    snprintf(v[7], 32, "%.9g", d->weight_decay);
+    snprintf(v[8], 32, "%.9g", d->grad_clip);
+    snprintf(v[9], 32, "%d", stage);
+    snprintf(v[10], 32, "%d", prefetch);
+    const char *argv[] = {"test", "-e", model_path, "-i", tokens_path, "-j", tokens_path, "-b", v[0], "-t", v[1],
+                          "-d", v[2], "-x", v[3], "-l", v[4], "-u", v[5], "-q", v[6], "-c", v[7], "-gc", v[8],
+                          "-z", v[9], "-pd", v[10], "-v", "0"};
+    return trainer_create((int)(sizeof argv / sizeof argv[0]), (char **)argv, be, g_test_build);
+}
+
+// The tokens this rank reads for micro-step k of step s must be rows (k*N + r)*b.. of the step's
+// batch in the reference: the data-order contract, checked rather than assumed.
+static void check_tokens(Tally *t, const Dump *d, Trainer *tr, int s, int k) {
+    const int N = g_test_be->world, r = g_test_be->rank, A = trainer_micro_steps(tr), b = d->B / (N * A), T = d->T;
+    const int32_t *tok = need(d, "step_tokens")->i + (size_t)s * (d->B * T + 1);
+    const int row0 = (k * N + r) * b;
+    trainer_load_batch(tr, s, k);
+    const int *in = trainer_inputs(tr), *tg = trainer_targets(tr);
+    for (int i = 0; i < b * T; i++)
+        if (in[i] != tok[row0 * T + i] || tg[i] != tok[row0 * T + i + 1]) {
+            t->failures++;
+            fprintf(stderr, "rank %d: MISMATCH tokens of step %d micro-step %d at %d: the token file is not the dump's\n",
+                    g_proc.rank, s, k, i);
+            return;
+        }
+}
+
+// One configuration: stage, A micro-steps, on all ranks of the backend, through the trainer's own
+// trainer_step (host/train.c): the step users run, not a copy of it. Returns failures.
+static int run_case(const Zero3Backend *be, const Dump *d, const char *model_path, const char *tokens_path, int stage,
+                    int A, int prefetch, const Tolerances *tol) {
     int N = be->world, r = be->rank;
     int B = d->B, T = d->T, b = B / (N * A);
     Tally t;
     memset(&t, 0, sizeof t);
-    Zero3 z;
-    Zero3Config zc = {stage, prefetch, g_test_build->align, g_test_build->param_type, g_test_build->grad_type};
-    zero3_init(&z, be, &zc);
-    GPT2Config cfg;
-    char err[512];
-    int elem_bytes;
-    FILE *f = fopen(model_path, "rb");
-    if (!f) fatal("cannot open %s", model_path);
-    if (gpt2_read_header(f, model_path, &cfg, &elem_bytes, err, sizeof err)) fatal("%s", err);
-    if (cfg.num_layers != d->L || cfg.channels != d->C || cfg.vocab_size != d->V) fatal("dump and model shapes differ");
-    gpt2_register_units(&cfg, &z);
-    zero3_allocate(&z);
-    if (gpt2_load_owned(&cfg, &z, f, model_path, elem_bytes)) fatal("read failed: %s", model_path);
-    fclose(f);
-    zero3_publish_params(&z);
-    Model *m = model_create(&cfg, b, T);
-    GPT2 g = {cfg, &z, m, NULL};
-
-    TrainArgs hp;
-    args_defaults(&hp, g_test_build->ddp_only);
-    hp.lr = d->lr; hp.warmup = d->warmup; hp.final_frac = d->final_frac; hp.steps = d->nsteps;
-    const DumpRecord *step_tokens = need(d, "step_tokens");
+    Trainer *tr = make_trainer(be, d, model_path, tokens_path, stage, A, prefetch);
+    Zero3 *z = trainer_engine(tr);
+    GPT2 *g = trainer_model(tr);
+    const GPT2Config *cfg = &g->cfg;
+    if (cfg->num_layers != d->L || cfg->channels != d->C || cfg->vocab_size != d->V) fatal("dump and model shapes differ");
+    if (d->beta1 != 0.9f || d->beta2 != 0.95f || d->eps != 1e-8f) fatal("dump: AdamW betas/eps differ from the contract's");
     const float *ref_losses = need(d, "train_losses")->f, *ref_norms = need(d, "train_grad_norms")->f,
                 *ref_lrs = need(d, "train_lrs")->f;
-    int *inputs = (int *)xmalloc((size_t)b * T * sizeof(int));
-    int *targets = (int *)xmalloc((size_t)b * T * sizeof(int));
+    // step 0's activations: a forward of step 0's batch before training (A = 1: the reference's rows)
+    if (A == 1) {
+        check_tokens(&t, d, tr, 0, 0);
+        zero3_micro_begin(z, 0, 1, ZERO3_PASS_FORWARD);
+        gpt2_forward(g, trainer_inputs(tr), trainer_targets(tr), 0);
+        check_activations(&t, d, g->m, cfg, b, T, r * b, tol->act);
+    }
     double max_loss_err = 0.0;
+    int clipped = 0;
     for (int s = 0; s < d->nsteps; s++) {
-        const int32_t *tok = step_tokens->i + (size_t)s * (B * T + 1);
-        zero3_step_begin(&z);
-        double loss_sum = 0.0;
-        for (int k = 0; k < A; k++) {
-            // the data-order contract inside one step: micro-step k on rank r takes window k*N + r,
-            // i.e. rows (k*N + r)*b .. of the step's contiguous batch
-            int row0 = (k * N + r) * b;
-            for (int i = 0; i < b * T; i++) { inputs[i] = tok[row0 * T + i]; targets[i] = tok[row0 * T + i + 1]; }
-            zero3_micro_begin(&z, k, A, ZERO3_PASS_TRAIN);
-            loss_sum += gpt2_forward(&g, inputs, targets, 1);
-            if (s == 0 && A == 1) check_activations(&t, d, m, &cfg, b, T, row0, tol->act);
-            gpt2_backward(&g, 1.0f / (B * T));
-        }
-        double loss = be->all_reduce_scalar(be->ctx, loss_sum) / (N * A);
-        double norm = zero3_grad_norm(&z);
+        for (int k = 0; k < A; k++) check_tokens(&t, d, tr, s, k);
+        float lr = lr_at(trainer_args(tr), s), norm, clip;
+        float loss = trainer_step(tr, s, lr, &norm, &clip);
+        char name[64];
         if (s == 0) {
             check_scalar(&t, "loss", loss, need(d, "loss")->f[0], tol->loss);
-            for (int u = 0; u < z.nunits; u++) {
-                float *grads = (float *)xmalloc(z.units[u].shard * sizeof(float));
-                to_host_floats(grads, zero3_owned_grads(&z, u), z.units[u].shard, g_test_build->grad_type);
-                GradArg ga = {d, &cfg, grads, zero3_owned_begin(&z, u), &t, tol};
-                gpt2_for_each_piece(&cfg, &z, u, zero3_owned_begin(&z, u), z.units[u].shard, check_grad_piece, &ga);
+            // the reduced gradients of step 0 are still in the engine after its update
+            for (int u = 0; u < z->nunits; u++) {
+                float *grads = (float *)xmalloc(z->units[u].shard * sizeof(float));
+                to_host_floats(grads, zero3_owned_grads(z, u), z->units[u].shard, g_test_build->grad_type);
+                GradArg ga = {d, cfg, grads, zero3_owned_begin(z, u), &t, tol};
+                gpt2_for_each_piece(cfg, z, u, zero3_owned_begin(z, u), z->units[u].shard, check_grad_piece, &ga);
                 free(grads);
             }
         }
-        char name[64];
         snprintf(name, sizeof name, "train_loss[%d]", s);
         check_scalar(&t, name, loss, ref_losses[s], s == 0 ? tol->loss : tol->train_loss);
         double lerr = fabs(loss - ref_losses[s]) / fabs(ref_losses[s]);
         if (lerr > max_loss_err) max_loss_err = lerr;
         snprintf(name, sizeof name, "grad_norm[%d]", s);
         check_scalar(&t, name, norm, ref_norms[s], tol->grad_norm);
-        float lr = lr_at(&hp, s);
         snprintf(name, sizeof name, "lr[%d]", s);
         check_scalar(&t, name, lr, ref_lrs[s], 1e-6);
-        float clip = 1.0f;
-        if (d->grad_clip > 0 && d->grad_clip / (norm + 1e-6) < 1.0) clip = (float)(d->grad_clip / (norm + 1e-6));
-        zero3_optimizer_step(&z, lr, d->beta1, d->beta2, d->eps, d->weight_decay, clip, s + 1);
-        zero3_check_idle(&z);
+        // the clip coefficient the step applied, against the one the reference's norm implies
+        double ref_clip = (d->grad_clip > 0 && d->grad_clip / (ref_norms[s] + 1e-6) < 1.0) ? d->grad_clip / (ref_norms[s] + 1e-6) : 1.0;
+        snprintf(name, sizeof name, "clip[%d]", s);
+        check_scalar(&t, name, clip, ref_clip, tol->grad_norm);
+        clipped += ref_clip < 1.0;
     }
     int failures = (int)be->all_reduce_scalar(be->ctx, t.failures);
     if (r == 0)   // rank 0's own worst errors
         printf("  stage %d  N=%d  A=%d  b=%-2d prefetch %d: %s  (worst: activations %.1e, gradients %.1e, normwise %.1e; "
-               "overall %.2e in %s; train losses max rel diff %.2e)\n", stage, N, A, b, prefetch, failures ? "FAIL" : "ok",
-               t.act, t.grad, t.grad_normwise, t.worst, t.worst_name, max_loss_err);
+               "overall %.2e in %s; train losses max rel diff %.2e; %d of %d steps clipped)\n", stage, N, A, b, prefetch,
+               failures ? "FAIL" : "ok", t.act, t.grad, t.grad_normwise, t.worst, t.worst_name, max_loss_err, clipped, d->nsteps);
     fflush(stdout);
-    free(inputs);
-    free(targets);
-    model_free(m);
-    zero3_free(&z);
+    trainer_destroy(tr);
     return failures;
 }
 
-// The whole test: argv[1] dump, argv[2] model (defaults: the tiny reference), every stage and A.
+// The whole test: argv[1] dump, argv[2] model, argv[3] the token file the reference trained on
+// (defaults: the tiny reference, and the dump's NAME_tokens.bin), every stage and A.
 // TEST_STAGES=3 (say) runs only the stages it names. Returns the exit status.
 static int test_main(const char *prog, int argc, char **argv, const Zero3Backend *be, const TrainBuild *build,
                      const Tolerances *tol) {
@@ -256,6 +275,12 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
     g_test_build = build;
     const char *dump_path = argc > 1 ? argv[1] : "dev/ref/tiny.dump";
     const char *model_path = argc > 2 ? argv[2] : "dev/ref/tiny_model.bin";
+    // the token file beside the dump: dev/ref/NAME.dump -> dev/ref/NAME_tokens.bin (make dumps)
+    char tokens_default[4096];
+    snprintf(tokens_default, sizeof tokens_default, "%.*s_tokens.bin",
+             (int)(strlen(dump_path) > 5 && !strcmp(dump_path + strlen(dump_path) - 5, ".dump") ? strlen(dump_path) - 5
+                                                                                                : strlen(dump_path)), dump_path);
+    const char *tokens_path = argc > 3 ? argv[3] : tokens_default;
     Dump d;
     char err[512];
     if (dump_open(&d, dump_path, err, sizeof err)) fatal("%s (make dumps creates it)", err);
@@ -276,7 +301,7 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
             if (d.B % (be->world * A) != 0) continue;   // the batch must split into N*A equal parts
             if (only && !strchr(only, '0' + stages[i])) continue;
             int prefetch = (stages[i] == 3 && A == 2) ? 2 : 1;
-            failures += run_case(be, &d, model_path, stages[i], A, prefetch, tol) ? 1 : 0;
+            failures += run_case(be, &d, model_path, tokens_path, stages[i], A, prefetch, tol) ? 1 : 0;
             cases++;
         }
     if (g_proc.rank == 0) printf("%s: %d of %d cases passed on %d rank(s)\n", prog, cases - failures, cases, be->world);

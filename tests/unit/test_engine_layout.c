@@ -8,11 +8,15 @@
 //  2. weight decay across shard boundaries: running AdamW on every rank's shard, the elements that got
 //     weight decay are exactly the elements of the six matrices, wherever a shard cut through one.
 //  3. theory: stage-3 model state is 16 bytes/param / N in fp32 and the accounted comm ratios are 3:2.
+//  4. weight decay through the real CPU backend, tensor by tensor: with zero gradients AdamW moves
+//     nothing but the decay, so after one step every element of the contract's six matrices (named
+//     here, not taken from gpt2.h's table) is exactly p*(1 - lr*wd) and every other element is p.
 //
 // build: gcc -O2 -fopenmp -I. tests/unit/test_engine_layout.c zero3.c -lm
 #include "../../host/common.h"
 #include "../../host/gpt2.h"
 #include "../../zero3.h"
+#include "../../cpu/backend_cpu.h"
 
 static int failures = 0;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
@@ -85,6 +89,13 @@ static void test_layout(const GPT2Config *c, int world, int align) {
     free(seen);
 }
 
+// The contract (docs/DESIGN.md section 3): decay on wte, wpe, qkvw, attprojw, fcw, fcprojw only.
+static int contract_decay(int kind) {
+    const char *matrices[] = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"};
+    for (int i = 0; i < 6; i++) if (!strcmp(GPT2_KIND_NAMES[kind], matrices[i])) return 1;
+    return 0;
+}
+
 static void test_decay(const GPT2Config *c, int world, int stage) {
     size_t nparams = gpt2_num_parameters(c);
     g_decayed = xcalloc(nparams, 1);
@@ -112,11 +123,51 @@ static void test_decay(const GPT2Config *c, int world, int stage) {
         size_t end = k + 1 < GPT2_NUM_KINDS ? gpt2_file_offset(c, k + 1, 0) : nparams;
         for (size_t i = begin; i < end; i++) {
             if (!g_decayed[i]) untouched++;
-            else if ((g_decayed[i] == 2) != GPT2_KIND_DECAY[k]) wrong++;
+            else if ((g_decayed[i] == 2) != contract_decay(k)) wrong++;
         }
     }
     CHECK(wrong == 0 && untouched == 0, "stage %d N=%d: %zu elements with the wrong decay, %zu never updated", stage, world, wrong, untouched);
     free(g_decayed);
+}
+
+// 4. One AdamW step of the real CPU backend (1 rank) on params all 1 with zero gradients.
+typedef struct { const float *master; size_t base; size_t bad; float lr_wd; } DecayArg;
+static void check_decayed_piece(const GPT2Piece *p, void *varg) {
+    DecayArg *a = varg;
+    float want = contract_decay(p->kind) ? 1.0f * (1.0f - a->lr_wd) : 1.0f;
+    for (size_t i = 0; i < p->count; i++)
+        if (a->master[p->unit_pos - a->base + i] != want) {
+            if (!a->bad) fprintf(stderr, "FAIL: %s layer %d element %zu: %.9g after the step, want %.9g\n",
+                                 GPT2_KIND_NAMES[p->kind], p->layer, i, a->master[p->unit_pos - a->base + i], want);
+            a->bad++;
+        }
+}
+static void test_decay_cpu_backend(const GPT2Config *c, int stage) {
+    Zero3Backend be;
+    int argc = 0;
+    char **argv = NULL;
+    backend_cpu_init(&be, &argc, &argv);
+    Zero3 z;
+    Zero3Config zc = {stage, 1, 64, ZERO3_F32, ZERO3_F32};
+    zero3_init(&z, &be, &zc);
+    gpt2_register_units(c, &z);
+    zero3_allocate(&z);
+    for (int u = 0; u < z.nunits; u++) {
+        float *m = zero3_owned_master(&z, u);
+        for (size_t i = 0; i < z.units[u].shard; i++) m[i] = 1.0f;
+    }
+    zero3_publish_params(&z);
+    zero3_step_begin(&z);   // zero gradients
+    const float lr = 0.5f, wd = 0.25f;
+    zero3_optimizer_step(&z, lr, 0.9f, 0.95f, 1e-8f, wd, 1.0f, 1);
+    size_t bad = 0;
+    for (int u = 0; u < z.nunits; u++) {
+        DecayArg a = {zero3_owned_master(&z, u), zero3_owned_begin(&z, u), 0, lr * wd};
+        gpt2_for_each_piece(c, &z, u, zero3_owned_begin(&z, u), z.units[u].shard, check_decayed_piece, &a);
+        bad += a.bad;
+    }
+    CHECK(bad == 0, "stage %d: %zu elements decayed against the contract (CPU backend AdamW)", stage, bad);
+    zero3_free(&z);
 }
 
 int main(void) {
@@ -130,6 +181,8 @@ int main(void) {
         for (int world = 1; world <= 7; world++)
             for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++) test_layout(&shapes[s], world, aligns[a]);
     printf("layout: %d failures\n", failures);
+    for (int stage = 0; stage <= 3; stage++) test_decay_cpu_backend(&shapes[1], stage);
+    printf("decay through the CPU backend's AdamW, tensor by tensor: %d failures\n", failures);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int world = 1; world <= 5; world++)
             for (int stage = 0; stage <= 3; stage++) {
