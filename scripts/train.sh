@@ -62,7 +62,7 @@ if [ "$pretrained" -eq 1 ]; then
 fi
 
 # a folder this script owns: resume an interrupted run, start over after a finished one
-out=out/$mode$([ "$pretrained" -eq 1 ] && echo _pretrained)
+out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained
 resume_or_fresh() {   # resume_or_fresh STEPS: the -y 1 / -f 1 flag for out/
   local latest step
   [ -f "$out/latest" ] || [ -f "$out/log.csv" ] || return 0
