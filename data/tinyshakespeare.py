@@ -15,6 +15,12 @@ Options: --input FILE (a local text instead of the download), --vocab DIR (a fol
 encoder.json and vocab.bpe), --out DIR (default data/tinyshakespeare), --encoder auto|tiktoken|own
 (auto: tiktoken when it imports, else data/gpt2_bpe.py; both give the same tokens).
 
+Local copies without flags: before downloading, the script looks in a cache folder laid out as
+    CACHE/tinyshakespeare/input.txt   CACHE/gpt2/encoder.json   CACHE/gpt2/vocab.bpe
+namely $ZERO3_DATA_CACHE when set, else ~/.cache/gpt2-zero3 (${XDG_CACHE_HOME}/gpt2-zero3). A
+cached file is used only when its sha256 is the published one; it is copied into --out, where the
+download would have gone, so later runs (and the tests) find it there.
+
 Document convention (llm.c's dev/data/tinyshakespeare.py): each "\n\n"-separated section of the
 text is one document; every document is preceded by the end-of-text token 50256, and keeps its
 trailing "\n\n" (the last document has none, since the text does not end in a blank line).
@@ -111,12 +117,46 @@ def prepare_out_dir(out_dir):
         raise DataError(f"--out {out_dir}: cannot write there ({e.strerror or e})")
 
 
+def cache_dirs():
+    """The folders that may hold local copies of the downloads, in the order they are tried."""
+    dirs = []
+    if os.environ.get("ZERO3_DATA_CACHE"):
+        dirs.append(os.environ["ZERO3_DATA_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    dirs.append(os.path.join(base, "gpt2-zero3"))
+    return dirs
+
+
+def copy_from_cache(relpath, dest, want_sha256):
+    """Copies CACHE/relpath to dest (atomically) from the first cache folder whose copy has the
+    published sha256. Returns True when it did."""
+    for cache in cache_dirs():
+        src = os.path.join(cache, relpath)
+        if not os.path.isfile(src):
+            continue
+        if sha256_of_file(src) != want_sha256:
+            print(f"ignoring {src}: its sha256 is not the published one", file=sys.stderr)
+            continue
+        tmp = f"{dest}.tmp{os.getpid()}"
+        try:
+            with open(src, "rb") as fin, open(tmp, "wb") as fout:
+                fout.write(fin.read())
+            os.replace(tmp, dest)
+        except OSError as e:
+            remove_quietly(tmp)
+            raise DataError(f"cannot copy {src} to {dest} ({e.strerror or e})")
+        print(f"using the local copy {src}")
+        return True
+    return False
+
+
 def text_path_for(args):
     """The text to tokenize: --input as given, else the canonical file, downloaded once and cached."""
     if args.input is not None:
         return args.input
     cached = os.path.join(args.out, "tiny_shakespeare.txt")
-    if not os.path.exists(cached):
+    if not os.path.exists(cached) and not copy_from_cache(os.path.join("tinyshakespeare", "input.txt"), cached,
+                                                          CANONICAL_TEXT_SHA256):
         download(TEXT_URL, cached, CANONICAL_TEXT_SHA256)
     elif sha256_of_file(cached) != CANONICAL_TEXT_SHA256:
         raise DataError(f"{cached}: does not match the canonical tinyshakespeare (sha256); "
@@ -130,7 +170,7 @@ def vocab_dir_for(args):
         return args.vocab
     for name, url in VOCAB_URLS.items():
         path = os.path.join(args.out, name)
-        if not os.path.exists(path):
+        if not os.path.exists(path) and not copy_from_cache(os.path.join("gpt2", name), path, GPT2_FILES_SHA256[name]):
             download(url, path, GPT2_FILES_SHA256[name])
     return args.out
 
@@ -245,10 +285,15 @@ def tokenizer_file_bytes(bpe):
 
 def write_all_or_nothing(files):
     """files: {path: bytes}. Writes each to a temporary name, then renames them all, so either
-    every file is complete or (on any error) none of the temporaries is left behind."""
+    every file is complete or (on any error) none of the temporaries is left behind. A file that
+    already holds exactly these bytes is left alone (its time stamp too: make sees nothing new)."""
     temps = {}
     try:
         for path, data in files.items():
+            if os.path.isfile(path) and os.path.getsize(path) == len(data):
+                with open(path, "rb") as f:
+                    if f.read() == data:
+                        continue
             tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp{os.getpid()}")
             temps[path] = tmp
             with open(tmp, "wb") as f:

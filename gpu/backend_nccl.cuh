@@ -68,8 +68,10 @@ static void* gpu_alloc(void* ctx, size_t bytes) {
         size_t free_b = 0, total_b = 0;
         cudaGetLastError();
         cudaMemGetInfo(&free_b, &total_b);
-        fatal_local("out of GPU memory: cannot allocate %.1f MiB (%.1f MiB free of %.1f MiB on device %d)",
-                    bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0, g_gpu.device);
+        char detail[160];
+        snprintf(detail, sizeof detail, "GPU memory (%.1f MiB free of %.1f MiB on device %d)",
+                 free_b / 1048576.0, total_b / 1048576.0, g_gpu.device);
+        alloc_failed(bytes, detail);
     }
     // the engine relies on zeroed memory (padding stays zero). On the compute stream, not the legacy
     // default stream (which the non-blocking streams do not wait for): every later kernel, and every

@@ -2,6 +2,7 @@
 // readers, resharding on load, `latest` and the keep-two policy (see checkpoint.h).
 #include "checkpoint.h"
 #include "fileio.h"
+#include "readfile.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -113,8 +114,9 @@ static const char *ckpt_unit_problem(const CkptUnit *U, int world) {
 // 0 on success (m->units allocated), or -1 with a message.
 int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_err(err, errlen, "checkpoint file %s: cannot open (%s)", path, strerror(errno)); return -1; }
+    char why[128];
+    FILE *f = open_regular_file(path, why, sizeof why);
+    if (!f) { set_err(err, errlen, "checkpoint file %s: cannot open (%s)", path, why); return -1; }
     long long size = file_size(f);
     int64_t h[M_FIXED_WORDS];
     int64_t *w = NULL;
@@ -280,7 +282,7 @@ static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, c
 
 // A piece of a tensor that this rank needs: `count` elements at old unit coordinate `old_pos`
 // that go to new unit coordinate `new_pos`.
-typedef struct { size_t old_pos, new_pos, count; } CkptPiece;
+typedef struct { size_t old_pos, new_pos, count; int tensor; } CkptPiece;
 
 // The pieces of unit u that the new range [begin, begin+count) needs, in old coordinates.
 static int ckpt_unit_pieces(const Zero3Unit *U, const CkptUnit *old, size_t begin, size_t count, CkptPiece *out) {
@@ -293,6 +295,7 @@ static int ckpt_unit_pieces(const Zero3Unit *U, const CkptUnit *old, size_t begi
         out[n].old_pos = (size_t)old->offset[i] + (lo - T->offset);
         out[n].new_pos = lo;
         out[n].count = hi - lo;
+        out[n].tensor = i;
         n++;
     }
     return n;
@@ -317,8 +320,9 @@ static FILE *ckpt_shard_open(const char *ckpt_dir, const CkptMeta *m, int q, siz
                              uint64_t *hashes, char *err, size_t errlen) {
     char path[4096];
     shard_path(path, sizeof path, ckpt_dir, q);
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_err(err, errlen, "checkpoint file %s: cannot open (%s)", path, strerror(errno)); return NULL; }
+    char why[128];
+    FILE *f = open_regular_file(path, why, sizeof why);
+    if (!f) { set_err(err, errlen, "checkpoint file %s: cannot open (%s)", path, why); return NULL; }
     size_t hwords = S_FIXED_WORDS + 3 * (size_t)m->nunits + 1;
     int64_t *h = (int64_t *)xcalloc(hwords, sizeof(int64_t));
     long long size = file_size(f);
@@ -347,9 +351,11 @@ static FILE *ckpt_shard_open(const char *ckpt_dir, const CkptMeta *m, int q, siz
 
 // Streams array a of unit u from old rank q's file (S_old elements at file offset `at`), checks its
 // checksum, and copies the parts that fall inside the pieces into the engine at dst (which holds
-// new unit coordinates from dst_begin on).
+// new unit coordinates from dst_begin on). Every value copied must be finite: -3 (and *bad, the
+// piece's tensor, *bad_value) when one is not, -2 on a checksum mismatch, -1 on a failed read.
 static int ckpt_stream_array(const Zero3 *z, FILE *f, long long at, size_t S_old, size_t old_lo, uint64_t want, const CkptPiece *p,
-                             int np, float *dst, size_t dst_begin, float *buf) {
+                             int np, float *dst, size_t dst_begin, float *buf, int *bad, float *bad_value) {
+    *bad = -1;
     uint64_t hash = CKPT_HASH_INIT;
     if (fseeko(f, (off_t)at, SEEK_SET) != 0) return -1;
     for (size_t done = 0; done < S_old; done += CKPT_CHUNK) {
@@ -362,10 +368,12 @@ static int ckpt_stream_array(const Zero3 *z, FILE *f, long long at, size_t S_old
             size_t b = p[i].old_pos + p[i].count < hi ? p[i].old_pos + p[i].count : hi;
             if (a >= b) continue;
             size_t new_pos = p[i].new_pos + (a - p[i].old_pos);
+            for (size_t k = a - lo; k < b - lo && *bad < 0; k++)
+                if (!isfinite(buf[k])) { *bad = p[i].tensor; *bad_value = buf[k]; }
             be_to_device(z, dst + (new_pos - dst_begin), buf + (a - lo), (b - a) * sizeof(float));
         }
     }
-    return hash == want ? 0 : -2;
+    return hash != want ? -2 : *bad >= 0 ? -3 : 0;
 }
 
 // Fills this rank's master, m and v (the ranges its stage keeps) from the checkpoint in ckpt_dir,
@@ -403,12 +411,19 @@ int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err
             for (int a = 0; a < CKPT_NARRAYS && rc == 0; a++) {
                 float *dst = ckpt_engine_array(z, u, a, &begin, &count);
                 long long at = data_at + 4 * (long long)(3 * old_offset[u] + (size_t)a * S_old);
-                int r = ckpt_stream_array(z, f, at, S_old, (size_t)q * S_old, hashes[3 * u + a], pieces, np, dst, begin, buf);
+                int bad;
+                float bad_value = 0.0f;
+                int r = ckpt_stream_array(z, f, at, S_old, (size_t)q * S_old, hashes[3 * u + a], pieces, np, dst, begin, buf,
+                                          &bad, &bad_value);
                 if (r != 0) {
                     char path[4096];
                     shard_path(path, sizeof path, ckpt_dir, q);
-                    set_err(err, errlen, "checkpoint file %s: %s of unit %s: %s", path, CKPT_ARRAY_NAMES[a],
-                             z->units[u].name, r == -1 ? "read failed" : "checksum mismatch (corrupt)");
+                    if (r == -3)
+                        set_err(err, errlen, "checkpoint file %s: %s of tensor %s in unit %s holds %g: the state must be finite",
+                                path, CKPT_ARRAY_NAMES[a], z->units[u].tensors[bad].name, z->units[u].name, bad_value);
+                    else
+                        set_err(err, errlen, "checkpoint file %s: %s of unit %s: %s", path, CKPT_ARRAY_NAMES[a],
+                                z->units[u].name, r == -1 ? "read failed" : "checksum mismatch (corrupt)");
                     rc = -1;
                 }
             }
@@ -452,10 +467,11 @@ static int ckpt_parse_name(const char *name, int *step, long long *gen) {
 int ckpt_read_latest(const char *out_dir, char *name, char *err, size_t errlen) {
     char path[4096];
     fmt_path(path, sizeof path, "%s/latest", out_dir);
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    FILE *f = open_regular_file(path, why, sizeof why);   // a FIFO named latest is refused, not waited on
     if (!f) {
         if (errno == ENOENT) return 1;
-        set_err(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        set_err(err, errlen, "%s: cannot open (%s)", path, why);
         return -1;
     }
     char line[CKPT_NAME_MAX + 2] = {0};
@@ -510,6 +526,23 @@ static void ckpt_prune(const char *out_dir, const char *keep_a, const char *keep
     }
 }
 
+// The highest generation among OUT's ckpt_* directories (0 when none). A new checkpoint takes a
+// generation above it, so its name never meets a directory this run did not write: an unreadable
+// `latest`, or a run started over with -f 1, must not make the new checkpoint delete an old one.
+static long long ckpt_max_generation(const char *out_dir) {
+    long long max_gen = 0;
+    DIR *d = opendir(out_dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int step;
+        long long gen;
+        if (ckpt_parse_name(e->d_name, &step, &gen) == 0 && gen > max_gen) max_gen = gen;
+    }
+    closedir(d);
+    return max_gen;
+}
+
 // Saves the training state as checkpoint `m->step`. Every rank calls it (collective). The meta
 // fields other than generation and layout are filled by the caller. Writes `name` (the new
 // directory's name). Dies on every rank if any rank fails; `latest` then still names the old one.
@@ -524,7 +557,8 @@ void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
         if (ckpt_read_latest(out_dir, prev, err, sizeof err) == 0) ckpt_parse_name(prev, &step, &prev_gen);
         else prev[0] = '\0';
         err[0] = '\0';   // an unreadable `latest` is replaced by this checkpoint
-        gen = (double)(prev_gen + 1);
+        long long max_gen = ckpt_max_generation(out_dir);
+        gen = (double)((prev_gen > max_gen ? prev_gen : max_gen) + 1);
     }
     m->generation = (long long)be->all_reduce_scalar(be->ctx, gen);
     fmt_path(name, CKPT_NAME_MAX, "ckpt_%08d_g%lld", m->step, m->generation);
@@ -542,7 +576,11 @@ void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
         ckpt_meta_write(path, m, err, sizeof err);
     }
     ckpt_meta_free(m);
-    agree_or_exit(be, err);
+    // a failure on any rank: the half-written directory goes (each rank already removed its temp file)
+    if (be->all_reduce_scalar(be->ctx, err[0] ? 1.0 : 0.0) > 0.0) {
+        if (be->rank == 0) ckpt_remove_dir(dir);
+        agree_or_exit(be, err);
+    }
     // ---- test hook (tests/test_faults.sh): ZERO3_INJECT_CKPT_CRASH=s kills rank 0 with SIGKILL when
     // checkpoint s is on disk but `latest` does not name it yet: the worst moment to crash.
     const char *crash = getenv("ZERO3_INJECT_CKPT_CRASH");
@@ -559,6 +597,7 @@ void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
             fprintf(f, "%s\n", name);
             if (commit_file(f, tmp, path, err, sizeof err) == 0) ckpt_prune(out_dir, name, prev);
         }
+        if (err[0]) ckpt_remove_dir(dir);   // complete, but `latest` could not name it
     }
     agree_or_exit(be, err);
 }

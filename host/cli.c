@@ -43,6 +43,8 @@ void args_usage(const TrainArgs *a, const char *prog) {
     printf("  -g n      tokens to generate                 default 64\n");
     printf("  -n n      checkpoint every n steps (0 off; needs -o)   default 0\n");
     printf("  -y 1      resume from the latest checkpoint in -o\n");
+    printf("  -f 1      start over in an -o that holds an earlier run's checkpoints or log (they are kept\n");
+    printf("            until this run's first checkpoint is complete; without -y 1 or -f 1 such an -o is refused)\n");
     printf("  -S SEED   seed for init and sampling         default 1337\n");
     printf("  -h        this help\n");
 }
@@ -111,6 +113,7 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
         else if (!strcmp(f, "-g")) a->gen_tokens = flag_int(f, v, 1, 1 << 20);
         else if (!strcmp(f, "-n")) a->ckpt_every = flag_int(f, v, 0, 100000000);
         else if (!strcmp(f, "-y")) a->resume = flag_int(f, v, 0, 1);
+        else if (!strcmp(f, "-f")) a->fresh = flag_int(f, v, 0, 1);
         else if (!strcmp(f, "-S")) {
             long long s;
             if (!parse_ll(v, &s) || s < 0) fatal("flag -S: expected a non-negative integer seed, got '%s'", v);
@@ -121,5 +124,6 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->ddp_only && a->stage != 0) fatal("flag -z: this binary is the DDP build (make DDP=1), fixed at stage 0; got -z %d", a->stage);
     if (a->ckpt_every > 0 && !a->out_dir) fatal("flag -n: checkpoints need an output directory (-o DIR)");
     if (a->resume && !a->out_dir) fatal("flag -y: resuming needs the output directory of the run (-o DIR)");
+    if (a->resume && a->fresh) fatal("flags -y 1 and -f 1: resume, or start over, not both");
     return 0;
 }

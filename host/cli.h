@@ -23,6 +23,7 @@ typedef struct {
     int val_every, val_batches;           // -v -m
     int sample_every, gen_tokens;         // -s -g
     int ckpt_every, resume;               // -n -y
+    int fresh;                            // -f 1: start over in an -o that holds an earlier run
     unsigned long long seed;              // -S
     int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
 } TrainArgs;

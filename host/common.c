@@ -42,15 +42,55 @@ void agree_or_exit(const Zero3Backend *be, const char *err) {
     exit(1);
 }
 
+// The current allocation phase (alloc_phase_begin): what the memory is for, and the backend whose
+// agreement ends it (NULL outside a phase; `what` then keeps the last phase's words as context).
+static struct { const Zero3Backend *be; char what[512]; } g_alloc;
+
+void alloc_phase_begin(const Zero3Backend *be, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_alloc.what, sizeof g_alloc.what, fmt, ap);
+    va_end(ap);
+    g_alloc.be = be;
+}
+
+void alloc_phase_end(void) {
+    const Zero3Backend *be = g_alloc.be;
+    g_alloc.be = NULL;
+    if (be) agree_or_exit(be, "");
+}
+
+void alloc_failed(size_t bytes, const char *detail) {
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int i = 0;
+    while (v >= 1024.0 && i < 6) { v /= 1024.0; i++; }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "out of memory: %s asked for %.2f %s (%zu bytes) of %s", g_alloc.what[0] ? g_alloc.what :
+             "an allocation", v, units[i], bytes, detail);
+    const Zero3Backend *be = g_alloc.be;
+    g_alloc.be = NULL;
+    if (be) agree_or_exit(be, msg);   // the other ranks meet it at alloc_phase_end
+    // outside a phase the ranks are not at a common point: the failing rank reports and aborts the
+    // job. Ranks other than 0 wait a moment first, so that when every rank fails alike (the usual
+    // case) rank 0's line is the one printed and its abort ends the others before they print.
+    if (g_proc.rank != 0 && g_proc.world > 1) {
+        struct timespec ts = {2, 0};
+        nanosleep(&ts, NULL);
+    }
+    fatal_local("%s", msg);
+}
+
 void *xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
-    if (!p) fatal_local("out of memory allocating %zu bytes", bytes);
+    if (!p) alloc_failed(bytes, "host memory");
     return p;
 }
 
 void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) fatal_local("out of memory allocating %zu x %zu bytes", n, size);
+    size_t bytes;
+    if (!p) alloc_failed(mul_ok(n, size, &bytes) ? bytes : SIZE_MAX, "host memory");
     return p;
 }
 

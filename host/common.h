@@ -42,6 +42,18 @@ void agree_or_exit(const Zero3Backend *be, const char *err);
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t n, size_t size);
 
+// Out of memory names what asked for it, once. The trainer brackets each phase of large allocations
+// that has no collective inside (the model state, the activations, ...) with alloc_phase_begin
+// (what the memory is for: the flag or the file) and alloc_phase_end (collective). A failed
+// allocation inside a phase -- xmalloc, xcalloc, or a backend's alloc calling alloc_failed -- goes
+// straight to agree_or_exit with one line, "out of memory: <what> asked for <bytes> ...", which the
+// other ranks meet at alloc_phase_end: every rank exits, one line is printed. Outside a phase the
+// failing rank prints the line (naming the last phase's context) and takes the job down.
+void alloc_phase_begin(const Zero3Backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void alloc_phase_end(void);
+// detail: where ("host memory", "GPU memory: 1.2 GiB free of 80 GiB on device 0"). Never returns.
+void alloc_failed(size_t bytes, const char *detail) __attribute__((noreturn));
+
 // A message into err (vsnprintf: a long path shortens the message instead of overflowing).
 void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 // A path into buf; -1 when it does not fit (the trainer bounds -o so that its own paths do).

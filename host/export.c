@@ -24,6 +24,14 @@ static void export_piece(const GPT2Piece *p, void *varg) {
     }
 }
 
+// agree_or_exit, except that when any rank failed, rank 0 first removes the temporary file: a
+// failed export leaves no partial model.bin.tmp behind.
+static void export_agree(const Zero3Backend *be, const char *err, const char *tmp) {
+    if (be->all_reduce_scalar(be->ctx, err[0] ? 1.0 : 0.0) == 0.0) return;
+    if (be->rank == 0) remove(tmp);
+    agree_or_exit(be, err);
+}
+
 // Writes `path` (collective): rank 0 creates path.tmp with the header at its full size, every rank
 // writes its owned slices at their file offsets, all agree, rank 0 renames. Dies on failure.
 void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version) {
@@ -43,7 +51,7 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
             fclose(f);
         }
     }
-    agree_or_exit(be, err);
+    export_agree(be, err, tmp);
     FILE *f = fopen(tmp, "r+b");
     if (!f) set_err(err, sizeof err, "export: cannot open %s (%s)", tmp, strerror(errno));
     for (int u = 0; u < z->nunits && f && !err[0]; u++) {
@@ -60,12 +68,12 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
             set_err(err, sizeof err, "export: write to %s failed (%s)", tmp, strerror(errno));
         fclose(f);
     }
-    agree_or_exit(be, err);
+    export_agree(be, err, tmp);
     if (be->rank == 0) {
         if (rename(tmp, path) != 0) set_err(err, sizeof err, "export: cannot rename %s to %s (%s)", tmp, path, strerror(errno));
         char dir[4096];
         parent_dir(path, dir, sizeof dir);
         fsync_dir(dir);
     }
-    agree_or_exit(be, err);
+    export_agree(be, err, tmp);
 }

@@ -14,6 +14,13 @@ void parent_dir(const char *path, char *dir, size_t n);    // "a/b/c" -> "a/b", 
 int commit_file(FILE *f, const char *tmp, const char *path, char *err, size_t errlen);
 int make_dirs(const char *dir);                            // mkdir -p; 0, or -1 with errno set
 
+// One run per output folder: takes DIR/.lock with flock (exclusive, non-blocking) and holds it for
+// the life of the process; the kernel drops it when the process dies, however it dies. The file
+// says who holds it ("pid P on host H, started T"); a clean exit removes it. Returns 0 (held), 1
+// when another process holds it (msg: that line), 2 when the file system has no locks (msg: why;
+// the run goes on unlocked), -1 on an error (msg).
+int dir_lock(const char *dir, char *msg, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

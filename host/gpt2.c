@@ -279,3 +279,38 @@ int gpt2_load_owned(const GPT2Config *c, Zero3 *z, FILE *f, const char *path, in
     }
     return 0;
 }
+
+typedef struct { const GPT2Config *cfg; const float *host; size_t base; int bad; int kind, layer; size_t elem; float value; } FiniteArg;
+static void finite_piece(const GPT2Piece *p, void *varg) {
+    FiniteArg *a = (FiniteArg *)varg;
+    if (a->bad) return;
+    const float *v = a->host + (p->unit_pos - a->base);
+    for (size_t i = 0; i < p->count; i++)
+        if (!isfinite(v[i])) {
+            a->bad = 1;
+            a->kind = p->kind;
+            a->layer = p->layer;
+            a->elem = p->file_elem + i - gpt2_file_offset(a->cfg, p->kind, p->layer);
+            a->value = v[i];
+            return;
+        }
+}
+
+int gpt2_check_finite_owned(const GPT2Config *c, const Zero3 *z, const char *path, char *err, size_t errlen) {
+    for (int u = 0; u < z->nunits; u++) {
+        const size_t S = z->units[u].shard, begin = zero3_owned_begin(z, u);
+        float *host = (float *)xmalloc(S * sizeof(float));
+        z->be->copy_to_host(z->be->ctx, host, zero3_owned_master((Zero3 *)z, u), S * sizeof(float));
+        FiniteArg a = {c, host, begin, 0, 0, 0, 0, 0.0f};
+        gpt2_for_each_piece(c, z, u, begin, S, finite_piece, &a);
+        free(host);
+        if (a.bad) {
+            char layer[32] = "";
+            if (gpt2_kind_is_per_layer(a.kind)) snprintf(layer, sizeof layer, " of layer %d", a.layer);
+            set_err(err, errlen, "%s: tensor %s%s holds %g at element %zu: the weights must be finite", path,
+                    GPT2_KIND_NAMES[a.kind], layer, a.value, a.elem);
+            return -1;
+        }
+    }
+    return 0;
+}

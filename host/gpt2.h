@@ -108,6 +108,9 @@ int gpt2_config_from_descriptor(const char *s, GPT2Config *c);
 void gpt2_init_random(const GPT2Config *c, Zero3 *z, uint64_t seed);
 // From an open model file already validated by gpt2_read_header. Returns 0, or -1 when a read fails.
 int gpt2_load_owned(const GPT2Config *c, Zero3 *z, FILE *f, const char *path, int elem_bytes);
+// Checks that every weight of this rank's owned slices (in the engine's master) is finite. Returns
+// 0, or -1 with a message naming `path`, the tensor, the layer and the element of the first bad one.
+int gpt2_check_finite_owned(const GPT2Config *c, const Zero3 *z, const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -50,21 +50,21 @@ static inline void tokens_close(TokenFile *tf) {
 static inline int tokens_open(TokenFile *tf, const char *path, char *err, size_t errlen) {
     memset(tf, 0, sizeof(*tf));
     snprintf(tf->path, sizeof(tf->path), "%s", path);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        return read_fail(err, errlen, "%s: cannot open token file (%s)", path, strerror(errno));
+    char why[128];
+    FILE *f = open_regular_file(path, why, sizeof why);   // never blocks (a FIFO is refused)
+    if (f == NULL) {
+        return read_fail(err, errlen, "%s: cannot open token file (%s)", path, why);
     }
-    if (!S_ISREG(st.st_mode)) {
-        return read_fail(err, errlen, "%s: not a regular file", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return read_fail(err, errlen, "%s: cannot open token file (%s)", path, strerror(errno));
     }
     size_t size = (size_t)st.st_size;
     if (size < TOKENS_HEADER_BYTES) {
+        fclose(f);
         return read_fail(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
                             path, size, (size_t)TOKENS_HEADER_BYTES);
-    }
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return read_fail(err, errlen, "%s: cannot open token file (%s)", path, strerror(errno));
     }
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256) {

@@ -12,8 +12,12 @@
 #include "export.h"
 #include "fileio.h"
 #include "model.h"
+#include "readfile.h"
 #include "tokenizer.h"
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct Trainer {
     TrainArgs args;
@@ -73,26 +77,38 @@ static void progress(const Trainer *tr, const char *fmt, ...) {
 static void trainer_load_model(Trainer *tr) {
     const TrainArgs *a = &tr->args;
     Zero3 *z = &tr->z;
+    // the model state is the first large allocation: out of memory names -e (alloc_phase_begin)
+    const char *state_what = "the model state of -e %s (parameters, gradients, AdamW m and v; ZeRO stage %d)";
     if (a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &tr->cfg) == 0) {
         gpt2_register_units(&tr->cfg, z);
+        alloc_phase_begin(tr->be, state_what, a->init, a->stage);
         zero3_allocate(z);
-        if (a->resume) return;
-        progress(tr, "init: random GPT-2 %s, seed %llu\n", a->init, a->seed);
-        gpt2_init_random(&tr->cfg, z, a->seed);
+        if (!a->resume) {
+            progress(tr, "init: random GPT-2 %s, seed %llu\n", a->init, a->seed);
+            gpt2_init_random(&tr->cfg, z, a->seed);
+        }
+        alloc_phase_end();
         return;
     }
-    FILE *f = fopen(a->init, "rb");
-    if (!f) fatal("flag -e: cannot open model file %s (%s); or give a descriptor like d12", a->init, strerror(errno));
-    char err[512];
+    char why[128];
+    FILE *f = open_regular_file(a->init, why, sizeof why);   // a FIFO or a folder is refused, never waited on
+    if (!f) fatal("flag -e: cannot open model file %s (%s); or give a descriptor like d12", a->init, why);
+    char err[512] = "";
     int elem_bytes;
     if (gpt2_read_header(f, a->init, &tr->cfg, &elem_bytes, err, sizeof err)) fatal("%s", err);
     gpt2_register_units(&tr->cfg, z);
+    alloc_phase_begin(tr->be, state_what, a->init, a->stage);
     zero3_allocate(z);
     if (!a->resume) {
         progress(tr, "init: loading %s (%s, each rank reads its own slices)\n", a->init, elem_bytes == 4 ? "fp32" : "bf16");
-        if (gpt2_load_owned(&tr->cfg, z, f, a->init, elem_bytes)) fatal_local("model file %s: read failed", a->init);
+        char path[600];
+        snprintf(path, sizeof path, "model file %s", a->init);
+        if (gpt2_load_owned(&tr->cfg, z, f, a->init, elem_bytes)) set_err(err, sizeof err, "%s: read failed", path);
+        else gpt2_check_finite_owned(&tr->cfg, z, path, err, sizeof err);   // NaN/Inf: each rank its own slices
     }
     fclose(f);
+    alloc_phase_end();
+    agree_or_exit(tr->be, err);
 }
 
 // -y 1: fills every rank's master, m and v from the checkpoint DIR/latest names (resharding when
@@ -190,15 +206,22 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     const char *tok_path = "data/tinyshakespeare/gpt2_tokenizer.bin";
     tr->have_tok = (tokenizer_init(&tr->tok, tok_path, err, sizeof err) == 0);
 
+    alloc_phase_begin(be, "the batch of -b %d -t %d", a->B, a->T);
     tr->inputs = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
     tr->targets = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
+    alloc_phase_end();
     tr->sample_rng = a->seed ^ 0x5DEECE66Dull;
     if (a->resume) trainer_resume(tr);
 }
 
 static void trainer_publish(Trainer *tr) {
     zero3_publish_params(&tr->z);
+    alloc_phase_begin(tr->be, "the activations of -b %d -t %d for -e %s", tr->args.B, tr->args.T, tr->args.init);
     tr->model = model_create(&tr->cfg, tr->args.B, tr->args.T);
+    alloc_phase_end();
+    // what a later allocation is for (the engine's pool fills during the first step)
+    alloc_phase_begin(NULL, "the gathered units and gradient buffers of -e %s at ZeRO stage %d (-pd %d), in the first step",
+                      tr->args.init, tr->args.stage, tr->args.prefetch_depth);
     tr->gpt2.cfg = tr->cfg;
     tr->gpt2.z = &tr->z;
     tr->gpt2.m = tr->model;
@@ -242,25 +265,72 @@ static void trainer_report(Trainer *tr) {
     fflush(stdout);
 }
 
+// Does DIR hold an earlier run's output (a `latest`, readable or not; checkpoint folders; a log or
+// an exported model)? 1 and `found` says what, or 0.
+static int out_dir_earlier_run(const char *dir, char *found, size_t n) {
+    char path[4200], name[CKPT_NAME_MAX], why[4400];
+    struct stat st;
+    fmt_path(path, sizeof path, "%s/latest", dir);
+    if (lstat(path, &st) == 0) {
+        if (ckpt_read_latest(dir, name, why, sizeof why) == 0) set_err(found, n, "checkpoints (latest: %s)", name);
+        else set_err(found, n, "checkpoints, with a `latest` that cannot be read (%s)", why);
+        return 1;
+    }
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (!strncmp(e->d_name, "ckpt_", 5)) {
+            set_err(found, n, "checkpoints (%s) but no `latest`", e->d_name);
+            closedir(d);
+            return 1;
+        }
+    if (d) closedir(d);
+    const char *outputs[] = {"log.csv", "model.bin"};
+    for (int i = 0; i < 2; i++) {
+        fmt_path(path, sizeof path, "%s/%s", dir, outputs[i]);
+        if (lstat(path, &st) == 0) { set_err(found, n, "the %s of an earlier run", outputs[i]); return 1; }
+    }
+    return 0;
+}
+
 // -o: creates the output directory (and its parents) and checks that it takes files, before the
-// long setup, so a bad -o fails at once on every rank.
+// long setup, so a bad -o fails at once on every rank. Then rank 0 takes the folder's run lock for
+// the life of the run (one run per folder), and a fresh run refuses a folder that holds an earlier
+// run's output unless -f 1 says to start over: nothing this run did not write is replaced without
+// being asked. -y 1 on a folder that does not exist creates nothing.
 static void trainer_prepare_out_dir(const Trainer *tr) {
-    const char *dir = tr->args.out_dir;
-    char err[1024] = "";
+    const TrainArgs *a = &tr->args;
+    const char *dir = a->out_dir;
+    char err[2048] = "";
     if (dir && strlen(dir) > 3000) set_err(err, sizeof err, "flag -o: the path is longer than 3000 characters");
     else if (dir && tr->be->rank == 0) {
         char probe[4200];
         fmt_path(probe, sizeof probe, "%s/.write_test", dir);
         FILE *f = NULL;
-        if (make_dirs(dir) != 0)
+        struct stat st;
+        if (a->resume && stat(dir, &st) != 0 && errno == ENOENT)
+            set_err(err, sizeof err, "flag -y: %s does not exist, so there is no checkpoint to resume from", dir);
+        else if (make_dirs(dir) != 0)
             set_err(err, sizeof err, "flag -o: cannot create directory %s (%s)", dir, strerror(errno));
         else if (!(f = fopen(probe, "wb")))
             set_err(err, sizeof err, "flag -o: cannot write into %s (%s)", dir, strerror(errno));
         if (f) { fclose(f); remove(probe); }
-        char name[CKPT_NAME_MAX], ignored[256];
-        if (!err[0] && !tr->args.resume && ckpt_read_latest(dir, name, ignored, sizeof ignored) == 0)
-            fprintf(stderr, "warning: %s already holds checkpoints (latest: %s); this run starts afresh and its "
-                    "checkpoints replace them (-y 1 resumes instead)\n", dir, name);
+        char msg[1024];
+        int lock = err[0] ? 0 : dir_lock(dir, msg, sizeof msg);
+        if (lock == 1)
+            set_err(err, sizeof err, "flag -o: %s is in use by another run (%s): two runs in one folder would overwrite "
+                    "each other's log and checkpoints; wait for it to end, or give another -o", dir, msg);
+        else if (lock == 2) fprintf(stderr, "warning: flag -o: %s; nothing stops a second run from using %s at the same time\n", msg, dir);
+        else if (lock < 0) set_err(err, sizeof err, "flag -o: %s", msg);
+        char found[4600];
+        if (!err[0] && !a->resume && out_dir_earlier_run(dir, found, sizeof found)) {
+            if (!a->fresh)
+                set_err(err, sizeof err, "flag -o: %s holds %s; -y 1 resumes that run, -f 1 starts over (the old "
+                        "checkpoints stay until this run's first checkpoint is complete)", dir, found);
+            else
+                fprintf(stderr, "warning: -f 1: starting over in %s, which holds %s; the old checkpoints stay until this "
+                        "run's first checkpoint is complete, the log is replaced\n", dir, found);
+        }
     }
     agree_or_exit(tr->be, err);
 }
@@ -268,7 +338,7 @@ static void trainer_prepare_out_dir(const Trainer *tr) {
 // When resuming, log.csv keeps its header and the rows of the steps before the checkpoint; the rows
 // of steps the resumed run will redo are dropped (the file is rewritten atomically).
 static int log_truncate(const char *path, int keep_below, char *err, size_t errlen) {
-    FILE *in = fopen(path, "rb");
+    FILE *in = open_regular_file(path, NULL, 0);
     if (!in) return 0;   // no log yet: trainer_open_log starts one
     char tmp[4200];
     fmt_path(tmp, sizeof tmp, "%s.tmp", path);
@@ -295,10 +365,12 @@ static void trainer_open_log(Trainer *tr) {
     if (dir && tr->be->rank == 0) {
         char path[4096];
         fmt_path(path, sizeof path, "%s/log.csv", dir);
-        FILE *existing = tr->args.resume ? fopen(path, "rb") : NULL;
-        int append = existing != NULL;
-        if (existing) fclose(existing);
-        if (append && log_truncate(path, tr->start_step, err, sizeof err) != 0) { /* err says why */ }
+        struct stat st;
+        int exists = lstat(path, &st) == 0;
+        int append = tr->args.resume && exists;
+        if (exists && !S_ISREG(st.st_mode))   // opening a FIFO to write would wait for a reader forever
+            set_err(err, sizeof err, "flag -o: %s is not a regular file (it is %s)", path, file_kind(st.st_mode));
+        else if (append && log_truncate(path, tr->start_step, err, sizeof err) != 0) { /* err says why */ }
         else if (!(tr->log = fopen(path, append ? "a" : "w")))
             set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
         else if (!append)
@@ -397,6 +469,53 @@ float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip) {
     return (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));
 }
 
+// ------------------------------------------------------------------------------------------------
+// Preemption: SIGTERM (what Slurm and other schedulers send before they preempt a job) or SIGINT
+// asks the run to stop. The handler only records the signal (async-signal-safe: a flag and a
+// write); after each step every rank adds its flag in one scalar all-reduce, so all ranks stop
+// after the same step, write a checkpoint (with -o) and exit non-zero. A second signal ends the
+// process at once, by the signal's default action.
+static volatile sig_atomic_t g_stop_signal = 0;
+
+static void on_stop_signal(int sig) {
+    if (g_stop_signal) {   // the second one: stop now
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_stop_signal = sig;
+    static const char msg[] = "\nstop requested: finishing this step, then a checkpoint (with -o) and exit; "
+                              "a second signal stops at once\n";
+    if (g_proc.rank == 0) { ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1); (void)k; }
+}
+
+static void install_stop_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);   // mpirun forwards SIGUSR1 to every rank (SIGTERM it acts on itself)
+}
+
+// Collective: did any rank get a stop signal? Then the exit status every rank uses, 128 + the
+// highest signal number any rank got (all ranks agree on it), else 0.
+static int trainer_stop_status(const Trainer *tr) {
+    const Zero3Backend *be = tr->be;
+    if (be->all_reduce_scalar(be->ctx, g_stop_signal ? 1.0 : 0.0) == 0.0) return 0;
+    int sig = SIGINT;
+    const int sigs[] = {SIGTERM, SIGUSR1};
+    for (int i = 0; i < 2; i++)
+        if (be->all_reduce_scalar(be->ctx, g_stop_signal == sigs[i] ? 1.0 : 0.0) > 0.0 && sigs[i] > sig) sig = sigs[i];
+    return 128 + sig;
+}
+
+static const char *signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGINT ? "SIGINT" : "a signal";
+}
+
 void trainer_destroy(Trainer *tr) {
     model_free(tr->model);
     zero3_free(&tr->z);
@@ -431,6 +550,7 @@ const int *trainer_inputs(const Trainer *tr) { return tr->inputs; }
 const int *trainer_targets(const Trainer *tr) { return tr->targets; }
 
 int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
+    install_stop_handlers();
     Trainer *tr = trainer_create(argc, argv, be, build);
     if (!tr) return 0;   // -h
     trainer_report(tr);
@@ -488,6 +608,24 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
         }
         if (a->sample_every > 0 && ((step + 1) % a->sample_every == 0 || step == a->steps - 1)) trainer_sample(tr);
         if (a->ckpt_every > 0 && (step + 1) % a->ckpt_every == 0) { trainer_checkpoint(tr, step + 1); saved_step = step + 1; }
+        int stop = step + 1 < a->steps ? trainer_stop_status(tr) : 0;
+        if (stop) {   // preempted: save this step (unless just saved), say how to resume, exit non-zero
+            if (a->out_dir && saved_step != step + 1) trainer_checkpoint(tr, step + 1);
+            if (tr->be->rank == 0) {
+                fflush(stdout);
+                if (a->out_dir)
+                    fprintf(stderr, "stopped by %s after step %d of %d: checkpoint %s/%s is complete; resume with the same "
+                            "command and -y 1\n", signal_name(stop - 128), step + 1, a->steps, a->out_dir, tr->last_ckpt);
+                else
+                    fprintf(stderr, "stopped by %s after step %d of %d; nothing was saved (-o DIR keeps a checkpoint to "
+                            "resume from)\n", signal_name(stop - 128), step + 1, a->steps);
+                fflush(stderr);
+            }
+            // no rank exits before rank 0 has printed: mpirun ends the job when the first rank exits non-zero
+            tr->be->all_reduce_scalar(tr->be->ctx, 0.0);
+            trainer_destroy(tr);
+            return stop;   // main tears the transport down as after a finished run
+        }
     }
     // the end of a run with -o: a checkpoint of the final state (unless the last step just wrote one)
     // and the trained model as an llm.c file

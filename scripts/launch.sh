@@ -12,10 +12,20 @@
 # --hostid-per-rank gives each rank its own NCCL_HOSTID: NCCL refuses two ranks on one GPU
 # ("Duplicate GPU detected") unless it believes they are on different hosts, in which case it
 # connects them over sockets on loopback. That is how a one-GPU machine tests N > 1.
+#
+# Without -n, launch.sh is one rank of a job some other launcher started, on any number of nodes:
+#   - under Slurm (srun), from SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID:
+#       srun -N 2 --ntasks-per-node=8 --gpus-per-node=8 scripts/launch.sh ./train_gpt2_zero3cu -e d12 -o out
+#   - under torchrun or any launcher that sets RANK, WORLD_SIZE (and LOCAL_RANK):
+#       torchrun --nnodes 2 --nproc-per-node 8 --no-python scripts/launch.sh ./train_gpt2_zero3cu ...
+# It sets RANK, WORLD_SIZE, LOCAL_RANK and, unless set, ZERO3_RENDEZVOUS to a file in the current
+# folder named after the job (SLURM_JOB_ID.SLURM_STEP_ID, or TORCHELASTIC_RUN_ID / MASTER_PORT),
+# which every node must see (a shared file system), then runs the command in its place.
 set -uo pipefail
 
 usage() {
   echo "usage: $0 -n N [--hostid-per-rank] [--] COMMAND [ARGS...]" >&2
+  echo "       $0 [--hostid-per-rank] [--] COMMAND [ARGS...]   (one rank, under srun or torchrun)" >&2
   exit 2
 }
 
@@ -31,6 +41,24 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
+# one rank of a job started by Slurm or torchrun: take the rank and world size from them, run in place
+if [ -z "$n" ] && { [ -n "${SLURM_PROCID:-}" ] || [ -n "${RANK:-}" ]; }; then
+  [ $# -ge 1 ] || { echo "launch.sh: no command given" >&2; usage; }
+  if [ -n "${SLURM_PROCID:-}" ]; then
+    export RANK="$SLURM_PROCID" WORLD_SIZE="${SLURM_NTASKS:-${SLURM_NPROCS:-}}" LOCAL_RANK="${SLURM_LOCALID:-0}"
+    job="slurm${SLURM_JOB_ID:-0}.${SLURM_STEP_ID:-0}"
+  else
+    export LOCAL_RANK="${LOCAL_RANK:-$RANK}"
+    job="torchrun${TORCHELASTIC_RUN_ID:-}.${MASTER_PORT:-0}"
+  fi
+  for v in RANK WORLD_SIZE LOCAL_RANK; do
+    [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "launch.sh: $v='${!v}' is not a number (from Slurm or torchrun's variables)" >&2; exit 2; }
+  done
+  [ "$RANK" -lt "$WORLD_SIZE" ] || { echo "launch.sh: RANK=$RANK is not below WORLD_SIZE=$WORLD_SIZE" >&2; exit 2; }
+  export ZERO3_RENDEZVOUS="${ZERO3_RENDEZVOUS:-$PWD/.zero3_rendezvous.$job}"
+  [ "$hostid" -eq 1 ] && export NCCL_HOSTID="zero3-launch-rank$RANK"
+  exec "$@"
+fi
 if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 1024 ]; then
   echo "launch.sh: -n expects a number of ranks in 1..1024, got '${n}'" >&2
   exit 2

@@ -91,6 +91,7 @@ corrupt_copy missing_shard; rm "$work/missing_shard/$ckpt/shard_00000.bin"
 corrupt_copy bad_latest; echo "../../etc" >"$work/bad_latest/latest"
 corrupt_copy dangling_latest; echo "ckpt_00000099_g9" >"$work/dangling_latest/latest"
 corrupt_copy wrong_meta; cp "$work/good/$ckpt/shard_00000.bin" "$work/wrong_meta/$ckpt/meta.bin"
+corrupt_copy good2   # a second good folder: cases run at once, and a folder takes one run at a time
 mkdir -p "$work/empty_out"
 
 # ---------------------------------------------------------------- model files (-e)
@@ -128,7 +129,7 @@ expect_error "resume: latest is a path"    "latest: does not name a checkpoint" 
 expect_error "resume: latest dangles"      "ckpt_00000099_g9/meta.bin: cannot open" "${SMALL[@]}" -x 3 -o "$work/dangling_latest" -y 1
 expect_error "resume: meta is a shard"     "meta.bin: bad magic"                 "${SMALL[@]}" -x 3 -o "$work/wrong_meta" -y 1
 expect_error "resume: other model shape"   "holds a model L=2 C=48 .* resume with the same model shape" -e d3c48h2t32 -b 2 -t 16 -v 0 -x 3 -o "$work/good" -y 1
-expect_error "resume: past -x"             "flag -x: the checkpoint .* is at step 2, past the 1 steps" "${SMALL[@]}" -x 1 -o "$work/good" -y 1
+expect_error "resume: past -x"             "flag -x: the checkpoint .* is at step 2, past the 1 steps" "${SMALL[@]}" -x 1 -o "$work/good2" -y 1
 finish_cases
 # a failed resume leaves the directory as it was: the log and latest untouched
 cmp -s "$work/good/log.csv" "$work/flipped/log.csv" || fail "a failed resume changed log.csv"

@@ -2,13 +2,14 @@
 # data/tinyshakespeare.py on bad inputs: every case must exit non-zero with exactly one line on
 # stderr naming what is wrong, and leave no file (not even a temporary) in the output folder.
 # Also: a good run after a failed one works, and a failed run keeps earlier good outputs intact.
-# SHARED_DATA (default ../shared/data) holds tinyshakespeare/input.txt and gpt2/{encoder.json,vocab.bpe}.
+# The raw text and vocabulary: SHARED_DATA, else ZERO3_DATA_CACHE (a folder holding tinyshakespeare/input.txt
+# and gpt2/{encoder.json,vocab.bpe}), else the copies `make data` keeps in data/tinyshakespeare/.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-SHARED=${SHARED_DATA:-../shared/data}
-TEXT=$SHARED/tinyshakespeare/input.txt
-VOCAB=$SHARED/gpt2
-[ -f "$TEXT" ] && [ -d "$VOCAB" ] || fail "missing $TEXT or $VOCAB (set SHARED_DATA)"
+SHARED=${SHARED_DATA:-${ZERO3_DATA_CACHE:-}}
+if [ -n "$SHARED" ]; then TEXT=$SHARED/tinyshakespeare/input.txt; VOCAB=$SHARED/gpt2
+else TEXT=data/tinyshakespeare/tiny_shakespeare.txt; VOCAB=data/tinyshakespeare; fi
+[ -f "$TEXT" ] && [ -d "$VOCAB" ] || fail "missing $TEXT or $VOCAB (make data, or set ZERO3_DATA_CACHE)"
 
 # expect_error WHAT PATTERN OUTDIR ARGS...: run the script with --out OUTDIR and ARGS; it must exit
 # non-zero, print one stderr line matching PATTERN (grep -E), and leave OUTDIR empty or absent.
@@ -67,6 +68,8 @@ expect_error "--out below a regular file" "--out .*a_file/sub: cannot write" "$w
 expect_error "--out is a regular file"    "--out .*a_file: exists and is not a folder" "$work/a_file"     --input "$TEXT" --vocab "$VOCAB"
 
 # ---------------------------------------------------------------- downloads (offline: file:// URLs)
+# no local copies to find: the cache folders point at an empty place
+export ZERO3_DATA_CACHE=$work/no_cache XDG_CACHE_HOME=$work/no_cache
 # run the script with its download URLs pointed at local files: TEXT_URL and VOCAB_URL (a folder)
 with_urls() {
   $PY - "$@" <<'EOF'

@@ -8,14 +8,15 @@
 #   3. a C program decodes the .bin files through tokenizer.h + tokens.h back to input.txt exactly
 #   4. tokenizer.h and tokens.h reject corrupt files with one line naming the file
 # Needs /usr/bin/python3 with `regex` (python3-regex), node + npm (npm ci runs once, when node_modules is missing), gcc.
-# SHARED_DATA (default ../shared/data) holds tinyshakespeare/input.txt and gpt2/{encoder.json,vocab.bpe}.
+# The raw text and vocabulary: SHARED_DATA, else ZERO3_DATA_CACHE (a folder holding tinyshakespeare/input.txt
+# and gpt2/{encoder.json,vocab.bpe}), else the copies `make data` keeps in data/tinyshakespeare/.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-SHARED=${SHARED_DATA:-../shared/data}
-TEXT=$SHARED/tinyshakespeare/input.txt
-VOCAB=$SHARED/gpt2
+SHARED=${SHARED_DATA:-${ZERO3_DATA_CACHE:-}}
+if [ -n "$SHARED" ]; then TEXT=$SHARED/tinyshakespeare/input.txt; VOCAB=$SHARED/gpt2
+else TEXT=data/tinyshakespeare/tiny_shakespeare.txt; VOCAB=data/tinyshakespeare; fi
 now() { date +%s.%N; }
-[ -f "$TEXT" ] || fail "missing $TEXT (set SHARED_DATA to the folder holding tinyshakespeare/ and gpt2/)"
+[ -f "$TEXT" ] || fail "missing $TEXT (make data, or set ZERO3_DATA_CACHE to the folder holding tinyshakespeare/ and gpt2/)"
 
 # ---------------------------------------------------------------- 1. the data files, own encoder
 out=$work/data
