@@ -62,20 +62,33 @@ static size_t global_act_size(const GPT2Config *c, int B, int T, int which) {
     }
 }
 
-Model *model_create(const GPT2Config *cfg, int B, int T) {
+// With recompute, layer l > 0 has its own residual3 (the next block's input) and shares layer 0's
+// other activations: the backward recomputes them before it needs them.
+static int layer_act_shared(int recompute, int l, int a) { return recompute && l > 0 && a != A_RESIDUAL3; }
+
+size_t model_activation_bytes(const GPT2Config *cfg, int B, int T, int recompute) {
+    size_t total = 0;
+    for (int l = 0; l < cfg->num_layers; l++)
+        for (int a = 0; a < A_PER_LAYER; a++)
+            if (!layer_act_shared(recompute, l, a)) total += layer_act_size(cfg, B, T, a);
+    for (int a = 0; a < A_GLOBAL; a++) total += global_act_size(cfg, B, T, a);
+    return total * sizeof(float);
+}
+
+Model *model_create(const GPT2Config *cfg, int B, int T, int recompute) {
     if (cfg->num_layers > 1024) fatal("model: at most 1024 layers");
     Model *m = xcalloc(1, sizeof(Model));
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
-    size_t total = 0;
-    for (int l = 0; l < cfg->num_layers; l++)
-        for (int a = 0; a < A_PER_LAYER; a++) total += layer_act_size(cfg, B, T, a);
-    for (int a = 0; a < A_GLOBAL; a++) total += global_act_size(cfg, B, T, a);
-    m->memory = xcalloc(total, sizeof(float));
+    m->memory = xcalloc(model_activation_bytes(cfg, B, T, recompute) / sizeof(float), sizeof(float));
     float *p = m->memory;
     for (int l = 0; l < cfg->num_layers; l++)
-        for (int a = 0; a < A_PER_LAYER; a++) { m->layer_acts[l][a] = p; p += layer_act_size(cfg, B, T, a); }
+        for (int a = 0; a < A_PER_LAYER; a++) {
+            if (layer_act_shared(recompute, l, a)) { m->layer_acts[l][a] = m->layer_acts[0][a]; continue; }
+            m->layer_acts[l][a] = p;
+            p += layer_act_size(cfg, B, T, a);
+        }
     for (int a = 0; a < A_GLOBAL; a++) { m->acts[a] = p; p += global_act_size(cfg, B, T, a); }
     return m;
 }

@@ -87,7 +87,31 @@ static size_t global_stat_elems(const GPT2Config* c, int B, int T, int which) {
 // tensors are carved out of one allocation; each starts 256-byte aligned (cuBLASLt, vector loads)
 static size_t align_elems(size_t n, size_t elem_bytes) { return (n * elem_bytes + 255) / 256 * 256 / elem_bytes; }
 
-Model* model_create(const GPT2Config* cfg, int B, int T) {
+// With recompute, layer l > 0 has its own residual3 (the next block's input) and shares layer 0's
+// other activations and layernorm statistics: the backward recomputes them before it needs them.
+static int layer_act_shared(int recompute, int l, int a) { return recompute && l > 0 && a != A_RESIDUAL3; }
+
+// Elements of floatX (*nx) and fp32 (*nf) activations, each tensor 256-byte aligned.
+static void activation_elems(const GPT2Config* cfg, int B, int T, int recompute, size_t* nx, size_t* nf) {
+    *nx = 0;
+    *nf = 0;
+    for (int l = 0; l < cfg->num_layers; l++) {
+        for (int a = 0; a < A_PER_LAYER; a++)
+            if (!layer_act_shared(recompute, l, a)) *nx += align_elems(layer_act_elems(cfg, B, T, a), sizeof(floatX));
+        if (!(recompute && l > 0))
+            for (int a = 0; a < F_PER_LAYER; a++) *nf += align_elems((size_t)B * T, sizeof(float));
+    }
+    for (int a = 0; a < G_GLOBAL; a++) *nx += align_elems(global_act_elems(cfg, B, T, a), sizeof(floatX));
+    for (int a = 0; a < H_GLOBAL; a++) *nf += align_elems(global_stat_elems(cfg, B, T, a), sizeof(float));
+}
+
+size_t model_activation_bytes(const GPT2Config* cfg, int B, int T, int recompute) {
+    size_t nx, nf;
+    activation_elems(cfg, B, T, recompute, &nx, &nf);
+    return nx * sizeof(floatX) + nf * sizeof(float);
+}
+
+Model* model_create(const GPT2Config* cfg, int B, int T, int recompute) {
     if (cfg->num_layers > 1024) fatal("model: at most 1024 layers");
     const int C = cfg->channels, NH = cfg->num_heads;
     if (C % XVEC_SIZE || (C / NH) % XVEC_SIZE || T % XVEC_SIZE || cfg->padded_vocab_size % XVEC_SIZE)
@@ -97,21 +121,24 @@ Model* model_create(const GPT2Config* cfg, int B, int T) {
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
-    size_t nx = 0, nf = 0;
-    for (int l = 0; l < cfg->num_layers; l++) {
-        for (int a = 0; a < A_PER_LAYER; a++) nx += align_elems(layer_act_elems(cfg, B, T, a), sizeof(floatX));
-        for (int a = 0; a < F_PER_LAYER; a++) nf += align_elems((size_t)B * T, sizeof(float));
-    }
-    for (int a = 0; a < G_GLOBAL; a++) nx += align_elems(global_act_elems(cfg, B, T, a), sizeof(floatX));
-    for (int a = 0; a < H_GLOBAL; a++) nf += align_elems(global_stat_elems(cfg, B, T, a), sizeof(float));
+    size_t nx, nf;
+    activation_elems(cfg, B, T, recompute, &nx, &nf);
     m->acts_bytes = nx * sizeof(floatX) + nf * sizeof(float);
     m->acts_memory = (floatX*)gpu_alloc(NULL, nx * sizeof(floatX));
     m->stats_memory = (float*)gpu_alloc(NULL, nf * sizeof(float));
     floatX* px = m->acts_memory;
     float* pf = m->stats_memory;
     for (int l = 0; l < cfg->num_layers; l++) {
-        for (int a = 0; a < A_PER_LAYER; a++) { m->layer[l][a] = px; px += align_elems(layer_act_elems(cfg, B, T, a), sizeof(floatX)); }
-        for (int a = 0; a < F_PER_LAYER; a++) { m->layer_stats[l][a] = pf; pf += align_elems((size_t)B * T, sizeof(float)); }
+        for (int a = 0; a < A_PER_LAYER; a++) {
+            if (layer_act_shared(recompute, l, a)) { m->layer[l][a] = m->layer[0][a]; continue; }
+            m->layer[l][a] = px;
+            px += align_elems(layer_act_elems(cfg, B, T, a), sizeof(floatX));
+        }
+        for (int a = 0; a < F_PER_LAYER; a++) {
+            if (recompute && l > 0) { m->layer_stats[l][a] = m->layer_stats[0][a]; continue; }
+            m->layer_stats[l][a] = pf;
+            pf += align_elems((size_t)B * T, sizeof(float));
+        }
     }
     for (int a = 0; a < G_GLOBAL; a++) { m->g[a] = px; px += align_elems(global_act_elems(cfg, B, T, a), sizeof(floatX)); }
     for (int a = 0; a < H_GLOBAL; a++) { m->h[a] = pf; pf += align_elems(global_stat_elems(cfg, B, T, a), sizeof(float)); }

@@ -23,10 +23,11 @@ static void zero3_die(const char *msg) {
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-// The placements of this run's stage, by question.
-static int params_sharded(const Zero3 *z) { return z->layout.params == ZERO3_SHARDED; }
-static int grads_sharded(const Zero3 *z) { return z->layout.grads == ZERO3_SHARDED; }
-static int optimizer_sharded(const Zero3 *z) { return z->layout.optimizer == ZERO3_SHARDED; }
+// The placements of unit u, by question: its stage's row of the table, or DDP's row for a unit kept
+// replicated by the persistence threshold.
+static int params_sharded(const Zero3 *z, int u) { return z->units[u].layout.params == ZERO3_SHARDED; }
+static int grads_sharded(const Zero3 *z, int u) { return z->units[u].layout.grads == ZERO3_SHARDED; }
+static int optimizer_sharded(const Zero3 *z, int u) { return z->units[u].layout.optimizer == ZERO3_SHARDED; }
 
 // ------------------------------------------------------------------------------------------------
 // Layout
@@ -37,7 +38,19 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     z->be = be;
     z->rank = be->rank;
     z->world = be->world;
+    z->replicas = 1;
     if (cfg->stage < 0 || cfg->stage > 3) zero3_die("stage must be 0..3");
+    // HSDP: shard within groups of G consecutive ranks, replicate across the N/G groups. From here
+    // on the engine's world is the shard group; the backend runs gathers and reduce-scatters inside
+    // it and all-reduces gradient shards across the replicas (ranks with the same rank % G).
+    if (cfg->shard_group > 0 && cfg->shard_group != be->world) {
+        if (be->world % cfg->shard_group != 0 || !be->make_groups) zero3_die("shard group must divide the ranks");
+        be->make_groups(be->ctx, cfg->shard_group);
+        z->world = cfg->shard_group;
+        z->rank = be->rank % cfg->shard_group;
+        z->replicas = be->world / cfg->shard_group;
+        z->replica = be->rank / cfg->shard_group;
+    }
     z->layout = ZERO3_STAGE_LAYOUT[cfg->stage];
     if (cfg->align < 1) z->cfg.align = 1;
     if (cfg->prefetch_depth < 0) z->cfg.prefetch_depth = 0;
@@ -75,38 +88,51 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
     // unit's coordinates are the same on any number of ranks (checkpoints reshard by slicing).
     u->padded = round_up(offset, (size_t)z->cfg.align * (size_t)z->world);
     u->shard = u->padded / (size_t)z->world;
-    u->param_state = params_sharded(z) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
+    // a unit below the persistence threshold stays replicated: DDP's row of the table
+    u->persistent = z->cfg.persist_threshold > 0 && u->numel < z->cfg.persist_threshold;
+    u->layout = u->persistent ? ZERO3_STAGE_LAYOUT[0] : z->layout;
+    u->param_state = u->layout.params == ZERO3_SHARDED ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
     u->grad_state = ZERO3_GRADS_IDLE;
     return z->nunits++;
 }
 
-// Allocates what the stage's layout keeps resident: each part FULL (sum of P) or SHARDED (sum of S).
+// Allocates what the units' layouts keep resident. Each part (params, grads) has a FULL buffer (P
+// elements per unit that keeps it whole) and a SHARDED one (S per unit that keeps a slice); the
+// optimizer state (master, m, v) is one buffer with each unit's span, P or S long.
 void zero3_allocate(Zero3 *z) {
     const Zero3Backend *be = z->be;
-    size_t full = 0, shard = 0;
+    size_t full = 0, shard = 0, params_full = 0, params_shard = 0, grads_full = 0, grads_shard = 0, optim = 0;
     for (int i = 0; i < z->nunits; i++) {
-        z->units[i].full_offset = full;
-        z->units[i].shard_offset = shard;
-        full += z->units[i].padded;
-        shard += z->units[i].shard;
-        z->total_numel += z->units[i].numel;
+        Zero3Unit *U = &z->units[i];
+        full += U->padded;
+        shard += U->shard;
+        z->total_numel += U->numel;
+        if (U->layout.params == ZERO3_SHARDED) { U->params_offset = params_shard; params_shard += U->shard; }
+        else { U->params_offset = params_full; params_full += U->padded; }
+        if (U->layout.grads == ZERO3_SHARDED) { U->grads_offset = grads_shard; grads_shard += U->shard; }
+        else { U->grads_offset = grads_full; grads_full += U->padded; }
+        U->optim_offset = optim;
+        optim += U->layout.optimizer == ZERO3_SHARDED ? U->shard : U->padded;
+        if (U->persistent) z->persistent_numel += U->numel;
     }
     z->total_padded = full;
     z->total_shard = shard;
+    z->grads_full_numel = grads_full;
+    z->grads_shard_numel = grads_shard;
+    z->optim_numel = optim;
     size_t pbytes = zero3_dtype_size(z->cfg.param_type), gbytes = zero3_dtype_size(z->cfg.grad_type);
-    size_t optimizer_numel = optimizer_sharded(z) ? shard : full;  // what AdamW updates on this rank
     size_t bytes = 0;
-    if (params_sharded(z)) { z->params_shard = be->alloc(be->ctx, shard * pbytes); bytes += shard * pbytes; }
-    else { z->params_full = be->alloc(be->ctx, full * pbytes); bytes += full * pbytes; }
+    if (params_shard) { z->params_shard = be->alloc(be->ctx, params_shard * pbytes); bytes += params_shard * pbytes; }
+    if (params_full) { z->params_full = be->alloc(be->ctx, params_full * pbytes); bytes += params_full * pbytes; }
     if (!z->master_is_params) {
-        z->master = be->alloc(be->ctx, optimizer_numel * sizeof(float));
-        bytes += optimizer_numel * sizeof(float);
+        z->master = be->alloc(be->ctx, optim * sizeof(float));
+        bytes += optim * sizeof(float);
     }
-    z->adam_m = be->alloc(be->ctx, optimizer_numel * sizeof(float));
-    z->adam_v = be->alloc(be->ctx, optimizer_numel * sizeof(float));
-    bytes += 2 * optimizer_numel * sizeof(float);
-    if (grads_sharded(z)) { z->grads_shard = be->alloc(be->ctx, shard * gbytes); bytes += shard * gbytes; }
-    else { z->grads_full = be->alloc(be->ctx, full * gbytes); bytes += full * gbytes; }
+    z->adam_m = be->alloc(be->ctx, optim * sizeof(float));
+    z->adam_v = be->alloc(be->ctx, optim * sizeof(float));
+    bytes += 2 * optim * sizeof(float);
+    if (grads_shard) { z->grads_shard = be->alloc(be->ctx, grads_shard * gbytes); bytes += grads_shard * gbytes; }
+    if (grads_full) { z->grads_full = be->alloc(be->ctx, grads_full * gbytes); bytes += grads_full * gbytes; }
     z->resident_bytes = bytes;
 }
 
@@ -134,29 +160,32 @@ size_t zero3_owned_begin(const Zero3 *z, int u) { return (size_t)z->rank * z->un
 // The working params of the owned slice (the input of all-gathers, the output of AdamW).
 static void *owned_params(Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
-    if (params_sharded(z)) return at(z->params_shard, U->shard_offset, z->cfg.param_type);
-    return at(z->params_full, U->full_offset + zero3_owned_begin(z, u), z->cfg.param_type);
+    if (params_sharded(z, u)) return at(z->params_shard, U->params_offset, z->cfg.param_type);
+    return at(z->params_full, U->params_offset + zero3_owned_begin(z, u), z->cfg.param_type);
 }
+
+// The whole unit's working params where they are FULL (resident).
+static void *resident_params(Zero3 *z, int u) { return at(z->params_full, z->units[u].params_offset, z->cfg.param_type); }
 
 // The optimizer's view of unit u: with the optimizer FULL (DDP) every rank updates the whole unit,
 // SHARDED only its owned slice. Returns the first element, in unit coordinates, and the count.
 static void optimizer_span(const Zero3 *z, int u, size_t *begin, size_t *count) {
     const Zero3Unit *U = &z->units[u];
-    *begin = optimizer_sharded(z) ? zero3_owned_begin(z, u) : 0;
-    *count = optimizer_sharded(z) ? U->shard : U->padded;
+    *begin = optimizer_sharded(z, u) ? zero3_owned_begin(z, u) : 0;
+    *count = optimizer_sharded(z, u) ? U->shard : U->padded;
 }
 
 // Index of unit u's optimizer span in the flat optimizer-state buffers (master, m, v).
-static size_t optimizer_offset(const Zero3 *z, int u) {
-    return optimizer_sharded(z) ? z->units[u].shard_offset : z->units[u].full_offset;
-}
+static size_t optimizer_offset(const Zero3 *z, int u) { return z->units[u].optim_offset; }
+
+void zero3_optimizer_range(const Zero3 *z, int u, size_t *begin, size_t *count) { optimizer_span(z, u, begin, count); }
 
 // Where the owned slice starts inside the optimizer span: r*S into a FULL span, 0 into a shard.
-static size_t owned_in_span(const Zero3 *z, int u) { return optimizer_sharded(z) ? 0 : zero3_owned_begin(z, u); }
+static size_t owned_in_span(const Zero3 *z, int u) { return optimizer_sharded(z, u) ? 0 : zero3_owned_begin(z, u); }
 
 static float *master_span(Zero3 *z, int u) {
     if (z->master_is_params) {   // the fp32 params: the span starts where the optimizer span does
-        if (!optimizer_sharded(z)) return (float *)at(z->params_full, z->units[u].full_offset, ZERO3_F32);
+        if (!optimizer_sharded(z, u)) return (float *)resident_params(z, u);
         return (float *)owned_params(z, u);
     }
     return z->master + optimizer_offset(z, u);
@@ -170,9 +199,9 @@ float *zero3_owned_v(Zero3 *z, int u) { return z->adam_v + optimizer_offset(z, u
 // else the resident full buffer, from the unit's start (optimizer FULL) or its owned slice.
 static void *grads_span(Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
-    if (grads_sharded(z)) return at(z->grads_shard, U->shard_offset, z->cfg.grad_type);
-    size_t begin = optimizer_sharded(z) ? zero3_owned_begin(z, u) : 0;
-    return at(z->grads_full, U->full_offset + begin, z->cfg.grad_type);
+    if (grads_sharded(z, u)) return at(z->grads_shard, U->grads_offset, z->cfg.grad_type);
+    size_t begin = optimizer_sharded(z, u) ? zero3_owned_begin(z, u) : 0;
+    return at(z->grads_full, U->grads_offset + begin, z->cfg.grad_type);
 }
 
 const void *zero3_owned_grads(const Zero3 *z, int u) {
@@ -194,8 +223,8 @@ static void count_reduce(Zero3 *z, size_t full_bytes, int all_reduce) {
     double b = (all_reduce ? 2.0 : 1.0) * ring_fraction(z) * (double)full_bytes;
     z->stats.comm_bytes += b; z->stats.comm_reduce_bytes += b; z->stats.reduces++;
 }
-static void count_scalar(Zero3 *z) {
-    double b = 2.0 * ring_fraction(z) * sizeof(double);
+static void count_scalar(Zero3 *z) {   // over every rank (under HSDP too)
+    double n = (double)z->be->world, b = 2.0 * (n - 1.0) / n * sizeof(double);
     z->stats.comm_bytes += b; z->stats.comm_scalar_bytes += b;
 }
 
@@ -244,20 +273,19 @@ void zero3_publish_params(Zero3 *z) {
     const Zero3Backend *be = z->be;
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
-        if (!optimizer_sharded(z)) {
+        if (!optimizer_sharded(z, u)) {
             // DDP keeps the full master on every rank: gather the fp32 slices, then cast everything
             float *master_full = master_span(z, u);
             be->wait(be->ctx, be->all_gather_start(be->ctx, master_full + zero3_owned_begin(z, u),
                                                    master_full, U->shard, ZERO3_F32));
             if (!z->master_is_params)
-                be->cast_from_f32(be->ctx, at(z->params_full, U->full_offset, z->cfg.param_type),
-                                  z->cfg.param_type, master_full, U->padded);
+                be->cast_from_f32(be->ctx, resident_params(z, u), z->cfg.param_type, master_full, U->padded);
             continue;
         }
         if (!z->master_is_params)
             be->cast_from_f32(be->ctx, owned_params(z, u), z->cfg.param_type, master_span(z, u), U->shard);
-        if (!params_sharded(z)) {
-            void *full = at(z->params_full, U->full_offset, z->cfg.param_type);
+        if (!params_sharded(z, u)) {
+            void *full = resident_params(z, u);
             be->wait(be->ctx, be->all_gather_start(be->ctx, owned_params(z, u), full, U->shard,
                                                    z->cfg.param_type));
         }
@@ -303,11 +331,12 @@ static void schedule_note_gather(Zero3 *z, int u) {
 
 void zero3_step_begin(Zero3 *z) {
     memset(&z->stats, 0, sizeof(z->stats));
+    z->grads_complete = 0;
     // gradients accumulate over the micro-steps of one step: start them at zero
     const Zero3Backend *be = z->be;
     size_t gbytes = zero3_dtype_size(z->cfg.grad_type);
-    if (z->grads_full) be->zero(be->ctx, z->grads_full, z->total_padded * gbytes);
-    if (z->grads_shard) be->zero(be->ctx, z->grads_shard, z->total_shard * gbytes);
+    if (z->grads_full) be->zero(be->ctx, z->grads_full, z->grads_full_numel * gbytes);
+    if (z->grads_shard) be->zero(be->ctx, z->grads_shard, z->grads_shard_numel * gbytes);
     for (int i = 0; i < z->pool_count; i++)   // buffers still held across steps (none expected)
         z->stats.transient_bytes += z->pool[i].used;
     z->stats.transient_peak = z->stats.transient_bytes;
@@ -318,7 +347,7 @@ void zero3_step_begin(Zero3 *z) {
 static void drop_unused_prefetches(Zero3 *z) {
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
-        if (U->holders || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
+        if (U->holders || U->kept || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
             continue;
         if (U->gather_handle) z->be->wait(z->be->ctx, U->gather_handle);
         U->gather_handle = NULL;
@@ -333,6 +362,7 @@ void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
     // start a new accumulation now, so let those finish first
     zero3_finish_reductions(z);
     drop_unused_prefetches(z);
+    for (int u = 0; u < z->nunits; u++) z->units[u].backward_done = 0;
     z->micro = micro;
     z->micro_steps = micro_steps;
     schedule_start(z, pass);
@@ -366,7 +396,7 @@ static void prefetch(Zero3 *z) {
 void *zero3_gather(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
-        return at(z->params_full, U->full_offset, z->cfg.param_type);
+        return resident_params(z, u);
     schedule_note_gather(z, u);
     if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u);   // not prefetched: gather now
     if (U->param_state == ZERO3_PARAMS_GATHERING) {                   // GATHERING -> GATHERED
@@ -379,17 +409,22 @@ void *zero3_gather(Zero3 *z, int u) {
     return U->params_gathered;
 }
 
-// GATHERED -> SHARDED once the last holder lets go: the full unit's memory returns to the pool.
+// GATHERED -> SHARDED: the full unit's memory returns to the pool.
+static void free_gathered(Zero3 *z, Zero3Unit *U) {
+    pool_release(z, U->params_gathered);
+    U->params_gathered = NULL;
+    U->param_state = ZERO3_PARAMS_SHARDED;
+    U->kept = 0;
+}
+
+// Once the last holder lets go the unit is freed, unless it is kept for its backward (no reshard
+// after forward) and its gradients have not been handed over yet.
 void zero3_release(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
     if (U->holders <= 0 || U->param_state != ZERO3_PARAMS_GATHERED)
         zero3_die("zero3_release of a unit that is not gathered");
-    if (--U->holders == 0) {
-        pool_release(z, U->params_gathered);
-        U->params_gathered = NULL;
-        U->param_state = ZERO3_PARAMS_SHARDED;
-    }
+    if (--U->holders == 0 && !(U->kept && !U->backward_done)) free_gathered(z, U);
 }
 
 // IDLE -> ACCUMULATING: the full-size buffer this micro-step's gradients of unit u are added into.
@@ -398,12 +433,12 @@ void *zero3_grads(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     if (U->grad_state == ZERO3_GRADS_REDUCING) zero3_die("zero3_grads of a unit whose reduction is in flight");
     if (U->grad_state == ZERO3_GRADS_IDLE) {
-        if (grads_sharded(z)) {
+        if (grads_sharded(z, u)) {
             size_t bytes = U->padded * zero3_dtype_size(z->cfg.grad_type);
             U->grads_buffer = pool_acquire(z, bytes);
             z->be->zero(z->be->ctx, U->grads_buffer, bytes);
         } else {
-            U->grads_buffer = at(z->grads_full, U->full_offset, z->cfg.grad_type);
+            U->grads_buffer = at(z->grads_full, U->grads_offset, z->cfg.grad_type);
         }
         U->grad_state = ZERO3_GRADS_ACCUMULATING;
     }
@@ -414,7 +449,7 @@ void *zero3_grads(Zero3 *z, int u) {
 static void retire_oldest_reduction(Zero3 *z) {
     z->be->wait(z->be->ctx, z->inflight_handle[0]);
     Zero3Unit *U = &z->units[z->inflight_unit[0]];
-    if (grads_sharded(z)) pool_release(z, U->grads_buffer);
+    if (grads_sharded(z, z->inflight_unit[0])) pool_release(z, U->grads_buffer);
     U->grads_buffer = NULL;
     U->grad_state = ZERO3_GRADS_IDLE;
     z->inflight_count--;
@@ -433,14 +468,15 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     size_t full_bytes = U->padded * zero3_dtype_size(gt);
     if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
     void *handle = NULL;
-    if (!grads_sharded(z)) {
+    if (!grads_sharded(z, u)) {
         // full gradients stay resident: accumulate locally, communicate once per step
         if (z->micro != z->micro_steps - 1) {
             U->grads_buffer = NULL;
             U->grad_state = ZERO3_GRADS_IDLE;
+            U->backward_done = 1;
             return;
         }
-        if (!optimizer_sharded(z)) {
+        if (!optimizer_sharded(z, u)) {
             handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
             count_reduce(z, full_bytes, 1);
         } else {
@@ -458,6 +494,8 @@ void zero3_reduce_grads(Zero3 *z, int u) {
         count_reduce(z, full_bytes, 0);
     }
     U->grad_state = ZERO3_GRADS_REDUCING;
+    U->backward_done = 1;
+    if (U->kept && U->holders == 0) free_gathered(z, U);   // kept for a backward that needed no params
     // Keep a few reductions in flight so they overlap the backward of the next units.
     if (z->inflight_count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
     z->inflight_handle[z->inflight_count] = handle;
@@ -465,7 +503,7 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     z->inflight_count++;
     // sharded grads free the full buffer as soon as the reduce-scatter is done with it: bound the
     // number of live gradient buffers to two (this one and the one being computed next)
-    if (grads_sharded(z))
+    if (grads_sharded(z, u))
         while (z->inflight_count > 1) retire_oldest_reduction(z);
 }
 
@@ -476,7 +514,15 @@ void zero3_finish_reductions(Zero3 *z) {
 // ---- the phase verbs: one line before the compute, one after --------------------------------------
 
 void *zero3_pre_forward(Zero3 *z, int u) { return zero3_gather(z, u); }
-void zero3_post_forward(Zero3 *z, int u) { zero3_release(z, u); }
+
+// FSDP's reshard_after_forward = False (-ra 0): in a training pass the unit stays gathered from its
+// forward to its backward, which then needs no second all-gather.
+void zero3_post_forward(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    if (z->cfg.keep_params_until_backward && z->pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
+        U->kept = 1;
+    zero3_release(z, u);
+}
 
 Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
     Zero3UnitBuffers b;
@@ -502,7 +548,7 @@ static const char *param_state_name(Zero3ParamState s) {
 void zero3_check_idle(const Zero3 *z) {
     for (int u = 0; u < z->nunits; u++) {
         const Zero3Unit *U = &z->units[u];
-        int params_busy = U->holders || U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED;
+        int params_busy = U->holders || U->kept || U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED;
         if (params_busy || U->grad_state != ZERO3_GRADS_IDLE) {
             fprintf(stderr, "zero3: unit %s still busy (params %s, %d holders, grads %s)\n", U->name,
                     param_state_name(U->param_state), U->holders,
@@ -513,38 +559,81 @@ void zero3_check_idle(const Zero3 *z) {
     if (z->inflight_count) zero3_die("reductions still in flight");
 }
 
-// Global gradient norm. Each rank sums the squares of the slice it owns, so every parameter is
-// counted exactly once even where the layout keeps replicated gradients (grads FULL); the padding
-// is zero and adds nothing. One all-reduce of one number gives every rank the same norm: a per-rank
-// norm would give every rank a different clipping coefficient, and the replicas would drift apart.
-double zero3_grad_norm(Zero3 *z) {
+// Starts one collective for unit u and returns its handle, or NULL when u needs none.
+typedef void *(*UnitCollective)(Zero3 *z, int u);
+
+// Runs start on every unit, at most ZERO3_GATHER_BATCH collectives in flight at once, so a model of
+// any depth fits the backends' handle tables, and waits for all of them.
+static void for_units_batched(Zero3 *z, UnitCollective start) {
+    void *handles[ZERO3_GATHER_BATCH];
+    int n = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        void *h = start(z, u);
+        if (h) handles[n++] = h;
+        if (n == ZERO3_GATHER_BATCH || (u == z->nunits - 1 && n > 0)) {
+            for (int i = 0; i < n; i++) z->be->wait(z->be->ctx, handles[i]);
+            n = 0;
+        }
+    }
+}
+
+// HSDP: every replica group reduced its own micro-batches; all-reduce each unit's reduced gradients
+// (the optimizer span) across the replicas, so they all hold the gradient of the whole batch. Once
+// per step, after the last micro-step (the shard accumulates inside each group before that).
+static void *start_replica_all_reduce(Zero3 *z, int u) {
+    size_t begin, count;
+    optimizer_span(z, u, &begin, &count);
+    size_t bytes = count * zero3_dtype_size(z->cfg.grad_type);
+    double sent = 2.0 * (double)(z->replicas - 1) / (double)z->replicas * (double)bytes;
+    z->stats.comm_bytes += sent;
+    z->stats.comm_inter_bytes += sent;
+    z->stats.reduces++;
+    return z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type);
+}
+
+// The step's gradients, complete: every reduction finished (and, under HSDP, all-reduced across the
+// replicas). Idempotent within a step.
+static void finish_gradients(Zero3 *z) {
     zero3_finish_reductions(z);
     schedule_close_recording(z);
+    if (z->grads_complete) return;
+    if (z->replicas > 1) for_units_batched(z, start_replica_all_reduce);
+    z->grads_complete = 1;
+}
+
+// This rank's sum of squares over the gradient slices it owns: every parameter of the group counted
+// once even where the layout keeps replicated gradients (grads FULL); the padding is zero. Under
+// HSDP the replicas hold the same slices, so only replica 0 counts them.
+static double owned_sum_squares(Zero3 *z) {
     const Zero3Backend *be = z->be;
-    for (int u = 0; u < z->nunits; u++)
-        be->sum_squares_add(be->ctx, zero3_owned_grads(z, u), z->units[u].shard, z->cfg.grad_type);
-    double local = be->sum_squares_total(be->ctx);   // the one read-back of the step
+    if (z->replica == 0)
+        for (int u = 0; u < z->nunits; u++)
+            be->sum_squares_add(be->ctx, zero3_owned_grads(z, u), z->units[u].shard, z->cfg.grad_type);
+    return be->sum_squares_total(be->ctx);   // the one read-back of the step
+}
+
+// Global gradient norm: one all-reduce of one number gives every rank the same norm. A per-rank
+// norm would give every rank a different clipping coefficient, and the replicas would drift apart.
+double zero3_grad_norm(Zero3 *z) {
+    finish_gradients(z);
+    double local = owned_sum_squares(z);
     count_scalar(z);
-    return sqrt(be->all_reduce_scalar(be->ctx, local));
+    return sqrt(z->be->all_reduce_scalar(z->be->ctx, local));
+}
+
+// The norm of this rank's own slice only: the clipping pitfall, on purpose (-clip local).
+double zero3_local_grad_norm(Zero3 *z) {
+    finish_gradients(z);
+    return sqrt(owned_sum_squares(z));
 }
 
 // Params FULL with the optimizer SHARDED (stages 1-2): every rank updated its slice; gather them so
-// all ranks hold the new full params. At most ZERO3_GATHER_BATCH collectives are in flight at once,
-// so a model of any depth fits the backends' handle tables.
-static void gather_updated_params(Zero3 *z) {
-    const Zero3Backend *be = z->be;
-    void *handles[ZERO3_GATHER_BATCH];
-    for (int first = 0; first < z->nunits; first += ZERO3_GATHER_BATCH) {
-        int n = z->nunits - first < ZERO3_GATHER_BATCH ? z->nunits - first : ZERO3_GATHER_BATCH;
-        for (int i = 0; i < n; i++) {
-            Zero3Unit *U = &z->units[first + i];
-            handles[i] = be->all_gather_start(be->ctx, owned_params(z, first + i),
-                                              at(z->params_full, U->full_offset, z->cfg.param_type),
-                                              U->shard, z->cfg.param_type);
-            count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type));
-        }
-        for (int i = 0; i < n; i++) be->wait(be->ctx, handles[i]);
-    }
+// all ranks hold the new full params.
+static void *start_updated_params_gather(Zero3 *z, int u) {
+    if (params_sharded(z, u) || !optimizer_sharded(z, u)) return NULL;
+    const Zero3Unit *U = &z->units[u];
+    count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type));
+    return z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
 }
 
 // AdamW on the local optimizer span, tensor by tensor so that weight decay applies exactly to the
@@ -554,7 +643,7 @@ static void gather_updated_params(Zero3 *z) {
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t) {
     const Zero3Backend *be = z->be;
-    zero3_finish_reductions(z);
+    finish_gradients(z);
     drop_unused_prefetches(z);
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
@@ -567,8 +656,8 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
         char *grads = grads_span(z, u);
         // the working params of the optimizer span (the master itself when params are fp32)
         char *params = z->master_is_params ? (char *)master
-                       : optimizer_sharded(z) ? (char *)owned_params(z, u)
-                                              : at(z->params_full, U->full_offset, z->cfg.param_type);
+                       : optimizer_sharded(z, u) ? (char *)owned_params(z, u)
+                                                 : (char *)resident_params(z, u);
         for (int i = 0; i < U->ntensors; i++) {
             const Zero3Tensor *T = &U->tensors[i];
             size_t lo = T->offset > span_begin ? T->offset : span_begin;
@@ -581,11 +670,29 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
                       T->decay ? weight_decay : 0.0f, grad_scale, t);
         }
     }
-    if (!params_sharded(z) && optimizer_sharded(z)) gather_updated_params(z);
+    for_units_batched(z, start_updated_params_gather);
     z->comm_bytes_total += z->stats.comm_bytes;
 }
 
 size_t zero3_peak_bytes(const Zero3 *z) { return z->resident_bytes + z->stats.transient_peak; }
+
+int zero3_persistent_units(const Zero3 *z) {
+    int n = 0;
+    for (int u = 0; u < z->nunits; u++) n += z->units[u].persistent;
+    return n;
+}
+
+static double placed(Zero3Placement where, double bytes, double world);
+double zero3_theory_run_state_bytes(const Zero3 *z) {
+    double p = (double)zero3_dtype_size(z->cfg.param_type), g = (double)zero3_dtype_size(z->cfg.grad_type);
+    double k = 8.0 + (z->master_is_params ? 0.0 : 4.0), n = (double)z->world, total = 0.0;
+    for (int u = 0; u < z->nunits; u++) {
+        const Zero3Unit *U = &z->units[u];
+        double psi = (double)U->numel;
+        total += placed(U->layout.params, psi * p, n) + placed(U->layout.grads, psi * g, n) + placed(U->layout.optimizer, psi * k, n);
+    }
+    return total;
+}
 
 // ------------------------------------------------------------------------------------------------
 // Theory, from the same stage table: bytes of model state per rank for psi parameters on N ranks.

@@ -81,6 +81,12 @@ typedef struct Zero3Backend {
     void *(*all_reduce_start)(void *ctx, void *buf, size_t n, Zero3DType t);   // in place
     void (*wait)(void *ctx, void *handle);
     double (*all_reduce_scalar)(void *ctx, double x);                           // blocking sum
+    // HSDP (optional; called once, at init, when the shard group is smaller than the world):
+    // make_groups(G) splits the ranks into shard groups of G consecutive ranks, after which the
+    // collectives above run inside this rank's shard group (all_reduce_scalar stays world-wide),
+    // and replica_all_reduce_start sums over the ranks with the same rank % G (in place).
+    void (*make_groups)(void *ctx, int group_size);
+    void *(*replica_all_reduce_start)(void *ctx, void *buf, size_t n, Zero3DType t);
     // shard math
     // The sum of squares for the global norm, without a host round trip per span: sum_squares_add
     // queues the sum of one span, sum_squares_total returns the sum of every span queued since the
@@ -140,13 +146,18 @@ typedef struct {
     size_t numel;          // real parameters (sum of tensor numels)
     size_t padded;         // P: the flat size, a multiple of world*align
     size_t shard;          // S = P / world
-    size_t full_offset;    // where this unit starts in the flat full-size buffers
-    size_t shard_offset;   // where its shard starts in the flat shard-size buffers
+    Zero3StageLayout layout;  // where this unit's state lives: its stage's row, or DDP's if persistent
+    int persistent;        // below the persistence threshold: kept replicated, never gathered
+    size_t params_offset;  // where its params start in params_full (P) or params_shard (S)
+    size_t grads_offset;   // where its grads start in grads_full (P) or grads_shard (S)
+    size_t optim_offset;   // where its span starts in master, adam_m, adam_v (P or S long)
     // per-step runtime state
     Zero3ParamState param_state;
     void *params_gathered; // GATHERING/GATHERED: the pool buffer holding the full unit
     void *gather_handle;   // GATHERING: the all-gather in flight
     int holders;           // zero3_gather calls not yet released
+    int kept;              // gathered in this pass's forward and kept for its backward (-ra 0)
+    int backward_done;     // its gradients of this micro-step were handed to the engine
     Zero3GradState grad_state;
     void *grads_buffer;    // ACCUMULATING/REDUCING: the full-size gradient buffer of this micro-step
 } Zero3Unit;
@@ -159,6 +170,11 @@ typedef struct {
     int align;              // tensor offsets and shard sizes are multiples of this many elements
     Zero3DType param_type;  // working parameters (what is gathered and computed with)
     Zero3DType grad_type;   // gradients (what is reduced)
+    // the variants (docs/DESIGN.md: FSDP's and DeepSpeed's knobs); all 0 = plain stages
+    size_t persist_threshold;       // units with fewer parameters stay replicated (DeepSpeed's
+                                    // stage3_param_persistence_threshold); 0 = none
+    int keep_params_until_backward; // FSDP's reshard_after_forward = False: no gather in backward
+    int shard_group;                // HSDP: shard within groups of this many ranks; 0 = all ranks
 } Zero3Config;
 
 typedef struct {
@@ -171,6 +187,7 @@ typedef struct {
     // per step (reset by zero3_step_begin); bytes under the ring cost model
     double comm_bytes;          // everything this rank sent
     double comm_gather_bytes, comm_reduce_bytes, comm_scalar_bytes;
+    double comm_inter_bytes;    // HSDP: the part sent across replica groups (the rest stays inside one)
     size_t transient_bytes;     // gathered units + full gradient buffers live now
     size_t transient_peak;      // their maximum this step
     int gathers, reduces;       // collectives issued this step
@@ -185,22 +202,26 @@ typedef struct {
 
 typedef struct {
     Zero3Config cfg;
-    Zero3StageLayout layout;   // ZERO3_STAGE_LAYOUT[cfg.stage]
+    Zero3StageLayout layout;   // ZERO3_STAGE_LAYOUT[cfg.stage] (a persistent unit uses row 0)
     const Zero3Backend *be;
-    int rank, world;
+    int rank, world;           // in the shard group (the whole world unless HSDP)
+    int replica, replicas;     // HSDP: this rank's replica group and their number (else 0, 1)
     int nunits;
     Zero3Unit *units;          // nunits
     size_t total_numel;        // real parameters in the model
     size_t total_padded;       // sum of P
     size_t total_shard;        // sum of S
+    size_t persistent_numel;   // parameters in persistent units
+    size_t grads_full_numel, grads_shard_numel, optim_numel;   // sizes of the buffers below
+    int grads_complete;        // this step's gradients are reduced (and all-reduced across replicas)
     int master_is_params;      // fp32 working params double as the master copy
     // resident model state (one flat allocation each; NULL where the layout keeps none)
-    void *params_full;         // params FULL: sum P, param_type
-    void *params_shard;        // params SHARDED: sum S, param_type
-    float *master;             // fp32 master when params are not fp32: optimizer FULL sum P, else sum S
-    float *adam_m, *adam_v;    // optimizer FULL: sum P; SHARDED: sum S
-    void *grads_full;          // grads FULL: sum P, grad_type
-    void *grads_shard;         // grads SHARDED: sum S, grad_type
+    void *params_full;         // P of every unit whose params are FULL, param_type
+    void *params_shard;        // S of every unit whose params are SHARDED, param_type
+    float *master;             // fp32 master when params are not fp32: each unit's optimizer span
+    float *adam_m, *adam_v;    // each unit's optimizer span: P where FULL, S where SHARDED
+    void *grads_full;          // P of every unit whose grads are FULL, grad_type
+    void *grads_shard;         // S of every unit whose grads are SHARDED, grad_type
     size_t resident_bytes;     // bytes of the buffers above
     // prefetch: the recorded schedule of each pass kind, and where the current pass is in it
     Zero3Schedule schedule[ZERO3_NUM_PASSES];
@@ -240,6 +261,9 @@ size_t zero3_owned_begin(const Zero3 *z, int u);   // r*S
 // The AdamW moments of the owned slice (S elements each), for checkpoints.
 float *zero3_owned_m(Zero3 *z, int u);
 float *zero3_owned_v(Zero3 *z, int u);
+// The range of unit u (unit coordinates) this rank's optimizer state covers: its owned slice, or the
+// whole unit where the optimizer is FULL (DDP, a persistent unit).
+void zero3_optimizer_range(const Zero3 *z, int u, size_t *begin, size_t *count);
 
 // ---- the step: phase verbs ----------------------------------------------------------------------
 typedef struct {
@@ -254,6 +278,7 @@ void zero3_post_forward(Zero3 *z, int u);              // release
 Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u);  // gather + gradient buffer
 void zero3_post_backward(Zero3 *z, int u);             // reduce the gradients, release
 double zero3_grad_norm(Zero3 *z);        // global L2 norm of the reduced gradients, same on all ranks
+double zero3_local_grad_norm(Zero3 *z);  // the norm of this rank's slice only: the clipping pitfall
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t);
 // After the whole pass, every unit must be released and every reduction finished.
@@ -279,6 +304,10 @@ double zero3_theory_state_bytes(int stage, double nparams, int world, Zero3DType
 double zero3_theory_comm_bytes(int stage, double nparams, int world, Zero3DType param_type,
                                Zero3DType grad_type);
 size_t zero3_peak_bytes(const Zero3 *z);   // resident + transient peak of this step
+// This run's model-state bytes per rank in theory (no padding), from every unit's own layout (a
+// persistent unit whole, the rest per the stage, sharded over the shard group).
+double zero3_theory_run_state_bytes(const Zero3 *z);
+int zero3_persistent_units(const Zero3 *z);   // units kept replicated by the persistence threshold
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,13 @@ typedef struct {
 
 static CpuComm g_cpu_comm;
 
+// The shard group the collectives run in (the world, unless HSDP split it), this rank's place in
+// it, and the replica group (the ranks with the same place in their shard groups).
+#ifdef USE_MPI
+static MPI_Comm g_shard_comm = MPI_COMM_NULL, g_replica_comm = MPI_COMM_NULL;
+#endif
+static int g_shard_rank = 0, g_shard_size = 1, g_replica_size = 1;
+
 static int cpu_slot(void) {
     for (int i = 0; i < CPU_MAX_REQUESTS; i++)
         if (!g_cpu_comm.busy[i]) {
@@ -56,11 +63,11 @@ static void *cpu_all_gather_start(void *ctx, const void *shard, void *full, size
     int s = cpu_slot();
     size_t bytes = n * zero3_dtype_size(t);
 #ifdef USE_MPI
-    if (g_proc.world > 1) {
+    if (g_shard_size > 1) {
         if (n > INT32_MAX) fatal_local("shard too large for MPI (%zu elements)", n);
-        int in_place = (shard == (const char *)full + (size_t)g_proc.rank * bytes);
+        int in_place = (shard == (const char *)full + (size_t)g_shard_rank * bytes);
         check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : shard, (int)n, mpi_type(t), full, (int)n,
-                                 mpi_type(t), MPI_COMM_WORLD, &g_cpu_comm.req[s]), "all-gather");
+                                 mpi_type(t), g_shard_comm, &g_cpu_comm.req[s]), "all-gather");
         return slot_handle(s);
     }
     g_cpu_comm.req[s] = MPI_REQUEST_NULL;
@@ -72,18 +79,18 @@ static void *cpu_all_gather_start(void *ctx, const void *shard, void *full, size
 static void *cpu_reduce_scatter_start(void *ctx, const void *full, void *shard, size_t n, Zero3DType t) {
     int s = cpu_slot();
     size_t bytes = n * zero3_dtype_size(t);
-    int in_place = (shard == (const char *)full + (size_t)g_proc.rank * bytes);
+    int in_place = (shard == (const char *)full + (size_t)g_shard_rank * bytes);
 #ifdef USE_MPI
-    if (g_proc.world > 1) {
+    if (g_shard_size > 1) {
         if (n > INT32_MAX) fatal_local("shard too large for MPI (%zu elements)", n);
         if (in_place) {
             check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)full, (int)n, mpi_type(t), MPI_SUM,
-                                                MPI_COMM_WORLD, &g_cpu_comm.req[s]), "reduce-scatter");
+                                                g_shard_comm, &g_cpu_comm.req[s]), "reduce-scatter");
             g_cpu_comm.move_dst[s] = shard;
             g_cpu_comm.move_src[s] = full;
             g_cpu_comm.move_bytes[s] = bytes;
         } else {
-            check_mpi(MPI_Ireduce_scatter_block(full, shard, (int)n, mpi_type(t), MPI_SUM, MPI_COMM_WORLD,
+            check_mpi(MPI_Ireduce_scatter_block(full, shard, (int)n, mpi_type(t), MPI_SUM, g_shard_comm,
                                                 &g_cpu_comm.req[s]), "reduce-scatter");
         }
         return slot_handle(s);
@@ -94,17 +101,45 @@ static void *cpu_reduce_scatter_start(void *ctx, const void *full, void *shard, 
     return slot_handle(s);
 }
 
-static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) {
+// An in-place sum over comm (the shard group, or the replica group under HSDP).
+static void *all_reduce_in(void *buf, size_t n, Zero3DType t, int comm_size
+#ifdef USE_MPI
+                           , MPI_Comm comm
+#endif
+) {
     int s = cpu_slot();
 #ifdef USE_MPI
     g_cpu_comm.req[s] = MPI_REQUEST_NULL;
-    if (g_proc.world > 1) {
+    if (comm_size > 1) {
         if (n > INT32_MAX) fatal_local("buffer too large for MPI (%zu elements)", n);
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), MPI_SUM, MPI_COMM_WORLD,
-                                 &g_cpu_comm.req[s]), "all-reduce");
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), MPI_SUM, comm, &g_cpu_comm.req[s]), "all-reduce");
     }
 #endif
     return slot_handle(s);
+}
+
+#ifdef USE_MPI
+static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, g_shard_size, g_shard_comm); }
+static void *cpu_replica_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) {
+    return all_reduce_in(buf, n, t, g_replica_size, g_replica_comm);
+}
+#else
+static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, 1); }
+static void *cpu_replica_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, 1); }
+#endif
+
+// HSDP: shard groups of G consecutive ranks (color rank / G), replica groups of the ranks with the
+// same rank % G. Both keep the world's order, so rank r is place r % G of its shard group.
+static void cpu_make_groups(void *ctx, int G) {
+#ifdef USE_MPI
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, g_proc.rank / G, g_proc.rank, &g_shard_comm), "split (shard groups)");
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, g_proc.rank % G, g_proc.rank, &g_replica_comm), "split (replica groups)");
+    MPI_Comm_set_errhandler(g_shard_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(g_replica_comm, MPI_ERRORS_RETURN);
+#endif
+    g_shard_rank = g_proc.rank % G;
+    g_shard_size = G;
+    g_replica_size = g_proc.world / G;
 }
 
 static void cpu_wait(void *ctx, void *handle) {
@@ -192,12 +227,15 @@ void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &g_proc.world);
     // errors come back as codes so that we can report them in one line and abort everyone
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    g_shard_comm = MPI_COMM_WORLD;
     g_proc.shutdown = cpu_shutdown;
     g_proc.abort_all = cpu_abort_all;
 #endif
     memset(be, 0, sizeof(*be));
     be->rank = g_proc.rank;
     be->world = g_proc.world;
+    g_shard_rank = g_proc.rank;
+    g_shard_size = g_proc.world;
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->zero = cpu_zero;
@@ -207,6 +245,8 @@ void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
     be->reduce_scatter_start = cpu_reduce_scatter_start;
     be->all_reduce_start = cpu_all_reduce_start;
     be->wait = cpu_wait;
+    be->make_groups = cpu_make_groups;
+    be->replica_all_reduce_start = cpu_replica_all_reduce_start;
     be->all_reduce_scalar = cpu_all_reduce_scalar;
     be->sum_squares_add = cpu_sum_squares_add;
     be->sum_squares_total = cpu_sum_squares_total;

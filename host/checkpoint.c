@@ -63,6 +63,7 @@ static int ckpt_meta_write(const char *path, const CkptMeta *m, char *err, size_
     int64_t *w = (int64_t *)xcalloc(total, sizeof(int64_t));
     const GPT2Config *c = &m->cfg;
     w[M_MAGIC] = CKPT_META_MAGIC; w[M_VERSION] = CKPT_VERSION; w[M_HEADER_WORDS] = M_FIXED_WORDS;
+    w[M_RANKS] = m->ranks;
     w[M_STEP] = m->step; w[M_WORLD] = m->world; w[M_STAGE] = m->stage; w[M_ALIGN] = m->align;
     w[M_MAXT] = c->max_seq_len; w[M_V] = c->vocab_size; w[M_VP] = c->padded_vocab_size;
     w[M_L] = c->num_layers; w[M_NH] = c->num_heads; w[M_C] = c->channels;
@@ -137,6 +138,7 @@ int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
     }
     fclose(f);
     if (!problem) {
+        m->ranks = w[M_RANKS] ? (int)w[M_RANKS] : (int)w[M_WORLD];
         m->step = (int)w[M_STEP]; m->world = (int)w[M_WORLD]; m->stage = (int)w[M_STAGE]; m->align = (int)w[M_ALIGN];
         GPT2Config *c = &m->cfg;
         c->max_seq_len = (int)w[M_MAXT]; c->vocab_size = (int)w[M_V]; c->padded_vocab_size = (int)w[M_VP];
@@ -165,9 +167,11 @@ int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
             problem = "run fields out of range";
         // the batch and the data position follow from the rest (the data order of the contract):
         // checked, so a wrong value cannot pass unnoticed
-        else if ((double)w[M_WORLD] * w[M_A] * w[M_B] * w[M_T] != (double)w[M_TOKENS_PER_STEP])
+        else if (m->ranks < m->world || m->ranks > CKPT_MAX_WORLD || m->ranks % m->world != 0)
+            problem = "ranks are not a multiple of the shard world";
+        else if ((double)m->ranks * w[M_A] * w[M_B] * w[M_T] != (double)w[M_TOKENS_PER_STEP])
             problem = "tokens per step is not N*A*B*T";
-        else if ((double)w[M_STEP] * w[M_A] * w[M_WORLD] != (double)w[M_DATA_WINDOW])
+        else if ((double)w[M_STEP] * w[M_A] * m->ranks != (double)w[M_DATA_WINDOW])
             problem = "data position is not step*A*N (the next training window)";
     }
     if (!problem) {
@@ -230,10 +234,9 @@ int ckpt_meta_check_model(const CkptMeta *m, const GPT2Config *c, const Zero3 *z
 // keeps full master weights and moments on every rank).
 static float *ckpt_engine_array(Zero3 *z, int u, int a, size_t *begin, size_t *count) {
     float *owned = a == CKPT_MASTER ? zero3_owned_master(z, u) : a == CKPT_M ? zero3_owned_m(z, u) : zero3_owned_v(z, u);
-    *begin = zero3_owned_begin(z, u);
-    *count = z->units[u].shard;
-    if (z->cfg.stage == 0) { owned -= *begin; *begin = 0; *count = z->units[u].padded; }
-    return owned;
+    size_t owned_begin = zero3_owned_begin(z, u);
+    zero3_optimizer_range(z, u, begin, count);
+    return owned - (owned_begin - *begin);
 }
 
 static void shard_path(char *buf, size_t n, const char *ckpt_dir, int rank) {
@@ -570,7 +573,8 @@ void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
     agree_or_exit(be, err);
     // 2. every rank writes its shard, rank 0 the meta file
     ckpt_layout_from_engine(z, m);
-    if (ckpt_shard_write(dir, m, z, err, sizeof err) == 0 && be->rank == 0) {
+    // under HSDP the replica groups hold the same shards: the first group writes them
+    if ((z->replica != 0 || ckpt_shard_write(dir, m, z, err, sizeof err) == 0) && be->rank == 0) {
         char path[4300];
         fmt_path(path, sizeof path, "%s/meta.bin", dir);
         ckpt_meta_write(path, m, err, sizeof err);

@@ -13,6 +13,7 @@ void args_defaults(TrainArgs *a, int ddp_only) {
     a->weight_decay = 0.0f; a->grad_clip = 1.0f;
     a->stage = ddp_only ? 0 : 3;
     a->prefetch_depth = 1;
+    a->reshard_after_forward = 1;
     a->val_every = 10; a->val_batches = 4;
     a->sample_every = 0; a->gen_tokens = 64;
     a->seed = 1337;
@@ -37,6 +38,11 @@ void args_usage(const TrainArgs *a, const char *prog) {
     printf("  -gc G     max global grad norm, 0 = no clipping   default 1.0\n");
     printf("  -z Z      ZeRO stage 0 (DDP), 1, 2, 3        default %d\n", a->ddp_only ? 0 : 3);
     printf("  -pd P     stage-3 prefetch depth (units gathered ahead)   default 1\n");
+    printf("  -hs G     HSDP: shard within groups of G consecutive ranks, replicate across groups (G divides N)\n");
+    printf("  -ra 0|1   reshard after forward; 0 keeps each unit gathered until its backward (-z 3)   default 1\n");
+    printf("  -rc 0|1|2 activation recompute: 1 inside the backward's gather, 2 with its own gather (the pitfall)\n");
+    printf("  -pt N     persistence threshold: units with fewer than N parameters stay replicated   default 0\n");
+    printf("  -clip global|local   local: each rank clips by its own shard's norm (the pitfall, on purpose)\n");
     printf("  -v n      val every n steps (0 off)          default 10\n");
     printf("  -m n      val batches per rank               default 4\n");
     printf("  -s n      sample every n steps (0 off)       default 0\n");
@@ -107,6 +113,18 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
         else if (!strcmp(f, "-gc")) a->grad_clip = flag_float(f, v, 0.0f, 1e6f);
         else if (!strcmp(f, "-z")) a->stage = flag_int(f, v, 0, 3);
         else if (!strcmp(f, "-pd")) a->prefetch_depth = flag_int(f, v, 0, 64);
+        else if (!strcmp(f, "-hs")) a->shard_group = flag_int(f, v, 1, 1 << 20);
+        else if (!strcmp(f, "-ra")) a->reshard_after_forward = flag_int(f, v, 0, 1);
+        else if (!strcmp(f, "-rc")) a->recompute = flag_int(f, v, 0, 2);
+        else if (!strcmp(f, "-pt")) {
+            long long n;
+            if (!parse_ll(v, &n) || n < 0) fatal("flag -pt: expected a parameter count >= 0, got '%s'", v);
+            a->persist_threshold = n;
+        }
+        else if (!strcmp(f, "-clip")) {
+            if (strcmp(v, "global") && strcmp(v, "local")) fatal("flag -clip: expected global or local, got '%s'", v);
+            a->clip_local = !strcmp(v, "local");
+        }
         else if (!strcmp(f, "-v")) a->val_every = flag_int(f, v, 0, 100000000);
         else if (!strcmp(f, "-m")) a->val_batches = flag_int(f, v, 1, 1000000);
         else if (!strcmp(f, "-s")) a->sample_every = flag_int(f, v, 0, 100000000);
@@ -124,6 +142,11 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->ddp_only && a->stage != 0) fatal("flag -z: this binary is the DDP build (make DDP=1), fixed at stage 0; got -z %d", a->stage);
     if (a->ckpt_every > 0 && !a->out_dir) fatal("flag -n: checkpoints need an output directory (-o DIR)");
     if (a->resume && !a->out_dir) fatal("flag -y: resuming needs the output directory of the run (-o DIR)");
+    // a variant with a stage where it means nothing is a mistake, not a no-op
+    if (a->shard_group && a->stage == 0) fatal("flag -hs: HSDP shards the model state within groups; at -z 0 (DDP) nothing is sharded");
+    if (!a->reshard_after_forward && a->stage != 3)
+        fatal("flag -ra 0: only ZeRO-3 reshards params after the forward (-z 3); at -z %d they stay whole", a->stage);
+    if (a->persist_threshold && a->stage == 0) fatal("flag -pt: at -z 0 (DDP) every unit is replicated already");
     if (a->resume && a->fresh) fatal("flags -y 1 and -f 1: resume, or start over, not both");
     return 0;
 }

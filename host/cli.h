@@ -20,6 +20,12 @@ typedef struct {
     float grad_clip;                      // -gc (0 = off)
     int stage;                            // -z
     int prefetch_depth;                   // -pd
+    // the variants the notes teach (README "Variants"): FSDP's and DeepSpeed's knobs
+    int shard_group;                      // -hs G: HSDP, shard within groups of G ranks (0 = all)
+    int reshard_after_forward;            // -ra 0|1: 0 keeps units gathered until their backward
+    int recompute;                        // -rc 0|1|2: activation recompute (2: the naive extra gather)
+    long long persist_threshold;          // -pt N: units with fewer parameters stay replicated
+    int clip_local;                       // -clip local: each rank clips by its own shard's norm (the pitfall)
     int val_every, val_batches;           // -v -m
     int sample_every, gen_tokens;         // -s -g
     int ckpt_every, resume;               // -n -y

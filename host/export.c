@@ -52,8 +52,9 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
         }
     }
     export_agree(be, err, tmp);
-    FILE *f = fopen(tmp, "r+b");
-    if (!f) set_err(err, sizeof err, "export: cannot open %s (%s)", tmp, strerror(errno));
+    // under HSDP the replica groups hold the same slices: the first group writes them
+    FILE *f = z->replica == 0 ? fopen(tmp, "r+b") : NULL;
+    if (!f && z->replica == 0) set_err(err, sizeof err, "export: cannot open %s (%s)", tmp, strerror(errno));
     for (int u = 0; u < z->nunits && f && !err[0]; u++) {
         size_t S = z->units[u].shard, begin = zero3_owned_begin(z, u);
         float *host = (float *)xmalloc(S * sizeof(float));

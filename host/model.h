@@ -14,7 +14,11 @@ extern "C" {
 // Every view points into the engine's memory: w = gathered params, dw = the unit's gradient buffer
 // (accumulate into it: +=). Shapes: C channels, B*T positions, Vp padded vocabulary.
 typedef struct Model Model;
-Model *model_create(const GPT2Config *cfg, int B, int T);
+// recompute (GPT2Recompute): keep only each block's output per layer (the next block's input) and
+// share one set of the other activations among the layers; the passes recompute a block's forward
+// before its backward.
+Model *model_create(const GPT2Config *cfg, int B, int T, int recompute);
+size_t model_activation_bytes(const GPT2Config *cfg, int B, int T, int recompute);   // what create allocates
 void model_free(Model *m);
 // The (B,T) host token ids of the next forward; targets NULL: no loss (sampling). training = 1
 // keeps what the backward needs.
@@ -38,11 +42,17 @@ void model_step_note(char *buf, size_t n);               // appended to rank 0's
 
 // ------------------------------------------------------------------------------------------------
 // Written once (model.c): the passes, each unit between the engine's phase verbs.
+// Activation recompute (-rc): none; each block's forward again inside its backward's gather (no
+// extra bytes); or the naive way, with a gather of its own before the backward's (the pitfall the
+// notes warn about: one more all-gather per block).
+typedef enum { GPT2_RECOMPUTE_NONE = 0, GPT2_RECOMPUTE_IN_GATHER = 1, GPT2_RECOMPUTE_OWN_GATHER = 2 } GPT2Recompute;
+
 typedef struct {
     GPT2Config cfg;
     Zero3 *z;
     Model *m;
     void *emb_held;   // the embedding unit's params, gathered for the LM head, held until its backward
+    int recompute;    // GPT2Recompute
 } GPT2;
 
 // Returns the mean loss over this rank's B*T tokens (0 when targets is NULL). training = 1 holds
@@ -50,6 +60,11 @@ typedef struct {
 float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training);
 // After gpt2_forward(..., training = 1). dloss = d(step loss)/d(each token's loss).
 void gpt2_backward(GPT2 *g, float dloss);
+
+// The bytes this rank sends in one training step of A micro-steps, on paper (ring model), for the
+// passes above under the engine's layout and variants; *inter = the part sent across HSDP's replica
+// groups. The engine's measured count must equal it (tests/variants.py checks).
+double gpt2_theory_step_comm(const GPT2 *g, int A, double *inter);
 
 #ifdef __cplusplus
 }

@@ -124,7 +124,7 @@ static void trainer_resume(Trainer *tr) {
     tr->start_step = m.step;
     tr->sample_rng = m.sample_rng;
     progress(tr, "resume: %s/%s, step %d, written on N=%d at ZeRO stage %d%s (%.2f s)\n", a->out_dir, tr->last_ckpt,
-             m.step, m.world, m.stage, (m.world != tr->be->world || m.stage != a->stage) ? ", resharded" : "",
+             m.step, m.world, m.stage, (m.world != tr->z.world || m.stage != a->stage) ? ", resharded" : "",
              now_seconds() - t0);
     // what may legitimately change on resume, said out loud: a different batch moves the data order
     // (it follows the step index, docs/DESIGN.md), a different schedule changes the LR from here on
@@ -150,7 +150,8 @@ static void trainer_checkpoint(Trainer *tr, int step) {
     CkptMeta m;
     memset(&m, 0, sizeof m);
     m.step = step;
-    m.world = tr->be->world;
+    m.world = tr->z.world;          // the shard world (HSDP: the group size)
+    m.ranks = tr->be->world;        // the data-parallel ranks
     m.stage = a->stage;
     m.align = tr->z.cfg.align;
     m.cfg = tr->cfg;
@@ -164,9 +165,9 @@ static void trainer_checkpoint(Trainer *tr, int step) {
     double t0 = now_seconds();
     ckpt_save(a->out_dir, &m, &tr->z, tr->last_ckpt);
     char size[32];
-    format_bytes(size, sizeof size, 12.0 * (double)tr->z.total_shard * tr->be->world);
+    format_bytes(size, sizeof size, 12.0 * (double)tr->z.total_shard * tr->z.world);
     progress(tr, "checkpoint: %s/%s written (step %d, %d shard files, %s, %.2f s)\n", a->out_dir, tr->last_ckpt, step,
-             tr->be->world, size, now_seconds() - t0);
+             tr->z.world, size, now_seconds() - t0);
 }
 
 // Writes DIR/model.bin, the trained model in llm.c's format (collective).
@@ -193,7 +194,10 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     tr->A = (int)(a->tokens_per_step / per_micro);
 
     const TrainBuild *b = tr->build;
-    Zero3Config zc = {a->stage, a->prefetch_depth, b->align, b->param_type, b->grad_type};
+    if (a->shard_group && N % a->shard_group != 0)
+        fatal("flag -hs: the group size %d does not divide the %d ranks", a->shard_group, N);
+    Zero3Config zc = {a->stage, a->prefetch_depth, b->align, b->param_type, b->grad_type,
+                      (size_t)a->persist_threshold, !a->reshard_after_forward, a->shard_group};
     zero3_init(&tr->z, be, &zc);
     trainer_load_model(tr);
     if (a->T > tr->cfg.max_seq_len)
@@ -217,7 +221,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
 static void trainer_publish(Trainer *tr) {
     zero3_publish_params(&tr->z);
     alloc_phase_begin(tr->be, "the activations of -b %d -t %d for -e %s", tr->args.B, tr->args.T, tr->args.init);
-    tr->model = model_create(&tr->cfg, tr->args.B, tr->args.T);
+    tr->model = model_create(&tr->cfg, tr->args.B, tr->args.T, tr->args.recompute);
     alloc_phase_end();
     // what a later allocation is for (the engine's pool fills during the first step)
     alloc_phase_begin(NULL, "the gathered units and gradient buffers of -e %s at ZeRO stage %d (-pd %d), in the first step",
@@ -225,6 +229,36 @@ static void trainer_publish(Trainer *tr) {
     tr->gpt2.cfg = tr->cfg;
     tr->gpt2.z = &tr->z;
     tr->gpt2.m = tr->model;
+    tr->gpt2.recompute = tr->args.recompute;
+}
+
+// The variants of this run (README "Variants"), and this exact configuration on paper: model state
+// from every unit's own layout, bytes per step with A micro-steps (and, under HSDP, the part that
+// crosses replica groups), activations with and without recompute. The measured figures are in the
+// step line and log.csv; tests/variants.py holds them to these.
+static void trainer_report_variants(const Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    const Zero3 *z = &tr->z;
+    char buf[4][32];
+    printf("| variants HSDP %s, reshard after forward %s, recompute %s, persistence threshold %lld (%d units, "
+           "%zu params replicated), clip %s\n", a->shard_group ? "on" : "off", a->reshard_after_forward ? "yes" : "no (-ra 0)",
+           a->recompute == 0 ? "off" : a->recompute == 1 ? "in the backward's gather" : "with its own gather (-rc 2)",
+           a->persist_threshold, zero3_persistent_units(z), z->persistent_numel, a->clip_local ? "LOCAL (the pitfall)" : "global");
+    if (z->replicas > 1)
+        printf("|   HSDP: %d shard groups of %d ranks; gathers and reduce-scatters inside a group, the gradient shards "
+               "all-reduced across groups\n", z->replicas, z->world);
+    double inter = 0.0, comm = gpt2_theory_step_comm(&tr->gpt2, tr->A, &inter);
+    format_bytes(buf[0], sizeof buf[0], zero3_theory_run_state_bytes(z));
+    format_bytes(buf[1], sizeof buf[1], comm);
+    format_bytes(buf[2], sizeof buf[2], comm - inter);
+    format_bytes(buf[3], sizeof buf[3], inter);
+    printf("|   this run in theory: model state %s per rank; sent per step %s (A=%d micro-steps) = %s inside "
+           "groups + %s across\n", buf[0], buf[1], tr->A, buf[2], buf[3]);
+    printf("|   theory bytes: state %.0f comm %.0f inter %.0f\n", zero3_theory_run_state_bytes(z), comm, inter);
+    format_bytes(buf[0], sizeof buf[0], (double)model_activation_bytes(&tr->cfg, a->B, a->T, 0));
+    format_bytes(buf[1], sizeof buf[1], (double)model_activation_bytes(&tr->cfg, a->B, a->T, 1));
+    printf("|   activations per rank: %s without recompute, %s with (-rc 1/2)%s\n", buf[0], buf[1],
+           a->recompute ? "   <- this run" : "");
 }
 
 static void trainer_report(Trainer *tr) {
@@ -257,10 +291,10 @@ static void trainer_report(Trainer *tr) {
         format_bytes(comm, sizeof comm, zero3_theory_comm_bytes(s, (double)z->total_numel, N, z->cfg.param_type, z->cfg.grad_type));
         printf("|   %s  %12s  %12s%s\n", names[s], mem, comm, s == a->stage ? "   <- this run" : "");
     }
-    char res[32], pool[32];
+    char res[32];
     format_bytes(res, sizeof res, (double)z->resident_bytes);
     printf("|   this run holds %s of model state (padded units) + gathered units/grad buffers (see peak)\n", res);
-    (void)pool;
+    trainer_report_variants(tr);
     printf("+-------------------------------------------------------------------------\n");
     fflush(stdout);
 }
@@ -461,7 +495,8 @@ float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip) {
         loss_sum += gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, 1);
         gpt2_backward(&tr->gpt2, dloss);
     }
-    double gnorm = zero3_grad_norm(&tr->z);
+    // -clip local: each rank's own shard's norm, so each rank clips by a different coefficient
+    double gnorm = a->clip_local ? zero3_local_grad_norm(&tr->z) : zero3_grad_norm(&tr->z);
     *clip = clip_coefficient(a->grad_clip, gnorm);
     zero3_optimizer_step(&tr->z, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, *clip, step + 1);
     zero3_check_idle(&tr->z);
@@ -553,6 +588,9 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
     install_stop_handlers();
     Trainer *tr = trainer_create(argc, argv, be, build);
     if (!tr) return 0;   // -h
+    if (tr->args.clip_local && be->rank == 0)
+        fprintf(stderr, "warning: -clip local: each rank clips by the norm of its own gradient shard, so the ranks scale "
+                "their gradients differently and the run leaves stage 0's losses (the pitfall, on purpose)\n");
     trainer_report(tr);
     trainer_open_log(tr);
     const TrainArgs *a = &tr->args;

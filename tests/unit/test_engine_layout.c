@@ -52,7 +52,7 @@ static void make_engine(Zero3 *z, Zero3Backend *be, const GPT2Config *c, int sta
     memset(be, 0, sizeof(*be));
     be->rank = rank; be->world = world;
     be->alloc = t_alloc; be->free = t_free; be->zero = t_zero; be->adamw = t_adamw;
-    Zero3Config zc = {stage, 1, align, ZERO3_F32, ZERO3_F32};
+    Zero3Config zc = {stage, 1, align, ZERO3_F32, ZERO3_F32, 0, 0, 0};
     zero3_init(z, be, &zc);
     gpt2_register_units(c, z);
     zero3_allocate(z);
@@ -148,7 +148,7 @@ static void test_decay_cpu_backend(const GPT2Config *c, int stage) {
     char **argv = NULL;
     backend_cpu_init(&be, &argc, &argv);
     Zero3 z;
-    Zero3Config zc = {stage, 1, 64, ZERO3_F32, ZERO3_F32};
+    Zero3Config zc = {stage, 1, 64, ZERO3_F32, ZERO3_F32, 0, 0, 0};
     zero3_init(&z, &be, &zc);
     gpt2_register_units(c, &z);
     zero3_allocate(&z);

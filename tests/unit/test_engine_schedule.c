@@ -106,7 +106,8 @@ static void at_compute(int pos, int backward) {
 
 // ---- the stubbed model: each compute checks, nothing is computed
 struct Model { int L; };
-Model *model_create(const GPT2Config *cfg, int B, int T) { Model *m = xcalloc(1, sizeof(Model)); m->L = cfg->num_layers; return m; }
+size_t model_activation_bytes(const GPT2Config *cfg, int B, int T, int recompute) { return 0; }
+Model *model_create(const GPT2Config *cfg, int B, int T, int recompute) { Model *m = xcalloc(1, sizeof(Model)); m->L = cfg->num_layers; return m; }
 void model_free(Model *m) { free(m); }
 void model_set_batch(Model *m, const int *inputs, const int *targets, int training) { g_backward = 0; g_prev_grads = -1; }
 void model_embed_forward(Model *m, const GPT2EmbedParams *w) { at_compute(0, 0); }
@@ -139,14 +140,14 @@ static void run(int depth) {
     GPT2Config c = {8, 64, 64, 4, 2, 16};   // maxT V Vp L NH C
     Zero3Backend be = recording_backend();
     Zero3 z;
-    Zero3Config zc = {3, depth, 16, ZERO3_F32, ZERO3_F32};
+    Zero3Config zc = {3, depth, 16, ZERO3_F32, ZERO3_F32, 0, 0, 0};
     zero3_init(&z, &be, &zc);
     gpt2_register_units(&c, &z);
     zero3_allocate(&z);
     g_z = &z;
     g_depth = depth;
     expected_order(&c);
-    GPT2 g = {c, &z, model_create(&c, 1, 1), NULL};
+    GPT2 g = {c, &z, model_create(&c, 1, 1, 0), NULL, 0};
     int tokens[1] = {0};
     for (int step = 0; step < 3; step++) {
         g_checking = step > 0;   // the first pass records the schedule, without prefetch
