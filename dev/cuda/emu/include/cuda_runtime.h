@@ -164,6 +164,7 @@ struct Scheduler {
     int block_arrived = 0;
     int warp_arrived[32] = {0};
     int warp_live[32] = {0};
+    int warp_ready[32] = {0};  // RUNNABLE lanes per warp, kept up to date so picking a warp is cheap
     int lane_exited[kMaxThreads] = {0};
     uint32_t shuffle_slot[kMaxThreads];
     void* scheduler_sp = nullptr;
@@ -204,6 +205,7 @@ extern "C" inline void emu_fiber_entry() {
     (*s.body)();
     Fiber* f = s.current;
     f->state = FINISHED;
+    s.warp_ready[f->linear / 32]--;
     s.live--;
     s.warp_live[f->linear / 32]--;
     s.lane_exited[f->linear] = 1;
@@ -269,6 +271,7 @@ inline void run_block(const std::function<void()>& body) {
     for (int w = 0; w < 32; w++) {
         s.warp_arrived[w] = 0;
         s.warp_live[w] = 0;
+        s.warp_ready[w] = 0;
     }
     for (int i = 0; i < n; i++) {
         Fiber* f = &s.fibers[i];
@@ -279,27 +282,30 @@ inline void run_block(const std::function<void()>& body) {
         f->stack = s.stacks + (size_t)i * (kStackSize + 4096) + 4096;  // a guard page below each stack
         s.lane_exited[i] = 0;
         s.warp_live[i / 32]++;
+        s.warp_ready[i / 32]++;
         fiber_start(f);
     }
     auto release_warp = [&](int w) {
         if (s.warp_arrived[w] > 0 && s.warp_arrived[w] == s.warp_live[w]) {
             for (int i = w * 32; i < n && i < (w + 1) * 32; i++)
-                if (s.fibers[i].state == AT_WARP_BARRIER) s.fibers[i].state = RUNNABLE;
+                if (s.fibers[i].state == AT_WARP_BARRIER) {
+                    s.fibers[i].state = RUNNABLE;
+                    s.warp_ready[w]++;
+                }
             s.warp_arrived[w] = 0;
         }
     };
     auto release_block = [&]() {
         if (s.block_arrived > 0 && s.block_arrived == s.live) {
             for (int j = 0; j < n; j++)
-                if (s.fibers[j].state == AT_BLOCK_BARRIER) s.fibers[j].state = RUNNABLE;
+                if (s.fibers[j].state == AT_BLOCK_BARRIER) {
+                    s.fibers[j].state = RUNNABLE;
+                    s.warp_ready[j / 32]++;
+                }
             s.block_arrived = 0;
         }
     };
-    auto warp_runnable = [&](int w) {
-        for (int i = w * 32; i < n && i < (w + 1) * 32; i++)
-            if (s.fibers[i].state == RUNNABLE) return true;
-        return false;
-    };
+    auto warp_runnable = [&](int w) { return s.warp_ready[w] > 0; };
     // how often a warp keeps running past a barrier: drawn per block, from lock-step to racing ahead
     static const uint64_t kStickiness[4] = {0, 128, 230, 254};  // out of 256
     const uint64_t sticky = kStickiness[sched_random() % 4];
@@ -332,6 +338,7 @@ inline void syncthreads() {
     Scheduler& s = sched();
     Fiber* f = self();
     f->state = AT_BLOCK_BARRIER;
+    s.warp_ready[f->linear / 32]--;
     s.block_arrived++;
     switch_to_scheduler();
 }
@@ -340,6 +347,7 @@ inline void warp_barrier() {
     Scheduler& s = sched();
     Fiber* f = self();
     f->state = AT_WARP_BARRIER;
+    s.warp_ready[f->linear / 32]--;
     s.warp_arrived[f->linear / 32]++;
     switch_to_scheduler();
 }
