@@ -29,9 +29,10 @@ if [[ " ${defs[*]:-} " == *" -DUSE_MPI "* ]]; then
 fi
 stage="$(mktemp -d "${TMPDIR:-/tmp}/cuda_emu.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
-# the staging tree mirrors the repository so relative includes keep working
-(cd "$root" && find . -maxdepth 1 -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print;
- find gpu dev/cuda -maxdepth 1 -type f \( -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print 2>/dev/null) |
+# the staging tree mirrors the repository's sources (wherever they sit) so relative includes keep working
+(cd "$root" && find . \( -name .git -o -path ./build -o -path ./data -o -path ./dev/ref -o -path ./dev/cuda/bin \
+   -o -path ./dev/cuda/emu -o -name node_modules \) -prune -o \
+   -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print) |
 while read -r f; do
   mkdir -p "$stage/$(dirname "$f")"
   case "$f" in
