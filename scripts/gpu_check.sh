@@ -29,7 +29,7 @@
 #   GPU_CHECK_BUDGET=300              seconds for the whole run (sections that do not fit are SKIPped)
 #   GPU_CHECK_EMULATE=1               no GPU: builds with dev/cuda/emu/build.sh and runs everything
 #                                     at tiny sizes on the CPU emulator, to test this script itself
-#                                     (about 5 minutes on 2 cores; the figures mean nothing)
+#                                     (221 s on 2 shared cores; the figures mean nothing)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root="$PWD"
