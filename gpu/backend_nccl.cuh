@@ -93,7 +93,9 @@ static void collective_begin(const char* name) {
     // the collective reads what the compute work queued so far wrote (gradients, updated params), or
     // writes into a pool buffer that work last used: it must start after all of it
     cudaCheck(cudaEventRecord(g_gpu.compute_ready, g_gpu.compute));
+#if ZERO3_TEST_DROP_WAIT != 1  // =1 drops this wait, to show the emulator catches it (tests/test_emu_streams.sh)
     cudaCheck(cudaStreamWaitEvent(g_gpu.comm_stream, g_gpu.compute_ready, 0));
+#endif
 }
 
 // the handle: an event recorded on comm after the collective (slot index + 1, NULL stays "none")
@@ -136,7 +138,9 @@ static void gpu_wait(void* ctx, void* handle) {
     const int i = (int)(intptr_t)handle - 1;
     if (i < 0 || i >= GPU_MAX_HANDLES || !g_gpu.handle_busy[i]) fatal_local("wait on a bad collective handle");
     // later compute work reads (or reuses) the collective's buffers: it must wait for it
+#if ZERO3_TEST_DROP_WAIT != 2  // =2 drops this wait, to show the emulator catches it (tests/test_emu_streams.sh)
     cudaCheck(cudaStreamWaitEvent(g_gpu.compute, g_gpu.handle_event[i], 0));
+#endif
     g_gpu.handle_busy[i] = 0;  // the event may be re-recorded: the wait above has captured it
 }
 

@@ -1,203 +1,304 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh: the one command a session with a GPU runs (DESIGN.md section 5). On one
-# H200 it should take under 8 minutes. It
-#   0. prints what it found: nvcc, GPU, NCCL, cuBLASLt, PyTorch, the shared data;
-#   1. builds every GPU target: dev/cuda (BF16, FP32), train_gpt2_zero3cu and test_gpt2cu in BF16,
-#      FP32 and DDP=1 (USE_MPI=0: no MPI is known on the GPU machine);
-#   2. runs every dev/cuda kernel check;
-#   3. regenerates the data (data/tinyshakespeare.py from the shared copy) and the reference dumps
-#      (dev/gpt2_reference.py, presets tiny and d12);
-#   4. runs test_gpt2cu, FP32 and BF16 (tiny on 1 and 2 ranks, d12 on 1), and the DDP build;
-#   5. trains GPT-2 124M on tinyshakespeare for a fixed number of steps: tokens/s, MFU, memory;
-#   6. runs ZeRO-3 against DDP on 2 ranks of the one GPU (scripts/launch.sh, one NCCL_HOSTID per rank);
-# and prints a summary table last, also written to $OUT/gpu_check_summary.txt when OUT is set
-# (with the full log and the kernel log beside it). Exit status 0 only if every part passed.
-#   GPU_CHECK_SKIP="dumps_d12 train"   skips parts by name (see the summary for the names)
+# scripts/gpu_check.sh: the one command a session with a GPU runs (DESIGN.md section 5), built for
+# one short visit: 15 minutes of device time in all, machine start and a rerun included. So the
+# whole script stops itself after GPU_CHECK_BUDGET seconds (default 360), every section has its own
+# time cap, sections run in order of value, and each appends its result line to the summary the
+# moment it ends (a timeout loses nothing already measured). The sections:
+#   env        what is here: nvcc, GPU, NCCL, PyTorch, compute-sanitizer, the carried data and dump
+#   build      train_gpt2_zero3cu + test_gpt2cu in BF16, FP32 and DDP (USE_MPI=0), and dev/cuda,
+#              all at once, each in its own copy of the sources
+#   kernels    every dev/cuda kernel check
+#   test_*_n1  test_gpt2cu FP32 and BF16 on 1 rank against the carried small dump (V=1024)
+#   train      GPT-2 124M (d12) on tinyshakespeare, B=16 T=1024, stage 3: tokens/s, MFU, memory
+#   baseline   the same model, B and T in plain PyTorch on the same GPU (dev/pytorch_baseline.py):
+#              bf16 autocast, with and without torch.compile, and FSDP2 on one rank; with ratios
+#   n2         test_gpt2cu FP32 on 2 ranks of the one GPU (scripts/launch.sh, NCCL over loopback)
+#   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on a short run of the trainer
+#   the rest   the full-vocabulary tiny dump made here and tested, the DDP build's test, stage 0
+#              speed and memory, ZeRO-3 against DDP on 2 ranks
+# Output: $OUT/gpu_check_summary.txt (one line per result, written as it comes), $OUT/gpu_check.log
+# (everything, written as it comes) and $OUT/gpu_check_logs.tgz (every command's own log, refreshed
+# after each result): three files, within what the device tool brings back. OUT unset: build/gpu_check/out.
+#
+# The GPU machine has the git checkout plus the ignored paths carried to it, and nothing else (no
+# ../shared, no internet, no MPI): data/tinyshakespeare (tokens and tokenizer) and
+# dev/ref/small.dump + dev/ref/small_model.bin must be carried (dev/GPU_LOG.md has the command);
+# the tiny and d12 dumps are made there with PyTorch on the GPU.
+#
+#   GPU_CHECK_SKIP="sanitizer rest"   skips sections by name
+#   GPU_CHECK_BUDGET=300              seconds for the whole run (sections that do not fit are SKIPped)
+#   GPU_CHECK_EMULATE=1               no GPU: builds with dev/cuda/emu/build.sh and runs everything
+#                                     at tiny sizes on the CPU emulator, to test this script itself
+#                                     (221 s on 2 shared cores; the figures mean nothing)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root="$PWD"
+EMU=${GPU_CHECK_EMULATE:-0}
+BUDGET=${GPU_CHECK_BUDGET:-$([ "$EMU" = 1 ] && echo 900 || echo 360)}
 work="$root/build/gpu_check"
-mkdir -p "$work/bin"
-log="$work/gpu_check.log"
-exec > >(tee "$log") 2>&1
+rm -rf "$work"
+mkdir -p "$work/bin" "$work/logs"
+OUTDIR=${OUT:-$work/out}
+mkdir -p "$OUTDIR"
+SUMMARY="$OUTDIR/gpu_check_summary.txt"
+exec > >(tee "$OUTDIR/gpu_check.log") 2>&1
 t0=$(date +%s)
-elapsed() { echo $(( $(date +%s) - t0 )); }
-summary=()
+NPROC=$(nproc 2>/dev/null || echo 4)
 failures=0
-# record NAME PASS|FAIL|SKIP DETAIL
-record() {
-  summary+=("$(printf '%-22s %-5s %s' "$1" "$2" "$3")")
-  [ "$2" = FAIL ] && failures=$((failures + 1))
-  echo ">>> $1: $2 $3"
-}
+
+elapsed() { echo $(( $(date +%s) - t0 )); }
+left() { echo $(( BUDGET - $(elapsed) )); }
 skipped() { [[ " ${GPU_CHECK_SKIP:-} " == *" $1 "* ]]; }
 section() { echo; echo "==================== [$(elapsed) s] $*"; }
-NPROC=$(nproc 2>/dev/null || echo 4)
 
-# ------------------------------------------------------------------------------------------------
-section "0. what is here"
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
-echo "nvcc:     $NVCC: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' || echo MISSING)"
-echo "GPU:      $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if $p -c 'import torch' >/dev/null 2>&1; then PY=$p; break; fi
-done
-[ -n "$PY" ] || PY=python3
-echo "python:   $PY: $($PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
-# NCCL: the toolkit's, else the one inside PyTorch's wheels (nvidia/nccl under site-packages)
-NCCL_HOME_ARG=""
-if [ -f "$CUDA_HOME/include/nccl.h" ] && ls "$CUDA_HOME"/lib64/libnccl.so* >/dev/null 2>&1; then
-  echo "NCCL:     toolkit, $(ls "$CUDA_HOME"/lib64/libnccl.so* | head -1)"
-else
-  nccl_dir=$($PY -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
-  if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/include/nccl.h" ]; then
-    NCCL_HOME_ARG="NCCL_HOME=$nccl_dir"
-    export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
-    echo "NCCL:     PyTorch wheel, $nccl_dir ($(ls "$nccl_dir"/lib/ | tr '\n' ' '))"
-  else
-    echo "NCCL:     NOT FOUND (toolkit has no nccl.h; python has no nvidia.nccl)"
-  fi
-fi
-echo "cuBLASLt: $(ls "$CUDA_HOME"/lib64/libcublasLt.so* 2>/dev/null | head -1 || echo 'not in the toolkit')"
-SHARED=""
-for d in "$root/shared" "$root/../shared"; do
-  [ -f "$d/data/tinyshakespeare/input.txt" ] && { SHARED="$d"; break; }
-done
-echo "shared:   ${SHARED:-NOT FOUND (looked in ./shared and ../shared)}"
-echo "cpus:     $NPROC; OUT=${OUT:-unset}"
-
-# ------------------------------------------------------------------------------------------------
-section "1. build"
-build_ok=1
-if make -C dev/cuda -j"$NPROC" all > "$work/build_dev_cuda.log" 2>&1; then
-  record build_dev_cuda PASS "$(ls dev/cuda/bin | grep -c -v "\.") programs"; else record build_dev_cuda FAIL "see $work/build_dev_cuda.log"; tail -20 "$work/build_dev_cuda.log"; fi
-# the three trainer configurations share output names: build one, move it aside, next
-for cfg in "bf16 BF16 0" "fp32 FP32 0" "ddp BF16 1"; do
-  set -- $cfg
-  rm -f train_gpt2_zero3cu test_gpt2cu
-  if make -j2 train_gpt2_zero3cu test_gpt2cu PRECISION="$2" DDP="$3" USE_MPI=0 $NCCL_HOME_ARG > "$work/build_$1.log" 2>&1; then
-    mv train_gpt2_zero3cu "$work/bin/train_$1"
-    mv test_gpt2cu "$work/bin/test_$1"
-    record "build_$1" PASS "PRECISION=$2 DDP=$3 USE_MPI=0"
-  else
-    build_ok=0
-    record "build_$1" FAIL "see $work/build_$1.log"
-    tail -20 "$work/build_$1.log"
-  fi
-done
-grep -h "Registers are spilled" "$work"/build_*.log | sort -u | head -5
-
-# ------------------------------------------------------------------------------------------------
-section "2. dev/cuda kernel checks"
-if skipped kernels; then record kernels SKIP "GPU_CHECK_SKIP"; else
-  export OMP_NUM_THREADS=$NPROC
-  if timeout 300 make -C dev/cuda run > "$work/kernels.log" 2>&1; then kres=PASS; else kres=FAIL; fi
-  sed -n '/dev\/cuda summary/,$p' "$work/kernels.log"
-  record kernels "$kres" "$(grep -c '^KERNEL .* PASS' "$work/kernels.log") PASS, $(grep -c '^KERNEL .* FAIL' "$work/kernels.log") FAIL"
-fi
-
-# ------------------------------------------------------------------------------------------------
-section "3. data and reference dumps"
-if [ ! -f data/tinyshakespeare/tiny_shakespeare_val.bin ]; then
-  if [ -n "$SHARED" ]; then
-    $PY data/tinyshakespeare.py --input "$SHARED/data/tinyshakespeare/input.txt" --vocab "$SHARED/data/gpt2" 2>&1 | tail -3
-  else
-    echo "no shared data to tokenize"
-  fi
-fi
-[ -f data/tinyshakespeare/tiny_shakespeare_val.bin ] && record data PASS "$(ls data/tinyshakespeare | tr '\n' ' ')" || record data FAIL "data/tinyshakespeare missing"
-if [ ! -f dev/ref/tiny.dump ]; then
-  timeout 300 $PY dev/gpt2_reference.py --preset tiny --device cuda 2>&1 | tail -2
-fi
-[ -f dev/ref/tiny.dump ] && record dump_tiny PASS "dev/ref/tiny.dump" || record dump_tiny FAIL "dev/gpt2_reference.py --preset tiny"
-if skipped dumps_d12; then record dump_d12 SKIP "GPU_CHECK_SKIP"; else
-  if [ ! -f dev/ref/d12.dump ]; then timeout 300 $PY dev/gpt2_reference.py --preset d12 --device cuda 2>&1 | tail -2; fi
-  [ -f dev/ref/d12.dump ] && record dump_d12 PASS "dev/ref/d12.dump" || record dump_d12 FAIL "dev/gpt2_reference.py --preset d12"
-fi
-
-# ------------------------------------------------------------------------------------------------
-section "4. test_gpt2cu against the PyTorch reference"
-# run_test NAME TIMEOUT COMMAND...: the last line of the test's output goes in the summary
-run_test() {
-  local name=$1 limit=$2; shift 2
-  echo "--- $name: $*"
-  timeout "$limit" "$@" > "$work/$name.log" 2>&1
-  local rc=$?
-  grep -v '^rank .*MISMATCH' "$work/$name.log" | tail -12
-  grep -m5 'MISMATCH' "$work/$name.log"
-  local last; last=$(grep 'cases passed' "$work/$name.log" | tail -1)
-  [ $rc -eq 124 ] && last="timed out after ${limit}s"
-  record "$name" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "${last:-exit $rc}"
+# record NAME PASS|FAIL|SKIP SECONDS DETAIL: one summary line, written at once, and the logs so far
+record() {
+  local line
+  line=$(printf '%-18s %-4s %4ss  %s' "$1" "$2" "$3" "$4")
+  echo "$line" >> "$SUMMARY"
+  echo ">>> $line"
+  [ "$2" = FAIL ] && failures=$((failures + 1))
+  tar -czf "$OUTDIR/gpu_check_logs.tgz" -C "$work" logs 2>/dev/null
 }
-B=$work/bin
-[ -x "$B/test_fp32" ] && run_test test_fp32_tiny 120 "$B/test_fp32" dev/ref/tiny.dump dev/ref/tiny_model.bin
-[ -x "$B/test_bf16" ] && run_test test_bf16_tiny 120 "$B/test_bf16" dev/ref/tiny.dump dev/ref/tiny_model.bin
-[ -x "$B/test_ddp" ] && run_test test_ddp_tiny 120 "$B/test_ddp" dev/ref/tiny.dump dev/ref/tiny_model.bin
-[ -x "$B/test_fp32" ] && run_test test_fp32_tiny_n2 180 scripts/launch.sh -n 2 --hostid-per-rank "$B/test_fp32" dev/ref/tiny.dump dev/ref/tiny_model.bin
-if [ -f dev/ref/d12.dump ]; then
-  [ -x "$B/test_fp32" ] && run_test test_fp32_d12 240 "$B/test_fp32" dev/ref/d12.dump dev/ref/d12_model.bin
-  [ -x "$B/test_bf16" ] && run_test test_bf16_d12 240 "$B/test_bf16" dev/ref/d12.dump dev/ref/d12_model.bin
-fi
 
-# ------------------------------------------------------------------------------------------------
-section "5. GPT-2 124M on tinyshakespeare, one GPU"
-# step_stats LOG: "mean ms/step, mean tokens/s, last MFU, last loss, peak" over the steps after the first
+# run NAME CAP COMMAND...: runs COMMAND with its output in logs/NAME.log under min(CAP, time left);
+# sets RC (124: timed out) and SECS. Too little time left: RC=125 and nothing runs.
+run() {
+  local name=$1 cap=$2; shift 2
+  local l; l=$(left)
+  [ "$l" -lt "$cap" ] && cap=$l
+  SECS=0
+  if [ "$cap" -lt 5 ]; then RC=125; return; fi
+  echo "--- $name (cap ${cap}s): $*"
+  local s; s=$(date +%s)
+  timeout "$cap" "$@" > "$work/logs/$name.log" 2>&1
+  RC=$?
+  SECS=$(( $(date +%s) - s ))
+  tail -n 8 "$work/logs/$name.log"
+}
+
+# status from RC (and a detail for the summary when the command did not finish)
+status() { [ "$RC" -eq 0 ] && echo PASS || { [ "$RC" -eq 125 ] && echo SKIP || echo FAIL; }; }
+why() { case "$RC" in 124) echo "timed out; " ;; 125) echo "no time left; " ;; 0) ;; *) echo "exit $RC; " ;; esac; }
+
+# a test_gpt2cu run: its "N of M cases passed" line
+run_test() {
+  local name=$1 cap=$2; shift 2
+  run "$name" "$cap" "$@"
+  grep -m5 MISMATCH "$work/logs/$name.log" 2>/dev/null
+  record "$name" "$(status)" "$SECS" "$(why)$(grep 'cases passed' "$work/logs/$name.log" 2>/dev/null | tail -1)"
+}
+
+# step_stats LOG: mean ms/step and tok/s over the steps after the first, last MFU, loss and peak
 step_stats() {
   awk -F'|' '/^step /{n++; for(i=1;i<=NF;i++){f=$i; gsub(/^ +| +$/,"",f);
       if(f ~ /^loss /){split(f,a," "); loss=a[2]} if(f ~ / ms$/){split(f,a," "); ms=a[1]}
       if(f ~ /tok\/s$/){split(f,a," "); tok=a[1]} if(f ~ /^MFU /){split(f,a," "); mfu=a[2]}
       if(f ~ /^peak /){sub(/^peak /,"",f); peak=f}}
       if(n>1){sms+=ms; stok+=tok; k++}}
-    END{if(k==0){print "no steps"; exit} printf "%.1f ms/step, %.0f tok/s, MFU %s, loss %s, peak %s\n", sms/k, stok/k, mfu, loss, peak}' "$1"
+    END{if(k==0){print "no steps"; exit} printf "%.0f tok/s, %.1f ms/step, MFU %s, loss %s, peak %s\n", stok/k, sms/k, mfu, loss, peak}' "$1" 2>/dev/null
 }
-if skipped train; then record train_d12 SKIP "GPU_CHECK_SKIP"; elif [ -x "$B/train_bf16" ]; then
-  args=(-e d12 -b 16 -t 1024 -x 40 -l 6e-4 -u 10 -q 0.1 -c 0.1 -v 20 -m 4 -S 1337)
-  for z in 3 0; do
-    echo "--- train_bf16 ${args[*]} -z $z"
-    timeout 240 "$B/train_bf16" "${args[@]}" -z $z > "$work/train_z$z.log" 2>&1
-    rc=$?
-    grep -E '^\||^step +(1|2|20|40)/|val ' "$work/train_z$z.log" | head -40
-    [ $rc -ne 0 ] && tail -5 "$work/train_z$z.log"
-    record "train_d12_z$z" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$(step_stats "$work/train_z$z.log")"
+
+# ------------------------------------------------------------------------------------------------
+section "env"
+PY=""
+for p in python3 /usr/bin/python3; do
+  if $p -c 'import torch' >/dev/null 2>&1; then PY=$p; break; fi
+done
+[ -n "$PY" ] || PY=python3
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+SANITIZER=$(command -v compute-sanitizer || ls "$CUDA_HOME/bin/compute-sanitizer" 2>/dev/null || true)
+NCCL_HOME_ARG=""
+if [ "$EMU" = 1 ]; then
+  echo "mode:     EMULATED (GPU_CHECK_EMULATE=1): dev/cuda/emu on the CPU, tiny sizes, figures meaningless"
+  gpu_name="CPU emulator"
+else
+  echo "nvcc:     $NVCC: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' || echo MISSING)"
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  echo "GPU:      $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
+  # NCCL: the toolkit's, else the one inside PyTorch's wheels (nvidia/nccl under site-packages)
+  if [ -f "$CUDA_HOME/include/nccl.h" ] && ls "$CUDA_HOME"/lib64/libnccl.so* >/dev/null 2>&1; then
+    echo "NCCL:     toolkit, $(ls "$CUDA_HOME"/lib64/libnccl.so* | head -1)"
+  else
+    nccl_dir=$($PY -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+    if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/include/nccl.h" ]; then
+      NCCL_HOME_ARG="NCCL_HOME=$nccl_dir"
+      export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
+      echo "NCCL:     PyTorch wheel, $nccl_dir"
+    else
+      echo "NCCL:     NOT FOUND (toolkit has no nccl.h; python has no nvidia.nccl)"
+    fi
+  fi
+fi
+echo "python:   $PY: $($PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
+echo "sanitizer: ${SANITIZER:-not found}"
+echo "cpus:     $NPROC; budget ${BUDGET}s; OUT=${OUT:-unset}"
+SMALL=(dev/ref/small.dump dev/ref/small_model.bin)
+have_data=0; [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] && [ -f data/tinyshakespeare/tiny_shakespeare_val.bin ] && have_data=1
+if [ ! -f dev/ref/small.dump ] && [ "$have_data" = 1 ]; then  # not carried: made here (PyTorch, ~20 s)
+  make dev/ref/small.dump PYTHON="$PY" > "$work/logs/make_small_dump.log" 2>&1
+fi
+have_small=0; [ -f "${SMALL[0]}" ] && [ -f "${SMALL[1]}" ] && [ -f dev/ref/small_tokens.bin ] && have_small=1
+record env "$([ $have_data = 1 ] && [ $have_small = 1 ] && echo PASS || echo FAIL)" "$(elapsed)" \
+  "${gpu_name:-no GPU found}; data $([ $have_data = 1 ] && echo ok || echo MISSING: carry data/tinyshakespeare); small dump $([ $have_small = 1 ] && echo ok || echo MISSING: carry dev/ref/small.dump dev/ref/small_model.bin dev/ref/small_tokens.bin)"
+
+# ------------------------------------------------------------------------------------------------
+section "build"
+# build_cfg NAME PRECISION DDP: test_NAME and train_NAME in $work/bin (log: logs/build_NAME.log)
+build_cfg() {
+  local name=$1 prec=$2 ddp=$3
+  if [ "$EMU" = 1 ]; then
+    local defs=(-DENABLE_"$prec"); [ "$ddp" = 1 ] && defs+=(-DZERO3_DDP_ONLY)
+    dev/cuda/emu/build.sh "$work/bin/test_$name" test_gpt2.cu "${defs[@]}" zero3.c host/*.c &&
+      dev/cuda/emu/build.sh "$work/bin/train_$name" train_gpt2_zero3.cu "${defs[@]}" zero3.c host/*.c
+  else
+    # a copy of the sources per configuration: they build side by side (the outputs share names)
+    local src="$work/src_$name"
+    mkdir -p "$src"
+    tar -cf - --exclude=./.git --exclude=./build --exclude=./data --exclude=./dev/ref --exclude=./dev/cuda/bin . |
+      (cd "$src" && tar -xf -)
+    make -C "$src" -j4 PRECISION="$prec" DDP="$ddp" USE_MPI=0 $NCCL_HOME_ARG train_gpt2_zero3cu test_gpt2cu &&
+      mv "$src/test_gpt2cu" "$work/bin/test_$name" && mv "$src/train_gpt2_zero3cu" "$work/bin/train_$name"
+  fi
+}
+build_all() {
+  local pids=() names=(fp32 bf16 ddp) cfgs=("FP32 0" "BF16 0" "BF16 1") i
+  for i in 0 1 2; do
+    build_cfg "${names[$i]}" ${cfgs[$i]} > "$work/logs/build_${names[$i]}.log" 2>&1 &
+    pids+=($!)
+    [ "$EMU" = 1 ] && [ "$i" = 0 ] && wait "${pids[0]}"  # 2 cores: not all at once
+  done
+  if [ "$EMU" != 1 ] && ! skipped kernels; then
+    make -C dev/cuda -j"$NPROC" all > "$work/logs/build_dev_cuda.log" 2>&1 &
+    pids+=($!)
+  fi
+  wait "${pids[@]}"
+}
+export EMU work NCCL_HOME_ARG NPROC
+export -f build_cfg build_all skipped  # timeout runs commands, not functions: bash -c build_all
+if skipped build; then record build SKIP 0 "GPU_CHECK_SKIP"; else
+  run build 300 bash -c build_all
+  ok=""; bad=""
+  for n in fp32 bf16 ddp; do
+    if [ -x "$work/bin/test_$n" ] && [ -x "$work/bin/train_$n" ]; then ok+="$n "; else bad+="$n "; tail -15 "$work/logs/build_$n.log"; fi
+  done
+  spills=$(grep -h "Registers are spilled" "$work"/logs/build_*.log 2>/dev/null | sort -u | wc -l)
+  [ -z "$bad" ] && [ "$RC" -eq 0 ] && [ "$spills" -eq 0 ] && st=PASS || st=FAIL
+  record build "$st" "$SECS" "$(why)built: ${ok:-none}${bad:+; FAILED: $bad}; register spills: $spills"
+fi
+B="$work/bin"
+
+# ------------------------------------------------------------------------------------------------
+section "kernels: dev/cuda kernel checks"
+if skipped kernels; then record kernels SKIP 0 "GPU_CHECK_SKIP"; else
+  # the host side of the checks uses OpenMP; the emulator's processes run one thread each
+  export OMP_NUM_THREADS=$([ "$EMU" = 1 ] && echo 1 || echo "$NPROC")
+  if [ "$EMU" = 1 ]; then run kernels 240 dev/cuda/emu/run_dev_checks.sh layernorm residual
+  else run kernels 120 make -C dev/cuda run; fi
+  record kernels "$(status)" "$SECS" "$(why)$(grep -c '^KERNEL .* PASS' "$work/logs/kernels.log") PASS, $(grep -c '^KERNEL .* FAIL' "$work/logs/kernels.log") FAIL"
+fi
+
+# ------------------------------------------------------------------------------------------------
+section "test_gpt2cu on 1 rank (small dump, V=1024)"
+# the emulator runs stage 3 only (2 of 8 cases), for time
+stages=(); [ "$EMU" = 1 ] && stages=(env TEST_STAGES=3)
+for p in fp32 bf16; do
+  if skipped "test_${p}_n1"; then record "test_${p}_n1" SKIP 0 "GPU_CHECK_SKIP"; continue; fi
+  [ -x "$B/test_$p" ] && [ $have_small = 1 ] || { record "test_${p}_n1" FAIL 0 "no binary or no small dump"; continue; }
+  run_test "test_${p}_n1" "$([ "$EMU" = 1 ] && echo 120 || echo 60)" "${stages[@]}" "$B/test_$p" "${SMALL[@]}"
+done
+
+# ------------------------------------------------------------------------------------------------
+section "train: GPT-2 124M, tokens/s and memory"
+if [ "$EMU" = 1 ]; then
+  TRAIN=(-e d2c64h2t64 -b 2 -t 32 -x 3 -v 0 -l 1e-3 -S 1337); BT=(-B 2 -T 32); BASE=(--preset tiny --device cpu --steps 2 --warmup 1)
+else
+  TRAIN=(-e d12 -b 16 -t 1024 -x 20 -v 0 -l 6e-4 -u 5 -S 1337); BT=(-B 16 -T 1024); BASE=(--preset d12 --device cuda --steps 10 --warmup 3)
+fi
+train_tok=""
+if skipped train; then record train_z3 SKIP 0 "GPU_CHECK_SKIP"; elif [ -x "$B/train_bf16" ] && [ $have_data = 1 ]; then
+  run train_z3 120 "$B/train_bf16" "${TRAIN[@]}" -z 3
+  grep -E '^\|' "$work/logs/train_z3.log" | head -12
+  stats=$(step_stats "$work/logs/train_z3.log")
+  train_tok=$(echo "$stats" | awk '/tok\/s/{print $1}')
+  record train_z3 "$(status)" "$SECS" "$(why)BF16 stage 3 ${TRAIN[*]}: $stats"
+else record train_z3 FAIL 0 "no train_bf16 binary or no data"; fi
+
+# ------------------------------------------------------------------------------------------------
+section "baseline: the same model in PyTorch (eager, torch.compile, FSDP2)"
+if skipped baseline; then record baseline SKIP 0 "GPU_CHECK_SKIP"; else
+  run baseline 180 env PYTHONUNBUFFERED=1 "$PY" dev/pytorch_baseline.py "${BASE[@]}" "${BT[@]}"
+  for mode in eager compile fsdp2; do
+    line=$(grep "^baseline $mode:" "$work/logs/baseline.log" | tail -1 | sed "s/^baseline $mode: //")
+    tok=$(echo "$line" | awk '/tok\/s/{print $1}')
+    ratio=""
+    if [ -n "$tok" ] && [ -n "$train_tok" ]; then ratio=$(awk -v a="$train_tok" -v b="$tok" 'BEGIN{printf "; this trainer (stage 3) / PyTorch = %.2f", a/b}'); fi
+    case "$line" in
+      *tok/s*) st=PASS ;; SKIP*) st=SKIP ;; "") st=$([ "$RC" -eq 124 ] && echo FAIL || echo SKIP); line="$(why)no result" ;; *) st=FAIL ;;
+    esac
+    record "baseline_$mode" "$st" "$SECS" "$line$ratio"
   done
 fi
 
 # ------------------------------------------------------------------------------------------------
-section "6. ZeRO-3 vs DDP on 2 ranks of one GPU (NCCL over loopback sockets)"
-if skipped two_ranks; then record zero3_vs_ddp SKIP "GPU_CHECK_SKIP"; elif [ -x "$B/train_bf16" ] && [ -x "$B/train_ddp" ]; then
-  args=(-e d12 -b 4 -t 1024 -x 8 -l 6e-4 -v 0 -S 1337)
-  timeout 240 scripts/launch.sh -n 2 --hostid-per-rank "$B/train_bf16" "${args[@]}" -z 3 > "$work/n2_z3.log" 2>&1; rc3=$?
-  timeout 240 scripts/launch.sh -n 2 --hostid-per-rank "$B/train_ddp" "${args[@]}" > "$work/n2_ddp.log" 2>&1; rcd=$?
-  grep -E '^\|   [0-3]|^step ' "$work/n2_z3.log" | head -14
-  grep -E '^step ' "$work/n2_ddp.log" | head -8
-  [ $rc3 -ne 0 ] && tail -8 "$work/n2_z3.log"
-  [ $rcd -ne 0 ] && tail -8 "$work/n2_ddp.log"
-  # the two runs see the same data and math: their losses agree to bf16 rounding
-  cmp=$(paste <(grep '^step ' "$work/n2_z3.log" | grep -o '| loss [0-9.]*' | awk '{print $3}') \
-              <(grep '^step ' "$work/n2_ddp.log" | grep -o '| loss [0-9.]*' | awk '{print $3}') |
-        awk '{d=$1-$2; if(d<0)d=-d; r=d/$2; if(r>m)m=r; n++} END{if(n==0){print "no steps"; exit 1} printf "%d steps, max rel loss diff %.2e\n", n, m; exit (m > 2e-2)}')
-  cmp_rc=$?
-  if [ $rc3 -eq 0 ] && [ $rcd -eq 0 ] && [ $cmp_rc -eq 0 ]; then res=PASS; else res=FAIL; fi
-  record zero3_vs_ddp_n2 "$res" "z3 exit $rc3, ddp exit $rcd; $cmp; z3 $(step_stats "$work/n2_z3.log" | grep -o 'peak .*'), ddp $(step_stats "$work/n2_ddp.log" | grep -o 'peak .*')"
+section "n2: 2 ranks on one GPU (NCCL over loopback sockets)"
+if skipped n2; then record test_fp32_n2 SKIP 0 "GPU_CHECK_SKIP"
+elif [ "$EMU" = 1 ]; then record test_fp32_n2 SKIP 0 "emulated NCCL needs MPI for N ranks: tests/test_emu_gpt2.sh runs them"
+else
+  run_test test_fp32_n2 90 scripts/launch.sh -n 2 --hostid-per-rank "$B/test_fp32" "${SMALL[@]}"
+fi
+
+# ------------------------------------------------------------------------------------------------
+section "sanitizer: compute-sanitizer on a short run of the trainer"
+SAN_RUN=(-e d2c64h2t64 -b 2 -t 32 -x 2 -v 0 -S 1337)
+if skipped sanitizer; then record sanitizer SKIP 0 "GPU_CHECK_SKIP"
+elif [ -z "$SANITIZER" ]; then record sanitizer SKIP 0 "compute-sanitizer not found"
+else
+  for tool in memcheck racecheck synccheck; do
+    run "san_$tool" 60 "$SANITIZER" --tool "$tool" --error-exitcode 3 "$B/train_fp32" "${SAN_RUN[@]}"
+    record "san_$tool" "$(status)" "$SECS" "$(why)$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$work/logs/san_$tool.log" | tail -1)"
+  done
+fi
+
+# ------------------------------------------------------------------------------------------------
+section "the rest"
+if skipped rest; then record rest SKIP 0 "GPU_CHECK_SKIP"; else
+  # the DDP build's test (stage 0 only, gradients all-reduced)
+  [ -x "$B/test_ddp" ] && [ $have_small = 1 ] && run_test test_ddp_n1 60 "$B/test_ddp" "${SMALL[@]}"
+  if [ "$EMU" = 1 ]; then
+    record test_tiny SKIP 0 "GPT-2's full vocabulary takes ~15 min emulated (dev/cuda/emu/run_trainer_check.sh)"
+  else
+    # GPT-2's full vocabulary: the tiny dump (113 MB, too big to carry) made here on the GPU
+    [ -f dev/ref/tiny.dump ] || run dump_tiny 120 "$PY" dev/gpt2_reference.py --preset tiny --device cuda
+    # the token file the tiny reference trained on, beside it (the test reads NAME_tokens.bin)
+    [ -f dev/ref/tiny_tokens.bin ] || cp data/tinyshakespeare/tiny_shakespeare_val.bin dev/ref/tiny_tokens.bin
+    if [ -f dev/ref/tiny.dump ]; then
+      for p in fp32 bf16; do [ -x "$B/test_$p" ] && run_test "test_${p}_tiny" 60 "$B/test_$p" dev/ref/tiny.dump dev/ref/tiny_model.bin; done
+    else record test_tiny FAIL "$SECS" "$(why)no tiny dump (dev/gpt2_reference.py --preset tiny)"; fi
+  fi
+  # stage 0 (everything replicated) beside stage 3: the memory ZeRO-3 saves, the speed it costs
+  if [ -x "$B/train_bf16" ] && [ $have_data = 1 ]; then
+    run train_z0 120 "$B/train_bf16" "${TRAIN[@]}" -z 0
+    record train_z0 "$(status)" "$SECS" "$(why)BF16 stage 0: $(step_stats "$work/logs/train_z0.log")"
+  fi
+  if [ "$EMU" != 1 ] && [ -x "$B/train_bf16" ] && [ -x "$B/train_ddp" ] && [ $have_data = 1 ]; then
+    args=(-e d12 -b 4 -t 1024 -x 8 -l 6e-4 -v 0 -S 1337)
+    run n2_z3 120 scripts/launch.sh -n 2 --hostid-per-rank "$B/train_bf16" "${args[@]}" -z 3; rc3=$RC
+    run n2_ddp 120 scripts/launch.sh -n 2 --hostid-per-rank "$B/train_ddp" "${args[@]}"; rcd=$RC
+    # the same data and math: their losses agree to bf16 rounding
+    cmp=$(paste <(grep '^step ' "$work/logs/n2_z3.log" | grep -o '| loss [0-9.]*' | awk '{print $3}') \
+                <(grep '^step ' "$work/logs/n2_ddp.log" | grep -o '| loss [0-9.]*' | awk '{print $3}') |
+          awk '{d=$1-$2; if(d<0)d=-d; r=d/$2; if(r>m)m=r; n++} END{if(n==0){print "no steps"; exit 1} printf "%d steps, max rel loss diff %.2e\n", n, m; exit (m > 2e-2)}')
+    cmp_rc=$?
+    [ $rc3 -eq 0 ] && [ $rcd -eq 0 ] && [ $cmp_rc -eq 0 ] && st=PASS || st=FAIL
+    record zero3_vs_ddp_n2 "$st" "$SECS" "z3 exit $rc3, ddp exit $rcd; $cmp; z3 $(step_stats "$work/logs/n2_z3.log"); ddp $(step_stats "$work/logs/n2_ddp.log")"
+  fi
 fi
 
 # ------------------------------------------------------------------------------------------------
 section "summary ($(elapsed) s)"
-{
-  echo "gpu_check: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(elapsed) s, $failures failed"
-  printf '%s\n' "${summary[@]}"
-} | tee "$work/summary.txt"
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT"
-  cp "$work/summary.txt" "$OUT/gpu_check_summary.txt"
-  cp "$log" "$OUT/gpu_check.log"
-  [ -f "$work/kernels.log" ] && cp "$work/kernels.log" "$OUT/dev_cuda.log"
-  # the logs of what failed, up to the 8 files OUT takes back
-  n=3
-  for f in "$work"/test_*.log "$work"/train_*.log "$work"/n2_*.log; do
-    [ -f "$f" ] && [ $n -lt 8 ] && grep -q -E 'FAIL|MISMATCH|error|Error' "$f" && { cp "$f" "$OUT/"; n=$((n + 1)); }
-  done
-fi
+echo "gpu_check: ${gpu_name:-?}, $(elapsed) s, $failures failed$([ "$EMU" = 1 ] && echo ' (EMULATED)')" | tee -a "$SUMMARY"
+cat "$SUMMARY"
+tar -czf "$OUTDIR/gpu_check_logs.tgz" -C "$work" logs 2>/dev/null
 [ "$failures" -eq 0 ]

@@ -3,6 +3,8 @@
 #   dev/cuda/emu/build.sh [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...]
 # For the trainer and its test the extra C files are the engine and the host library:
 #   dev/cuda/emu/build.sh OUT test_gpt2.cu -DENABLE_FP32 zero3.c host/*.c
+# With -DUSE_MPI the program is compiled and linked with MPI (mpicxx --showme), and the emulated
+# NCCL runs its collectives over MPI: run the result under mpirun -np N.
 # SRC.cu is a path from the repository root (e.g. dev/cuda/layernorm.cu or test_gpt2.cu). The
 # repository's CUDA and C sources are copied to a staging tree with the <<<>>> launches rewritten,
 # then compiled with g++ against the emulator's headers; extra .c files are compiled with gcc.
@@ -21,11 +23,18 @@ for a in "$@"; do
     *) echo "build.sh: unexpected argument $a" >&2; exit 2 ;;
   esac
 done
+mpi_cflags=(); mpi_libs=()
+if [[ " ${defs[*]:-} " == *" -DUSE_MPI "* ]]; then
+  command -v mpicxx >/dev/null || { echo "build.sh: -DUSE_MPI needs mpicxx (Open MPI or MPICH)" >&2; exit 2; }
+  read -r -a mpi_cflags <<< "$(mpicxx --showme:compile 2>/dev/null || mpicxx -compile_info | cut -d' ' -f2-)"
+  read -r -a mpi_libs <<< "$(mpicxx --showme:link 2>/dev/null || mpicxx -link_info | cut -d' ' -f2-)"
+fi
 stage="$(mktemp -d "${TMPDIR:-/tmp}/cuda_emu.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
-# the staging tree mirrors the repository so relative includes keep working
-(cd "$root" && find . -maxdepth 1 -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print;
- find gpu dev/cuda host cpu tests -maxdepth 1 -type f \( -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print 2>/dev/null) |
+# the staging tree mirrors the repository's sources (wherever they sit) so relative includes keep working
+(cd "$root" && find . \( -name .git -o -path ./build -o -path ./data -o -path ./dev/ref -o -path ./dev/cuda/bin \
+   -o -path ./dev/cuda/emu -o -name node_modules \) -prune -o \
+   -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print) |
 while read -r f; do
   mkdir -p "$stage/$(dirname "$f")"
   case "$f" in
@@ -36,10 +45,10 @@ done
 objs=()
 for c in "${extra_c[@]}"; do
   o="$stage/obj/${c%.c}.o"; mkdir -p "$(dirname "$o")"
-  gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" -I"$root" -c "$root/$c" -o "$o"
+  gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$root" -c "$root/$c" -o "$o"
   objs+=("$o")
 done
 mkdir -p "$(dirname "$out")"
-g++ -std=c++17 -O2 -g -fno-strict-aliasing -fopenmp -x c++ "${asan[@]}" "${defs[@]}" -I"$here/include" -I"$stage" \
+g++ -std=c++17 -O2 -g -fno-strict-aliasing -fopenmp -x c++ "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$here/include" -I"$stage" \
     -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-variable -Wno-maybe-uninitialized \
-    "$stage/$src" -x none "${objs[@]}" -o "$out" -lm
+    "$stage/$src" -x none "${objs[@]}" -o "$out" "${mpi_libs[@]}" -lm

@@ -7,9 +7,10 @@
 //   - launches are checked like the driver checks them (block size, grid limits), and a bad one is
 //     a sticky error that cudaGetLastError() returns;
 //   - device memory is plain host memory filled with 0xFF (NaN) on allocation, so reading memory
-//     nothing wrote shows up as NaN; built with -fsanitize=address, out-of-bounds accesses abort.
-// Streams and events exist but everything runs synchronously in program order (a legal schedule
-// of any stream program, but one that cannot expose missing cross-stream synchronization).
+//     nothing wrote shows up as NaN; built with -fsanitize=address, out-of-bounds accesses abort;
+//   - streams are queues (emu_streams.h): launches, async copies, memsets and event records run
+//     only when the host forces them, with the streams interleaved adversarially, so a missing
+//     cross-stream dependency gives a wrong result too.
 #pragma once
 #include <stdint.h>
 #include <stdarg.h>
@@ -62,8 +63,8 @@ typedef enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapability
                cudaDevAttrComputeCapabilityMinor = 76 } cudaDeviceAttr;
 typedef enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 } cudaFuncAttribute;
 
-struct EmuStream { int id; };
-struct EmuEvent { double time; int recorded; };
+struct EmuStream;  // emu_streams.h
+struct EmuEvent;
 typedef EmuStream* cudaStream_t;
 typedef EmuEvent* cudaEvent_t;
 #define cudaStreamNonBlocking 0x01
@@ -71,6 +72,7 @@ typedef EmuEvent* cudaEvent_t;
 #define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
 #define cudaHostAllocDefault 0x00
+#define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
 
 struct cudaDeviceProp {
@@ -103,6 +105,11 @@ inline cudaError_t& last_error() {
     abort();
 }
 #define CEIL_DIV_EMU(a, b) (((a) + (b) - 1) / (b))
+}  // namespace emu
+
+#include "emu_streams.h"
+
+namespace emu {
 
 // ------------------------------------------------------------------------------------------------
 // Fibers: one per CUDA thread of the running block.
@@ -157,6 +164,7 @@ struct Scheduler {
     int block_arrived = 0;
     int warp_arrived[32] = {0};
     int warp_live[32] = {0};
+    int warp_ready[32] = {0};  // RUNNABLE lanes per warp, kept up to date so picking a warp is cheap
     int lane_exited[kMaxThreads] = {0};
     uint32_t shuffle_slot[kMaxThreads];
     void* scheduler_sp = nullptr;
@@ -197,6 +205,7 @@ extern "C" inline void emu_fiber_entry() {
     (*s.body)();
     Fiber* f = s.current;
     f->state = FINISHED;
+    s.warp_ready[f->linear / 32]--;
     s.live--;
     s.warp_live[f->linear / 32]--;
     s.lane_exited[f->linear] = 1;
@@ -262,6 +271,7 @@ inline void run_block(const std::function<void()>& body) {
     for (int w = 0; w < 32; w++) {
         s.warp_arrived[w] = 0;
         s.warp_live[w] = 0;
+        s.warp_ready[w] = 0;
     }
     for (int i = 0; i < n; i++) {
         Fiber* f = &s.fibers[i];
@@ -272,27 +282,30 @@ inline void run_block(const std::function<void()>& body) {
         f->stack = s.stacks + (size_t)i * (kStackSize + 4096) + 4096;  // a guard page below each stack
         s.lane_exited[i] = 0;
         s.warp_live[i / 32]++;
+        s.warp_ready[i / 32]++;
         fiber_start(f);
     }
     auto release_warp = [&](int w) {
         if (s.warp_arrived[w] > 0 && s.warp_arrived[w] == s.warp_live[w]) {
             for (int i = w * 32; i < n && i < (w + 1) * 32; i++)
-                if (s.fibers[i].state == AT_WARP_BARRIER) s.fibers[i].state = RUNNABLE;
+                if (s.fibers[i].state == AT_WARP_BARRIER) {
+                    s.fibers[i].state = RUNNABLE;
+                    s.warp_ready[w]++;
+                }
             s.warp_arrived[w] = 0;
         }
     };
     auto release_block = [&]() {
         if (s.block_arrived > 0 && s.block_arrived == s.live) {
             for (int j = 0; j < n; j++)
-                if (s.fibers[j].state == AT_BLOCK_BARRIER) s.fibers[j].state = RUNNABLE;
+                if (s.fibers[j].state == AT_BLOCK_BARRIER) {
+                    s.fibers[j].state = RUNNABLE;
+                    s.warp_ready[j / 32]++;
+                }
             s.block_arrived = 0;
         }
     };
-    auto warp_runnable = [&](int w) {
-        for (int i = w * 32; i < n && i < (w + 1) * 32; i++)
-            if (s.fibers[i].state == RUNNABLE) return true;
-        return false;
-    };
+    auto warp_runnable = [&](int w) { return s.warp_ready[w] > 0; };
     // how often a warp keeps running past a barrier: drawn per block, from lock-step to racing ahead
     static const uint64_t kStickiness[4] = {0, 128, 230, 254};  // out of 256
     const uint64_t sticky = kStickiness[sched_random() % 4];
@@ -325,6 +338,7 @@ inline void syncthreads() {
     Scheduler& s = sched();
     Fiber* f = self();
     f->state = AT_BLOCK_BARRIER;
+    s.warp_ready[f->linear / 32]--;
     s.block_arrived++;
     switch_to_scheduler();
 }
@@ -333,6 +347,7 @@ inline void warp_barrier() {
     Scheduler& s = sched();
     Fiber* f = self();
     f->state = AT_WARP_BARRIER;
+    s.warp_ready[f->linear / 32]--;
     s.warp_arrived[f->linear / 32]++;
     switch_to_scheduler();
 }
@@ -372,10 +387,29 @@ inline long& launch_count() {
     return n;
 }
 
+// Runs every block of a grid, one after the other, each as fibers (run_block).
+inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
+    init_stacks();
+    Scheduler& s = sched();
+    s.nthreads = (int)(block.x * block.y * block.z);
+    s.blockDim = {block.x, block.y, block.z};
+    s.gridDim = {grid.x, grid.y, grid.z};
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                s.blockIdx = {bx, by, bz};
+                run_block(body);
+            }
+}
+
+// A launch checks its configuration when issued (a bad one is the sticky launch error, as from the
+// driver) and queues the grid on its stream with copies of the arguments, which is what the GPU
+// receives: the host may change its variables right after the launch.
 template <typename K>
 struct Launcher {
     K kernel;
     dim3 grid, block;
+    cudaStream_t stream;
     template <typename... Args>
     void operator()(Args... args) {
         launch_count()++;
@@ -387,28 +421,17 @@ struct Launcher {
             last_error() = cudaErrorInvalidConfiguration;
             return;
         }
-        init_stacks();
-        Scheduler& s = sched();
-        if (s.current) die("kernel launched from device code");
-        s.nthreads = (int)threads;
-        s.blockDim = {block.x, block.y, block.z};
-        s.gridDim = {grid.x, grid.y, grid.z};
+        if (sched().current) die("kernel launched from device code");
         K k = kernel;
-        std::function<void()> body = [&]() { k(args...); };
-        for (unsigned bz = 0; bz < grid.z; bz++)
-            for (unsigned by = 0; by < grid.y; by++)
-                for (unsigned bx = 0; bx < grid.x; bx++) {
-                    s.blockIdx = {bx, by, bz};
-                    run_block(body);
-                }
+        const dim3 g = grid, b = block;
+        enqueue(stream, [k, g, b, args...]() { run_grid(g, b, [&]() { k(args...); }); });
     }
 };
 
 template <typename K>
 inline Launcher<K> launch(K kernel, dim3 grid, dim3 block, size_t shared_bytes = 0, cudaStream_t stream = nullptr) {
     (void)shared_bytes;
-    (void)stream;
-    return Launcher<K>{kernel, grid, block};
+    return Launcher<K>{kernel, grid, block, stream};
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -424,12 +447,22 @@ inline size_t& bytes_in_use() {
     return b;
 }
 constexpr size_t kDeviceBytes = (size_t)16 << 30;  // what cudaMemGetInfo reports as total
-
-inline double now() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+// pinned host memory (cudaMallocHost): an async copy reads or writes it when the copy runs
+inline std::map<uintptr_t, size_t>& pinned() {
+    static std::map<uintptr_t, size_t> m;
+    return m;
 }
+
+// Whether p lies inside one of the ranges of `m` (start -> bytes).
+template <typename M, typename F>
+inline bool inside(const M& m, const void* p, F bytes_of) {
+    auto it = m.upper_bound((uintptr_t)p);
+    if (it == m.begin()) return false;
+    --it;
+    return (uintptr_t)p < it->first + (bytes_of(it->second) ? bytes_of(it->second) : 1);
+}
+inline bool is_device(const void* p) { return inside(allocations(), p, [](const Allocation& a) { return a.bytes; }); }
+inline bool is_pinned(const void* p) { return inside(pinned(), p, [](size_t b) { return b; }); }
 
 }  // namespace emu
 
@@ -463,7 +496,7 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline long long clock64() { return (long long)(emu::now() * 1e9); }
 
 // ------------------------------------------------------------------------------------------------
-// Runtime API (synchronous)
+// Runtime API
 
 inline const char* cudaGetErrorString(cudaError_t e) {
     switch (e) {
@@ -494,8 +527,10 @@ inline cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 template <typename T>
 inline cudaError_t cudaMalloc(T** p, size_t bytes) { return cudaMalloc((void**)p, bytes); }
+// cudaFree synchronizes the device: nothing queued can still use the memory
 inline cudaError_t cudaFree(void* p) {
     if (!p) return cudaSuccess;
+    emu::run_all();
     auto it = emu::allocations().find((uintptr_t)p);
     if (it == emu::allocations().end()) return cudaErrorInvalidValue;
     emu::bytes_in_use() -= it->second.bytes;
@@ -504,14 +539,30 @@ inline cudaError_t cudaFree(void* p) {
     return cudaSuccess;
 }
 inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
-inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
+// stream-ordered: the memory goes away when the stream reaches this point
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+    if (p && emu::allocations().find((uintptr_t)p) == emu::allocations().end()) return cudaErrorInvalidValue;
+    emu::enqueue(s, [p]() {
+        auto it = emu::allocations().find((uintptr_t)p);
+        emu::bytes_in_use() -= it->second.bytes;
+        emu::allocations().erase(it);
+        free(p);
+    });
+    return cudaSuccess;
+}
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) {
     *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*p) return cudaErrorMemoryAllocation;
+    emu::pinned()[(uintptr_t)*p] = bytes;
+    return cudaSuccess;
 }
 template <typename T>
 inline cudaError_t cudaMallocHost(T** p, size_t bytes) { return cudaMallocHost((void**)p, bytes); }
+// like cudaFree, synchronizes the device
 inline cudaError_t cudaFreeHost(void* p) {
+    if (!p) return cudaSuccess;
+    emu::run_all();
+    if (!emu::pinned().erase((uintptr_t)p)) return cudaErrorInvalidValue;
     free(p);
     return cudaSuccess;
 }
@@ -520,62 +571,128 @@ inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
     *free_bytes = emu::kDeviceBytes - emu::bytes_in_use();
     return cudaSuccess;
 }
-inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
-    memmove(dst, src, bytes);
-    return cudaSuccess;
-}
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind k, cudaStream_t = nullptr) {
-    return cudaMemcpy(dst, src, bytes, k);
-}
-inline cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
-    memset(dst, value, bytes);
-    return cudaSuccess;
-}
-inline cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t = nullptr) {
-    return cudaMemset(dst, value, bytes);
-}
 
-inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
-    static int next = 1;
-    *s = new EmuStream{next++};
+namespace emu {
+// An async copy, as CUDA defines it (the "API synchronization behavior" notes):
+//   - pageable host source: the data is staged when the call is made, so the host may reuse its
+//     buffer at once; pinned source or device source: read when the copy runs;
+//   - pageable host destination: the call returns only once the copy is done; pinned or device
+//     destination: written when the copy runs, i.e. only after a synchronization is it there.
+inline void copy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+    const bool src_pageable = !is_device(src) && !is_pinned(src);
+    const bool dst_pageable = !is_device(dst) && !is_pinned(dst);
+    if (src_pageable && dst_pageable) {  // host to host: synchronous
+        memmove(dst, src, bytes);
+        return;
+    }
+    if (src_pageable) {
+        std::vector<char> staged((const char*)src, (const char*)src + bytes);
+        enqueue(stream, [dst, staged]() { memcpy(dst, staged.data(), staged.size()); });
+    } else if (dst_pageable) {
+        enqueue_and_wait(stream, [dst, src, bytes]() { memmove(dst, src, bytes); });
+    } else {
+        enqueue(stream, [dst, src, bytes]() { memmove(dst, src, bytes); });
+    }
+}
+}  // namespace emu
+
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s = nullptr) {
+    emu::copy_async(dst, src, bytes, s);
     return cudaSuccess;
 }
-inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) { return cudaStreamCreate(s); }
-inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned, int) { return cudaStreamCreate(s); }
+// cudaMemcpy is a copy on the legacy default stream (so after all work on blocking streams, but
+// not after work on non-blocking ones), synchronous except for device-to-device copies and
+// pageable-host-to-device ones, which may still be in flight when it returns.
+inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+    const bool src_pinned_host = emu::is_pinned(src);
+    emu::copy_async(dst, src, bytes, nullptr);
+    if (src_pinned_host || !emu::is_device(dst)) emu::run_until(emu::legacy_stream(), emu::legacy_stream()->enqueued);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t s = nullptr) {
+    emu::enqueue(s, [dst, value, bytes]() { memset(dst, value, bytes); });
+    return cudaSuccess;
+}
+// asynchronous on the legacy stream for device memory, as in CUDA
+inline cudaError_t cudaMemset(void* dst, int value, size_t bytes) { return cudaMemsetAsync(dst, value, bytes, nullptr); }
+
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+    *s = emu::new_stream(false, !(flags & cudaStreamNonBlocking));
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int) {
+    return cudaStreamCreateWithFlags(s, flags);
+}
 inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
     *least = 0;
     *greatest = -5;
     return cudaSuccess;
 }
+// a destroyed stream's work still completes (here: now); the object stays for events that name it
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    if (s && s != cudaStreamPerThread) delete s;
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread || !s->alive) return cudaErrorInvalidValue;
+    emu::run_until(s, s->enqueued);
+    s->alive = false;
     return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned = 0) {
-    return e ? cudaSuccess : cudaErrorInvalidValue;
+inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    EmuStream* s = emu::resolve(stream);
+    // a marker: on the legacy stream it also waits for the blocking streams, as a sync of it does
+    const uint64_t t = emu::enqueue(s, []() {});
+    emu::run_until(s, t);
+    return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    emu::progress();
+    return emu::pending(emu::resolve(stream)) ? cudaErrorNotReady : cudaSuccess;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned = 0) {
+    if (!e || !e->alive) return cudaErrorInvalidValue;
+    if (e->stream) emu::add_wait(emu::resolve(stream), e->stream, e->ticket);
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+    emu::run_all();
+    return cudaSuccess;
+}
 
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
-    *e = new EmuEvent{0.0, 0};
+    *e = new EmuEvent{nullptr, 0, 0.0, true};
     return cudaSuccess;
 }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
+// kept (not freed) so that a record still queued can mark it; events are few
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    delete e;
+    if (!e || !e->alive) return cudaErrorInvalidValue;
+    e->alive = false;
     return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
-    if (!e) return cudaErrorInvalidValue;
-    e->time = emu::now();
-    e->recorded = 1;
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream = nullptr) {
+    if (!e || !e->alive) return cudaErrorInvalidValue;
+    EmuStream* s = emu::resolve(stream);
+    // the record is queued; the event now stands for this position of the stream
+    const uint64_t t = emu::enqueue(s, [e, s]() {
+        if (e->stream == s && e->ticket == s->completed + 1) e->time = emu::now();
+    });
+    e->stream = s;
+    e->ticket = t;
     return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidValue; }
-inline cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : cudaErrorInvalidValue; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e || !e->alive) return cudaErrorInvalidValue;
+    if (e->stream) emu::run_until(e->stream, e->ticket);
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!e || !e->alive) return cudaErrorInvalidValue;
+    if (!e->stream || emu::has_run(e->stream, e->ticket)) return cudaSuccess;
+    emu::progress();
+    return emu::has_run(e->stream, e->ticket) ? cudaSuccess : cudaErrorNotReady;
+}
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
-    if (!a || !b || !a->recorded || !b->recorded) return cudaErrorInvalidValue;
+    if (!a || !b || !a->stream || !b->stream) return cudaErrorInvalidValue;
+    if (!emu::has_run(a->stream, a->ticket) || !emu::has_run(b->stream, b->ticket)) return cudaErrorNotReady;
     *ms = (float)((b->time - a->time) * 1e3);
     return cudaSuccess;
 }

@@ -3,6 +3,9 @@
 // this project uses (BIAS, GELU_AUX[_BIAS], DGELU, with GELU in its tanh form). The argument checks
 // a real library would make (matrix shapes that do not agree, too-small leading dimensions, aux
 // layout, pointers less aligned than declared) abort with a message instead of computing garbage.
+// The checks run when a call is made; the GEMM itself is queued on the call's stream (the handle's
+// stream for cuBLAS, the argument for cuBLASLt) with copies of alpha, beta and the descriptors, as
+// the real libraries read them at call time.
 #pragma once
 #include "cuda_runtime.h"
 #include "cuda_bf16.h"
@@ -86,11 +89,15 @@ inline void check_gemm_dims(const char* who, bool ta, bool tb, int m, int n, int
 // ------------------------------------------------------------------------------------------------
 // cuBLAS
 
-struct EmuBlas { int math; };
+struct EmuBlas { int math; cudaStream_t stream; };
 typedef EmuBlas* cublasHandle_t;
-inline cublasStatus_t cublasCreate(cublasHandle_t* h) { *h = new EmuBlas{0}; return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasCreate(cublasHandle_t* h) { *h = new EmuBlas{0, nullptr}; return CUBLAS_STATUS_SUCCESS; }
 inline cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
-inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t) { return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
+inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) { h->math = (int)m; return CUBLAS_STATUS_SUCCESS; }
 inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void*, size_t) { return CUBLAS_STATUS_SUCCESS; }
 inline const char* cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "error"; }
@@ -106,13 +113,15 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperati
     emu::check_gemm_dims("cublasGemmStridedBatchedEx", ta == CUBLAS_OP_T, tb == CUBLAS_OP_T, m, n, k, lda, ldb, ldc);
     const float a = *(const float*)alpha, b = *(const float*)beta;
     const size_t ea = at == CUDA_R_32F ? 4 : 2, eb = bt == CUDA_R_32F ? 4 : 2, ec = ct == CUDA_R_32F ? 4 : 2;
-    for (int i = 0; i < batch; i++) {
-        const char* Ai = (const char*)A + (size_t)i * sA * ea;
-        const char* Bi = (const char*)B + (size_t)i * sB * eb;
-        char* Ci = (char*)C + (size_t)i * sC * ec;
-        emu::gemm_core(ta == CUBLAS_OP_T, tb == CUBLAS_OP_T, m, n, k, a, Ai, at, lda, Bi, bt, ldb, b, Ci, ct, ldc,
-                       [&](int r, int c, float v) { emu::store_elem(Ci, ct, (size_t)r + (size_t)c * ldc, v); });
-    }
+    emu::enqueue(h->stream, [=]() {
+        for (int i = 0; i < batch; i++) {
+            const char* Ai = (const char*)A + (size_t)i * sA * ea;
+            const char* Bi = (const char*)B + (size_t)i * sB * eb;
+            char* Ci = (char*)C + (size_t)i * sC * ec;
+            emu::gemm_core(ta == CUBLAS_OP_T, tb == CUBLAS_OP_T, m, n, k, a, Ai, at, lda, Bi, bt, ldb, b, Ci, ct, ldc,
+                           [&](int r, int c, float v) { emu::store_elem(Ci, ct, (size_t)r + (size_t)c * ldc, v); });
+        }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -260,7 +269,7 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
 inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
                                      cublasLtMatrixLayout_t Al, const void* B, cublasLtMatrixLayout_t Bl, const void* beta,
                                      const void* C, cublasLtMatrixLayout_t Cl, void* D, cublasLtMatrixLayout_t Dl,
-                                     const cublasLtMatmulAlgo_t* algo, void* ws, size_t ws_bytes, cudaStream_t) {
+                                     const cublasLtMatmulAlgo_t* algo, void* ws, size_t ws_bytes, cudaStream_t stream) {
     if (!h || !algo || algo->data[0] != 0xE3u) return CUBLAS_STATUS_INVALID_VALUE;
     if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
     int m, n, k;
@@ -289,20 +298,25 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     const cudaDataType aux_t = d->aux_type >= 0 ? (cudaDataType)d->aux_type : dt;
     const float a = *(const float*)alpha, b = *(const float*)beta;
     const long ldd = Dl->ld;
-    // computed into a temporary first: D may alias C
-    std::vector<float> out((size_t)m * n);
-    emu::gemm_core(d->transa != 0, d->transb != 0, m, n, k, a, A, Al->type, Al->ld, B, Bl->type, Bl->ld, b, C, Cl->type,
-                   Cl->ld, [&](int r, int c, float v) { out[(size_t)r + (size_t)c * m] = v; });
-    for (int c = 0; c < n; c++)
-        for (int r = 0; r < m; r++) {
-            float v = out[(size_t)r + (size_t)c * m];
-            if (emu::lt_bias(e)) v += emu::load_elem(d->bias, bias_t, r);
-            if (gelu) {
-                emu::store_elem(d->aux, aux_t, (size_t)r + (size_t)c * d->aux_ld, v);
-                v = emu::gelu_tanh(v);
+    // copies: the caller may destroy or change the descriptors once the call returns
+    const EmuLtDesc desc = *d;
+    const EmuLtLayout la = *Al, lb = *Bl, lc = *Cl;
+    emu::enqueue(stream, [=]() {
+        // computed into a temporary first: D may alias C
+        std::vector<float> out((size_t)m * n);
+        emu::gemm_core(desc.transa != 0, desc.transb != 0, m, n, k, a, A, la.type, la.ld, B, lb.type, lb.ld, b, C,
+                       lc.type, lc.ld, [&](int r, int c, float v) { out[(size_t)r + (size_t)c * m] = v; });
+        for (int c = 0; c < n; c++)
+            for (int r = 0; r < m; r++) {
+                float v = out[(size_t)r + (size_t)c * m];
+                if (emu::lt_bias(e)) v += emu::load_elem(desc.bias, bias_t, r);
+                if (gelu) {
+                    emu::store_elem(desc.aux, aux_t, (size_t)r + (size_t)c * desc.aux_ld, v);
+                    v = emu::gelu_tanh(v);
+                }
+                if (dgelu) v *= emu::gelu_tanh_grad(emu::load_elem(desc.aux, aux_t, (size_t)r + (size_t)c * desc.aux_ld));
+                emu::store_elem(D, dt, (size_t)r + (size_t)c * ldd, v);
             }
-            if (dgelu) v *= emu::gelu_tanh_grad(emu::load_elem(d->aux, aux_t, (size_t)r + (size_t)c * d->aux_ld));
-            emu::store_elem(D, dt, (size_t)r + (size_t)c * ldd, v);
-        }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
