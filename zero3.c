@@ -16,6 +16,10 @@ const Zero3StageLayout ZERO3_STAGE_LAYOUT[4] = {
     {ZERO3_SHARDED, ZERO3_SHARDED, ZERO3_SHARDED},   // 3: + parameters
 };
 
+const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS] = {
+    "fwd_gather", "bwd_gather", "reduce_scatter", "all_reduce", "step_gather", "norm",
+};
+
 static void zero3_die(const char *msg) {
     fprintf(stderr, "zero3: internal error: %s\n", msg);
     abort();
@@ -27,6 +31,9 @@ static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static int params_sharded(const Zero3 *z) { return z->layout.params == ZERO3_SHARDED; }
 static int grads_sharded(const Zero3 *z) { return z->layout.grads == ZERO3_SHARDED; }
 static int optimizer_sharded(const Zero3 *z) { return z->layout.optimizer == ZERO3_SHARDED; }
+// One rank: a shard is the whole unit, so a gather or a reduction is the identity. The engine then
+// issues no data collective at all and uses the shards in place (stage 3 holds what DDP holds).
+static int solo(const Zero3 *z) { return z->world == 1; }
 
 // ------------------------------------------------------------------------------------------------
 // Layout
@@ -46,9 +53,12 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     // embedding once more)
     for (int p = 0; p < ZERO3_NUM_PASSES; p++) {
         z->schedule[p].order = calloc(3 * ZERO3_MAX_UNITS, sizeof(int));
-        if (!z->schedule[p].order) zero3_die("out of host memory");
+        z->schedule[p].backward = calloc(3 * ZERO3_MAX_UNITS, 1);
+        if (!z->schedule[p].order || !z->schedule[p].backward) zero3_die("out of host memory");
     }
-    if (!z->units) zero3_die("out of host memory");
+    z->unit_exposed_s = calloc(ZERO3_MAX_UNITS, sizeof(double));
+    z->open_span = -1;
+    if (!z->units || !z->unit_exposed_s) zero3_die("out of host memory");
     // fp32 working params need no separate master copy: the params ARE the master weights
     z->master_is_params = (cfg->param_type == ZERO3_F32);
 }
@@ -118,7 +128,10 @@ void zero3_free(Zero3 *z) {
         if (bufs[i]) be->free(be->ctx, bufs[i]);
     for (int i = 0; i < z->pool_count; i++) be->free(be->ctx, z->pool[i].ptr);
     free(z->units);
-    for (int p = 0; p < ZERO3_NUM_PASSES; p++) free(z->schedule[p].order);
+    for (int p = 0; p < ZERO3_NUM_PASSES; p++) { free(z->schedule[p].order); free(z->schedule[p].backward); }
+    free(z->events);
+    free(z->stamp_seconds);
+    free(z->unit_exposed_s);
     memset(z, 0, sizeof(*z));
 }
 
@@ -186,17 +199,108 @@ const void *zero3_owned_grads(const Zero3 *z, int u) {
 
 static double ring_fraction(const Zero3 *z) { return (double)(z->world - 1) / (double)z->world; }
 
-static void count_gather(Zero3 *z, size_t full_bytes) {
+static void ledger_add(Zero3 *z, Zero3Collective c, double bytes) {
+    z->stats.ledger.row[c].count += 1.0;
+    z->stats.ledger.row[c].bytes += bytes;
+}
+static double count_gather(Zero3 *z, size_t full_bytes, Zero3Collective kind) {
     double b = ring_fraction(z) * (double)full_bytes;
     z->stats.comm_bytes += b; z->stats.comm_gather_bytes += b; z->stats.gathers++;
+    ledger_add(z, kind, b);
+    return b;
 }
-static void count_reduce(Zero3 *z, size_t full_bytes, int all_reduce) {
+static double count_reduce(Zero3 *z, size_t full_bytes, int all_reduce) {
     double b = (all_reduce ? 2.0 : 1.0) * ring_fraction(z) * (double)full_bytes;
     z->stats.comm_bytes += b; z->stats.comm_reduce_bytes += b; z->stats.reduces++;
+    ledger_add(z, all_reduce ? ZERO3_COLL_ALL_REDUCE : ZERO3_COLL_REDUCE_SCATTER, b);
+    return b;
 }
-static void count_scalar(Zero3 *z) {
+static double count_scalar(Zero3 *z) {
     double b = 2.0 * ring_fraction(z) * sizeof(double);
     z->stats.comm_bytes += b; z->stats.comm_scalar_bytes += b;
+    ledger_add(z, ZERO3_COLL_NORM, b);
+    return b;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The timeline: with a backend that takes stamps, the engine writes down when each unit computes,
+// when each collective moves, and when the compute side waits for one (the exposed communication).
+// A unit's compute span runs from the end of its pre_forward / pre_backward to the next engine call.
+
+static int timed(const Zero3 *z) { return z->be->stamp != NULL; }
+
+static Zero3Event *event_add(Zero3 *z, Zero3EventType type, int unit, Zero3Collective coll) {
+    if (z->nevents == z->events_cap) {
+        z->events_cap = z->events_cap ? 2 * z->events_cap : 1024;
+        z->events = realloc(z->events, (size_t)z->events_cap * sizeof(Zero3Event));
+        if (!z->events) zero3_die("out of host memory");
+    }
+    Zero3Event *e = &z->events[z->nevents++];
+    memset(e, 0, sizeof(*e));
+    e->type = type; e->unit = unit; e->coll = coll; e->micro = z->micro;
+    e->stamp_begin = e->stamp_end = -1;
+    return e;
+}
+
+static void span_open(Zero3 *z, Zero3EventType type, int unit) {
+    if (!timed(z)) return;
+    Zero3Event *e = event_add(z, type, unit, ZERO3_COLL_KINDS);
+    e->stamp_begin = z->be->stamp(z->be->ctx);
+    z->open_span = z->nevents - 1;
+}
+// Every public entry point closes the compute span that is open: the caller's compute ended there.
+static void span_close(Zero3 *z) {
+    if (z->open_span < 0) return;
+    z->events[z->open_span].stamp_end = z->be->stamp(z->be->ctx);
+    z->open_span = -1;
+}
+
+// The communication side of the collective just started: its transfer, with its bytes.
+static void note_collective(Zero3 *z, int unit, Zero3Collective coll, double bytes) {
+    if (!timed(z)) return;
+    Zero3Event *e = event_add(z, ZERO3_EV_COLLECTIVE, unit, coll);
+    e->bytes = bytes;
+    z->be->comm_stamps(z->be->ctx, &e->stamp_begin, &e->stamp_end);
+}
+
+// be->wait, timed: what the compute side waits here is exposed communication.
+static void timed_wait(Zero3 *z, void *handle, int unit, Zero3Collective coll) {
+    if (!timed(z)) { z->be->wait(z->be->ctx, handle); return; }
+    Zero3Event *e = event_add(z, ZERO3_EV_WAIT, unit, coll);
+    int index = z->nevents - 1;
+    e->stamp_begin = z->be->stamp(z->be->ctx);
+    z->be->wait(z->be->ctx, handle);
+    z->events[index].stamp_end = z->be->stamp(z->be->ctx);
+}
+
+const Zero3Event *zero3_timeline_read(Zero3 *z, int *n) {
+    *n = 0;
+    if (!timed(z)) return NULL;
+    span_close(z);
+    int nstamps = 0;
+    for (int i = 0; i < z->nevents; i++) {
+        if (z->events[i].stamp_begin + 1 > nstamps) nstamps = z->events[i].stamp_begin + 1;
+        if (z->events[i].stamp_end + 1 > nstamps) nstamps = z->events[i].stamp_end + 1;
+    }
+    if (nstamps > z->stamp_cap) {
+        z->stamp_cap = nstamps;
+        z->stamp_seconds = realloc(z->stamp_seconds, (size_t)nstamps * sizeof(double));
+        if (!z->stamp_seconds) zero3_die("out of host memory");
+    }
+    z->be->stamps_read(z->be->ctx, z->stamp_seconds, nstamps);
+    z->stats.exposed_s = 0.0;
+    for (int u = 0; u < z->nunits; u++) z->unit_exposed_s[u] = 0.0;
+    for (int i = 0; i < z->nevents; i++) {
+        Zero3Event *e = &z->events[i];
+        e->t_begin = e->stamp_begin >= 0 ? z->stamp_seconds[e->stamp_begin] : 0.0;
+        e->t_end = e->stamp_end >= 0 ? z->stamp_seconds[e->stamp_end] : e->t_begin;
+        if (e->type != ZERO3_EV_WAIT) continue;
+        double d = e->t_end > e->t_begin ? e->t_end - e->t_begin : 0.0;
+        z->stats.exposed_s += d;
+        if (e->unit >= 0) z->unit_exposed_s[e->unit] += d;
+    }
+    *n = z->nevents;
+    return z->events;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -289,7 +393,7 @@ static void schedule_start(Zero3 *z, Zero3Pass pass) {
 static void schedule_note_gather(Zero3 *z, int u) {
     Zero3Schedule *s = &z->schedule[z->pass];
     if (z->recording) {
-        if (s->len < 3 * ZERO3_MAX_UNITS) s->order[s->len++] = u;
+        if (s->len < 3 * ZERO3_MAX_UNITS) { s->backward[s->len] = (unsigned char)z->in_backward; s->order[s->len++] = u; }
         else z->recording = 0;   // a pass this long is not recorded: it runs without prefetch
         return;
     }
@@ -303,6 +407,10 @@ static void schedule_note_gather(Zero3 *z, int u) {
 
 void zero3_step_begin(Zero3 *z) {
     memset(&z->stats, 0, sizeof(z->stats));
+    // a fresh timeline: the stamps of whatever ran since the last step are forgotten
+    span_close(z);
+    z->nevents = 0;
+    if (timed(z)) z->be->stamps_read(z->be->ctx, NULL, 0);
     // gradients accumulate over the micro-steps of one step: start them at zero
     const Zero3Backend *be = z->be;
     size_t gbytes = zero3_dtype_size(z->cfg.grad_type);
@@ -320,9 +428,9 @@ static void drop_unused_prefetches(Zero3 *z) {
         Zero3Unit *U = &z->units[u];
         if (U->holders || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
             continue;
-        if (U->gather_handle) z->be->wait(z->be->ctx, U->gather_handle);
+        if (U->gather_handle) timed_wait(z, U->gather_handle, u, ZERO3_COLL_FWD_GATHER);
         U->gather_handle = NULL;
-        pool_release(z, U->params_gathered);
+        if (!solo(z)) pool_release(z, U->params_gathered);
         U->params_gathered = NULL;
         U->param_state = ZERO3_PARAMS_SHARDED;
     }
@@ -331,23 +439,32 @@ static void drop_unused_prefetches(Zero3 *z) {
 void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
     // the previous micro-step's last reductions still read their gradient buffers; the units
     // start a new accumulation now, so let those finish first
+    span_close(z);
     zero3_finish_reductions(z);
     drop_unused_prefetches(z);
+    z->in_backward = 0;
     z->micro = micro;
     z->micro_steps = micro_steps;
     schedule_start(z, pass);
 }
 
-// SHARDED -> GATHERING: the all-gather of unit u into a pool buffer starts.
-static void gather_start(Zero3 *z, int u) {
+// SHARDED -> GATHERING: the all-gather of unit u into a pool buffer starts (for the forward or the
+// backward: the ledger's kind). On one rank the shard is the unit: SHARDED -> GATHERED in place.
+static void gather_start(Zero3 *z, int u, int backward) {
     Zero3Unit *U = &z->units[u];
     const Zero3Backend *be = z->be;
+    if (solo(z)) {
+        U->params_gathered = owned_params(z, u);
+        U->param_state = ZERO3_PARAMS_GATHERED;
+        return;
+    }
     size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
+    Zero3Collective kind = backward ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER;
     U->params_gathered = pool_acquire(z, full_bytes);
     U->gather_handle = be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered,
                                             U->shard, z->cfg.param_type);
     U->param_state = ZERO3_PARAMS_GATHERING;
-    count_gather(z, full_bytes);
+    note_collective(z, u, kind, count_gather(z, full_bytes, kind));
 }
 
 // Starts the all-gathers of the next prefetch_depth units of the recorded schedule that are still
@@ -359,18 +476,20 @@ static void prefetch(Zero3 *z) {
     for (int k = 0; k < z->cfg.prefetch_depth; k++) {
         int pos = z->schedule_pos + k;
         if (pos >= s->len) break;
-        if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED) gather_start(z, s->order[pos]);
+        if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED)
+            gather_start(z, s->order[pos], s->backward[pos]);
     }
 }
 
 void *zero3_gather(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
+    span_close(z);
     if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
         return at(z->params_full, U->full_offset, z->cfg.param_type);
     schedule_note_gather(z, u);
-    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u);   // not prefetched: gather now
+    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, z->in_backward);   // not prefetched: now
     if (U->param_state == ZERO3_PARAMS_GATHERING) {                   // GATHERING -> GATHERED
-        z->be->wait(z->be->ctx, U->gather_handle);
+        timed_wait(z, U->gather_handle, u, z->in_backward ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER);
         U->gather_handle = NULL;
         U->param_state = ZERO3_PARAMS_GATHERED;
     }
@@ -382,23 +501,27 @@ void *zero3_gather(Zero3 *z, int u) {
 // GATHERED -> SHARDED once the last holder lets go: the full unit's memory returns to the pool.
 void zero3_release(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
+    span_close(z);
     if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
     if (U->holders <= 0 || U->param_state != ZERO3_PARAMS_GATHERED)
         zero3_die("zero3_release of a unit that is not gathered");
     if (--U->holders == 0) {
-        pool_release(z, U->params_gathered);
+        if (!solo(z)) pool_release(z, U->params_gathered);
         U->params_gathered = NULL;
         U->param_state = ZERO3_PARAMS_SHARDED;
     }
 }
 
 // IDLE -> ACCUMULATING: the full-size buffer this micro-step's gradients of unit u are added into.
-// Grads FULL: the resident buffer (it accumulates over micro-steps); SHARDED: a fresh zeroed one.
-void *zero3_grads(Zero3 *z, int u) {
+// Grads FULL: the resident buffer (it accumulates over micro-steps); SHARDED: a fresh zeroed one,
+// except on one rank, where the shard is the whole unit and accumulates in place, as grads FULL do.
+static void *grads_open(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     if (U->grad_state == ZERO3_GRADS_REDUCING) zero3_die("zero3_grads of a unit whose reduction is in flight");
     if (U->grad_state == ZERO3_GRADS_IDLE) {
-        if (grads_sharded(z)) {
+        if (grads_sharded(z) && solo(z)) {
+            U->grads_buffer = grads_span(z, u);
+        } else if (grads_sharded(z)) {
             size_t bytes = U->padded * zero3_dtype_size(z->cfg.grad_type);
             U->grads_buffer = pool_acquire(z, bytes);
             z->be->zero(z->be->ctx, U->grads_buffer, bytes);
@@ -410,9 +533,18 @@ void *zero3_grads(Zero3 *z, int u) {
     return U->grads_buffer;
 }
 
+void *zero3_grads(Zero3 *z, int u) {
+    span_close(z);
+    void *g = grads_open(z, u);
+    z->in_backward = 1;
+    span_open(z, ZERO3_EV_BACKWARD, u);   // the caller computes gradients of u now
+    return g;
+}
+
 // REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
 static void retire_oldest_reduction(Zero3 *z) {
-    z->be->wait(z->be->ctx, z->inflight_handle[0]);
+    timed_wait(z, z->inflight_handle[0], z->inflight_unit[0],
+               optimizer_sharded(z) ? ZERO3_COLL_REDUCE_SCATTER : ZERO3_COLL_ALL_REDUCE);
     Zero3Unit *U = &z->units[z->inflight_unit[0]];
     if (grads_sharded(z)) pool_release(z, U->grads_buffer);
     U->grads_buffer = NULL;
@@ -431,8 +563,14 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     const Zero3Backend *be = z->be;
     Zero3DType gt = z->cfg.grad_type;
     size_t full_bytes = U->padded * zero3_dtype_size(gt);
+    span_close(z);
     if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
     void *handle = NULL;
+    if (solo(z)) {   // one rank: the gradients are already where the optimizer reads them
+        U->grads_buffer = NULL;
+        U->grad_state = ZERO3_GRADS_IDLE;
+        return;
+    }
     if (!grads_sharded(z)) {
         // full gradients stay resident: accumulate locally, communicate once per step
         if (z->micro != z->micro_steps - 1) {
@@ -442,10 +580,10 @@ void zero3_reduce_grads(Zero3 *z, int u) {
         }
         if (!optimizer_sharded(z)) {
             handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
-            count_reduce(z, full_bytes, 1);
+            note_collective(z, u, ZERO3_COLL_ALL_REDUCE, count_reduce(z, full_bytes, 1));
         } else {
             handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-            count_reduce(z, full_bytes, 0);
+            note_collective(z, u, ZERO3_COLL_REDUCE_SCATTER, count_reduce(z, full_bytes, 0));
         }
     } else {
         // Accumulation without a second shard buffer: each rank adds what its shard holds so far
@@ -455,7 +593,7 @@ void zero3_reduce_grads(Zero3 *z, int u) {
             be->add(be->ctx, at(U->grads_buffer, zero3_owned_begin(z, u), gt), grads_span(z, u),
                     U->shard, gt);
         handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-        count_reduce(z, full_bytes, 0);
+        note_collective(z, u, ZERO3_COLL_REDUCE_SCATTER, count_reduce(z, full_bytes, 0));
     }
     U->grad_state = ZERO3_GRADS_REDUCING;
     // Keep a few reductions in flight so they overlap the backward of the next units.
@@ -475,13 +613,22 @@ void zero3_finish_reductions(Zero3 *z) {
 
 // ---- the phase verbs: one line before the compute, one after --------------------------------------
 
-void *zero3_pre_forward(Zero3 *z, int u) { return zero3_gather(z, u); }
+void *zero3_pre_forward(Zero3 *z, int u) {
+    span_close(z);
+    z->in_backward = 0;
+    void *p = zero3_gather(z, u);
+    span_open(z, ZERO3_EV_FORWARD, u);
+    return p;
+}
 void zero3_post_forward(Zero3 *z, int u) { zero3_release(z, u); }
 
 Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
     Zero3UnitBuffers b;
+    span_close(z);
+    z->in_backward = 1;
     b.params = zero3_gather(z, u);
-    b.grads = zero3_grads(z, u);
+    b.grads = grads_open(z, u);
+    span_open(z, ZERO3_EV_BACKWARD, u);
     return b;
 }
 
@@ -518,14 +665,23 @@ void zero3_check_idle(const Zero3 *z) {
 // is zero and adds nothing. One all-reduce of one number gives every rank the same norm: a per-rank
 // norm would give every rank a different clipping coefficient, and the replicas would drift apart.
 double zero3_grad_norm(Zero3 *z) {
+    span_close(z);
     zero3_finish_reductions(z);
     schedule_close_recording(z);
     const Zero3Backend *be = z->be;
     for (int u = 0; u < z->nunits; u++)
         be->sum_squares_add(be->ctx, zero3_owned_grads(z, u), z->units[u].shard, z->cfg.grad_type);
     double local = be->sum_squares_total(be->ctx);   // the one read-back of the step
-    count_scalar(z);
-    return sqrt(be->all_reduce_scalar(be->ctx, local));
+    double bytes = count_scalar(z);
+    if (!timed(z)) return sqrt(be->all_reduce_scalar(be->ctx, local));
+    // a blocking collective: all of it is waited for
+    Zero3Event *w = event_add(z, ZERO3_EV_WAIT, -1, ZERO3_COLL_NORM);
+    int index = z->nevents - 1;
+    w->stamp_begin = be->stamp(be->ctx);
+    double total = be->all_reduce_scalar(be->ctx, local);
+    z->events[index].stamp_end = be->stamp(be->ctx);
+    note_collective(z, -1, ZERO3_COLL_NORM, bytes);
+    return sqrt(total);
 }
 
 // Params FULL with the optimizer SHARDED (stages 1-2): every rank updated its slice; gather them so
@@ -541,9 +697,10 @@ static void gather_updated_params(Zero3 *z) {
             handles[i] = be->all_gather_start(be->ctx, owned_params(z, first + i),
                                               at(z->params_full, U->full_offset, z->cfg.param_type),
                                               U->shard, z->cfg.param_type);
-            count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type));
+            double b = count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type), ZERO3_COLL_STEP_GATHER);
+            note_collective(z, first + i, ZERO3_COLL_STEP_GATHER, b);
         }
-        for (int i = 0; i < n; i++) be->wait(be->ctx, handles[i]);
+        for (int i = 0; i < n; i++) timed_wait(z, handles[i], first + i, ZERO3_COLL_STEP_GATHER);
     }
 }
 
@@ -554,8 +711,10 @@ static void gather_updated_params(Zero3 *z) {
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t) {
     const Zero3Backend *be = z->be;
+    span_close(z);
     zero3_finish_reductions(z);
     drop_unused_prefetches(z);
+    span_open(z, ZERO3_EV_OPTIMIZER, -1);
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
         size_t span_begin, span_count;
@@ -581,7 +740,8 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
                       T->decay ? weight_decay : 0.0f, grad_scale, t);
         }
     }
-    if (!params_sharded(z) && optimizer_sharded(z)) gather_updated_params(z);
+    span_close(z);
+    if (!params_sharded(z) && optimizer_sharded(z) && !solo(z)) gather_updated_params(z);
     z->comm_bytes_total += z->stats.comm_bytes;
 }
 
@@ -617,4 +777,61 @@ double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType para
     double reduce = (L->optimizer == ZERO3_FULL) ? 2.0 * f * G : f * G;
     double gather = (L->params == ZERO3_SHARDED) ? 2.0 * f * P : (L->optimizer == ZERO3_SHARDED) ? f * P : 0.0;
     return reduce + gather;
+}
+
+// The collective ledger in theory (zero3.h): what zero3_reduce_grads, zero3_gather and
+// gather_updated_params will count, from the same stage table, for A micro-steps. Per unit of P
+// elements (padded), f = (N-1)/N, p and g the bytes of a param and a gradient:
+//   fwd/bwd gathers  params SHARDED: A x gathers per pass x f P p
+//   reduce-scatter   grads SHARDED: A x f P g (every micro-step); grads FULL, optimizer SHARDED: f P g
+//   all-reduce       optimizer FULL (DDP): 2 f P g, once per step
+//   step gather      params FULL, optimizer SHARDED: f P p, once per step
+//   norm             one double all-reduced: 2 f 8
+static void theory_ledger(int stage, int world, int A, Zero3DType pt, Zero3DType gt, int nunits,
+                          const double *padded, const int *fwd, const int *bwd, Zero3Ledger *out) {
+    const Zero3StageLayout *L = &ZERO3_STAGE_LAYOUT[stage];
+    memset(out, 0, sizeof(*out));
+    double f = (double)(world - 1) / (double)world, p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
+    out->row[ZERO3_COLL_NORM].count = 1.0;
+    out->row[ZERO3_COLL_NORM].bytes = 2.0 * f * sizeof(double);
+    if (world == 1) return;
+    for (int u = 0; u < nunits; u++) {
+        double P = padded[u];
+        Zero3LedgerRow *r;
+        if (L->params == ZERO3_SHARDED) {
+            r = &out->row[ZERO3_COLL_FWD_GATHER]; r->count += A * fwd[u]; r->bytes += A * fwd[u] * f * P * p;
+            r = &out->row[ZERO3_COLL_BWD_GATHER]; r->count += A * bwd[u]; r->bytes += A * bwd[u] * f * P * p;
+        } else if (L->optimizer == ZERO3_SHARDED) {
+            r = &out->row[ZERO3_COLL_STEP_GATHER]; r->count += 1; r->bytes += f * P * p;
+        }
+        if (L->optimizer == ZERO3_FULL) {
+            r = &out->row[ZERO3_COLL_ALL_REDUCE]; r->count += 1; r->bytes += 2.0 * f * P * g;
+        } else {
+            double times = L->grads == ZERO3_SHARDED ? A : 1;
+            r = &out->row[ZERO3_COLL_REDUCE_SCATTER]; r->count += times; r->bytes += times * f * P * g;
+        }
+    }
+}
+
+void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType param_type,
+                         Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
+                         Zero3Ledger *out) {
+    double *padded = malloc((size_t)(z->nunits ? z->nunits : 1) * sizeof(double));
+    if (!padded) zero3_die("out of host memory");
+    for (int u = 0; u < z->nunits; u++) padded[u] = (double)z->units[u].padded;
+    theory_ledger(stage, z->world, micro_steps, param_type, grad_type, z->nunits, padded, fwd_gathers,
+                  bwd_gathers, out);
+    free(padded);
+}
+
+void zero3_theory_ledger_params(int stage, double nparams, int world, int micro_steps,
+                                Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out) {
+    const int once = 1;
+    theory_ledger(stage, world, micro_steps, param_type, grad_type, 1, &nparams, &once, &once, out);
+}
+
+double zero3_ledger_bytes(const Zero3Ledger *l) {
+    double total = 0.0;
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) total += l->row[k].bytes;
+    return total;
 }

@@ -279,3 +279,9 @@ int gpt2_load_owned(const GPT2Config *c, Zero3 *z, FILE *f, const char *path, in
     }
     return 0;
 }
+
+void gpt2_gathers_per_pass(const GPT2Config *c, int *fwd, int *bwd) {
+    for (int u = 0; u < c->num_layers + 2; u++) { fwd[u] = 1; bwd[u] = 1; }
+    fwd[gpt2_unit_emb(c)] = 2;
+    bwd[gpt2_unit_emb(c)] = 0;
+}
