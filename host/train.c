@@ -476,6 +476,7 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
     if (tr.args.plan_world) return plan_main(&tr.args, build);   // -plan: on paper only
     tr.be = be;
     trainer_prepare_out_dir(&tr);
+    tr.trace = trace_open(tr.args.trace_path, be);   // an unwritable -tr fails before the long setup
     trainer_setup(&tr, be);
     trainer_publish(&tr);
     {
@@ -488,7 +489,6 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
     }
     trainer_report(&tr);
     trainer_open_log(&tr);
-    tr.trace = trace_open(tr.args.trace_path, be);
     const TrainArgs *a = &tr.args;
     double tokens = (double)a->tokens_per_step, total_ms = 0.0;
     // ---- test hook (tests/test_faults.sh): ZERO3_INJECT_NAN_STEP=k makes step k's loss NaN on every
