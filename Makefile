@@ -17,7 +17,7 @@ endif
 # ---------------------------------------------------------------- CPU
 CFLAGS ?= -O3 -march=native -Wall -Wextra -Wno-unused-parameter -Wno-unused-function
 CFLAGS += -fopenmp -std=gnu11
-LDLIBS_CPU = -lm
+LDLIBS_CPU = -lm -lpthread
 DEFS =
 ifeq ($(DDP),1)
 DEFS += -DZERO3_DDP_ONLY

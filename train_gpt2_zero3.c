@@ -217,7 +217,9 @@ void model_probs(Model *m, int b, int t, float *probs) {
 // The device, as the report sees it
 
 void model_describe(char *buf, size_t n) {
-    snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank", omp_get_max_threads());
+    char comm[128];
+    backend_cpu_describe(comm, sizeof comm);
+    snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank, %s", omp_get_max_threads(), comm);
 }
 double model_flops_fraction(double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
 void model_step_begin(int step) {}

@@ -16,6 +16,10 @@ const Zero3StageLayout ZERO3_STAGE_LAYOUT[4] = {
     {ZERO3_SHARDED, ZERO3_SHARDED, ZERO3_SHARDED},   // 3: + parameters
 };
 
+const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS] = {
+    "fwd_gather", "bwd_gather", "reduce_scatter", "all_reduce", "step_gather", "norm", "replica_reduce",
+};
+
 static void zero3_die(const char *msg) {
     fprintf(stderr, "zero3: internal error: %s\n", msg);
     abort();
@@ -28,6 +32,9 @@ static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static int params_sharded(const Zero3 *z, int u) { return z->units[u].layout.params == ZERO3_SHARDED; }
 static int grads_sharded(const Zero3 *z, int u) { return z->units[u].layout.grads == ZERO3_SHARDED; }
 static int optimizer_sharded(const Zero3 *z, int u) { return z->units[u].layout.optimizer == ZERO3_SHARDED; }
+// One rank: a shard is the whole unit, so a gather or a reduction is the identity. The engine then
+// issues no data collective at all and uses the shards in place (stage 3 holds what DDP holds).
+static int solo(const Zero3 *z) { return z->world == 1; }
 
 // ------------------------------------------------------------------------------------------------
 // Layout
@@ -59,9 +66,12 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     // embedding once more)
     for (int p = 0; p < ZERO3_NUM_PASSES; p++) {
         z->schedule[p].order = calloc(3 * ZERO3_MAX_UNITS, sizeof(int));
-        if (!z->schedule[p].order) zero3_die("out of host memory");
+        z->schedule[p].backward = calloc(3 * ZERO3_MAX_UNITS, 1);
+        if (!z->schedule[p].order || !z->schedule[p].backward) zero3_die("out of host memory");
     }
-    if (!z->units) zero3_die("out of host memory");
+    z->unit_exposed_s = calloc(ZERO3_MAX_UNITS, sizeof(double));
+    z->open_span = -1;
+    if (!z->units || !z->unit_exposed_s) zero3_die("out of host memory");
     // fp32 working params need no separate master copy: the params ARE the master weights
     z->master_is_params = (cfg->param_type == ZERO3_F32);
 }
@@ -144,7 +154,10 @@ void zero3_free(Zero3 *z) {
         if (bufs[i]) be->free(be->ctx, bufs[i]);
     for (int i = 0; i < z->pool_count; i++) be->free(be->ctx, z->pool[i].ptr);
     free(z->units);
-    for (int p = 0; p < ZERO3_NUM_PASSES; p++) free(z->schedule[p].order);
+    for (int p = 0; p < ZERO3_NUM_PASSES; p++) { free(z->schedule[p].order); free(z->schedule[p].backward); }
+    free(z->events);
+    free(z->stamp_seconds);
+    free(z->unit_exposed_s);
     memset(z, 0, sizeof(*z));
 }
 
@@ -215,17 +228,108 @@ const void *zero3_owned_grads(const Zero3 *z, int u) {
 
 static double ring_fraction(const Zero3 *z) { return (double)(z->world - 1) / (double)z->world; }
 
-static void count_gather(Zero3 *z, size_t full_bytes) {
+static void ledger_add(Zero3 *z, Zero3Collective c, double bytes) {
+    z->stats.ledger.row[c].count += 1.0;
+    z->stats.ledger.row[c].bytes += bytes;
+}
+static double count_gather(Zero3 *z, size_t full_bytes, Zero3Collective kind) {
     double b = ring_fraction(z) * (double)full_bytes;
     z->stats.comm_bytes += b; z->stats.comm_gather_bytes += b; z->stats.gathers++;
+    ledger_add(z, kind, b);
+    return b;
 }
-static void count_reduce(Zero3 *z, size_t full_bytes, int all_reduce) {
+static double count_reduce(Zero3 *z, size_t full_bytes, int all_reduce) {
     double b = (all_reduce ? 2.0 : 1.0) * ring_fraction(z) * (double)full_bytes;
     z->stats.comm_bytes += b; z->stats.comm_reduce_bytes += b; z->stats.reduces++;
+    ledger_add(z, all_reduce ? ZERO3_COLL_ALL_REDUCE : ZERO3_COLL_REDUCE_SCATTER, b);
+    return b;
 }
-static void count_scalar(Zero3 *z) {   // over every rank (under HSDP too)
+static double count_scalar(Zero3 *z) {   // over every rank (under HSDP too)
     double n = (double)z->be->world, b = 2.0 * (n - 1.0) / n * sizeof(double);
     z->stats.comm_bytes += b; z->stats.comm_scalar_bytes += b;
+    ledger_add(z, ZERO3_COLL_NORM, b);
+    return b;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The timeline: with a backend that takes stamps, the engine writes down when each unit computes,
+// when each collective moves, and when the compute side waits for one (the exposed communication).
+// A unit's compute span runs from the end of its pre_forward / pre_backward to the next engine call.
+
+static int timed(const Zero3 *z) { return z->be->stamp != NULL; }
+
+static Zero3Event *event_add(Zero3 *z, Zero3EventType type, int unit, Zero3Collective coll) {
+    if (z->nevents == z->events_cap) {
+        z->events_cap = z->events_cap ? 2 * z->events_cap : 1024;
+        z->events = realloc(z->events, (size_t)z->events_cap * sizeof(Zero3Event));
+        if (!z->events) zero3_die("out of host memory");
+    }
+    Zero3Event *e = &z->events[z->nevents++];
+    memset(e, 0, sizeof(*e));
+    e->type = type; e->unit = unit; e->coll = coll; e->micro = z->micro;
+    e->stamp_begin = e->stamp_end = -1;
+    return e;
+}
+
+static void span_open(Zero3 *z, Zero3EventType type, int unit) {
+    if (!timed(z)) return;
+    Zero3Event *e = event_add(z, type, unit, ZERO3_COLL_KINDS);
+    e->stamp_begin = z->be->stamp(z->be->ctx);
+    z->open_span = z->nevents - 1;
+}
+// Every public entry point closes the compute span that is open: the caller's compute ended there.
+static void span_close(Zero3 *z) {
+    if (z->open_span < 0) return;
+    z->events[z->open_span].stamp_end = z->be->stamp(z->be->ctx);
+    z->open_span = -1;
+}
+
+// The communication side of the collective just started: its transfer, with its bytes.
+static void note_collective(Zero3 *z, int unit, Zero3Collective coll, double bytes) {
+    if (!timed(z)) return;
+    Zero3Event *e = event_add(z, ZERO3_EV_COLLECTIVE, unit, coll);
+    e->bytes = bytes;
+    z->be->comm_stamps(z->be->ctx, &e->stamp_begin, &e->stamp_end);
+}
+
+// be->wait, timed: what the compute side waits here is exposed communication.
+static void timed_wait(Zero3 *z, void *handle, int unit, Zero3Collective coll) {
+    if (!timed(z)) { z->be->wait(z->be->ctx, handle); return; }
+    Zero3Event *e = event_add(z, ZERO3_EV_WAIT, unit, coll);
+    int index = z->nevents - 1;
+    e->stamp_begin = z->be->stamp(z->be->ctx);
+    z->be->wait(z->be->ctx, handle);
+    z->events[index].stamp_end = z->be->stamp(z->be->ctx);
+}
+
+const Zero3Event *zero3_timeline_read(Zero3 *z, int *n) {
+    *n = 0;
+    if (!timed(z)) return NULL;
+    span_close(z);
+    int nstamps = 0;
+    for (int i = 0; i < z->nevents; i++) {
+        if (z->events[i].stamp_begin + 1 > nstamps) nstamps = z->events[i].stamp_begin + 1;
+        if (z->events[i].stamp_end + 1 > nstamps) nstamps = z->events[i].stamp_end + 1;
+    }
+    if (nstamps > z->stamp_cap) {
+        z->stamp_cap = nstamps;
+        z->stamp_seconds = realloc(z->stamp_seconds, (size_t)nstamps * sizeof(double));
+        if (!z->stamp_seconds) zero3_die("out of host memory");
+    }
+    z->be->stamps_read(z->be->ctx, z->stamp_seconds, nstamps);
+    z->stats.exposed_s = 0.0;
+    for (int u = 0; u < z->nunits; u++) z->unit_exposed_s[u] = 0.0;
+    for (int i = 0; i < z->nevents; i++) {
+        Zero3Event *e = &z->events[i];
+        e->t_begin = e->stamp_begin >= 0 ? z->stamp_seconds[e->stamp_begin] : 0.0;
+        e->t_end = e->stamp_end >= 0 ? z->stamp_seconds[e->stamp_end] : e->t_begin;
+        if (e->type != ZERO3_EV_WAIT) continue;
+        double d = e->t_end > e->t_begin ? e->t_end - e->t_begin : 0.0;
+        z->stats.exposed_s += d;
+        if (e->unit >= 0) z->unit_exposed_s[e->unit] += d;
+    }
+    *n = z->nevents;
+    return z->events;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -317,7 +421,7 @@ static void schedule_start(Zero3 *z, Zero3Pass pass) {
 static void schedule_note_gather(Zero3 *z, int u) {
     Zero3Schedule *s = &z->schedule[z->pass];
     if (z->recording) {
-        if (s->len < 3 * ZERO3_MAX_UNITS) s->order[s->len++] = u;
+        if (s->len < 3 * ZERO3_MAX_UNITS) { s->backward[s->len] = (unsigned char)z->in_backward; s->order[s->len++] = u; }
         else z->recording = 0;   // a pass this long is not recorded: it runs without prefetch
         return;
     }
@@ -332,6 +436,10 @@ static void schedule_note_gather(Zero3 *z, int u) {
 void zero3_step_begin(Zero3 *z) {
     memset(&z->stats, 0, sizeof(z->stats));
     z->grads_complete = 0;
+    // a fresh timeline: the stamps of whatever ran since the last step are forgotten
+    span_close(z);
+    z->nevents = 0;
+    if (timed(z)) z->be->stamps_read(z->be->ctx, NULL, 0);
     // gradients accumulate over the micro-steps of one step: start them at zero
     const Zero3Backend *be = z->be;
     size_t gbytes = zero3_dtype_size(z->cfg.grad_type);
@@ -349,9 +457,9 @@ static void drop_unused_prefetches(Zero3 *z) {
         Zero3Unit *U = &z->units[u];
         if (U->holders || U->kept || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
             continue;
-        if (U->gather_handle) z->be->wait(z->be->ctx, U->gather_handle);
+        if (U->gather_handle) timed_wait(z, U->gather_handle, u, ZERO3_COLL_FWD_GATHER);
         U->gather_handle = NULL;
-        pool_release(z, U->params_gathered);
+        if (!solo(z)) pool_release(z, U->params_gathered);
         U->params_gathered = NULL;
         U->param_state = ZERO3_PARAMS_SHARDED;
     }
@@ -360,24 +468,33 @@ static void drop_unused_prefetches(Zero3 *z) {
 void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
     // the previous micro-step's last reductions still read their gradient buffers; the units
     // start a new accumulation now, so let those finish first
+    span_close(z);
     zero3_finish_reductions(z);
     drop_unused_prefetches(z);
     for (int u = 0; u < z->nunits; u++) z->units[u].backward_done = 0;
+    z->in_backward = 0;
     z->micro = micro;
     z->micro_steps = micro_steps;
     schedule_start(z, pass);
 }
 
-// SHARDED -> GATHERING: the all-gather of unit u into a pool buffer starts.
-static void gather_start(Zero3 *z, int u) {
+// SHARDED -> GATHERING: the all-gather of unit u into a pool buffer starts (for the forward or the
+// backward: the ledger's kind). On one rank the shard is the unit: SHARDED -> GATHERED in place.
+static void gather_start(Zero3 *z, int u, int backward) {
     Zero3Unit *U = &z->units[u];
     const Zero3Backend *be = z->be;
+    if (solo(z)) {
+        U->params_gathered = owned_params(z, u);
+        U->param_state = ZERO3_PARAMS_GATHERED;
+        return;
+    }
     size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
+    Zero3Collective kind = backward ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER;
     U->params_gathered = pool_acquire(z, full_bytes);
     U->gather_handle = be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered,
                                             U->shard, z->cfg.param_type);
     U->param_state = ZERO3_PARAMS_GATHERING;
-    count_gather(z, full_bytes);
+    note_collective(z, u, kind, count_gather(z, full_bytes, kind));
 }
 
 // Starts the all-gathers of the next prefetch_depth units of the recorded schedule that are still
@@ -389,18 +506,20 @@ static void prefetch(Zero3 *z) {
     for (int k = 0; k < z->cfg.prefetch_depth; k++) {
         int pos = z->schedule_pos + k;
         if (pos >= s->len) break;
-        if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED) gather_start(z, s->order[pos]);
+        if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED)
+            gather_start(z, s->order[pos], s->backward[pos]);
     }
 }
 
 void *zero3_gather(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
+    span_close(z);
     if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
         return resident_params(z, u);
     schedule_note_gather(z, u);
-    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u);   // not prefetched: gather now
+    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, z->in_backward);   // not prefetched: now
     if (U->param_state == ZERO3_PARAMS_GATHERING) {                   // GATHERING -> GATHERED
-        z->be->wait(z->be->ctx, U->gather_handle);
+        timed_wait(z, U->gather_handle, u, z->in_backward ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER);
         U->gather_handle = NULL;
         U->param_state = ZERO3_PARAMS_GATHERED;
     }
@@ -411,7 +530,7 @@ void *zero3_gather(Zero3 *z, int u) {
 
 // GATHERED -> SHARDED: the full unit's memory returns to the pool.
 static void free_gathered(Zero3 *z, Zero3Unit *U) {
-    pool_release(z, U->params_gathered);
+    if (!solo(z)) pool_release(z, U->params_gathered);   // one rank: the shard itself, not a pool buffer
     U->params_gathered = NULL;
     U->param_state = ZERO3_PARAMS_SHARDED;
     U->kept = 0;
@@ -421,6 +540,7 @@ static void free_gathered(Zero3 *z, Zero3Unit *U) {
 // after forward) and its gradients have not been handed over yet.
 void zero3_release(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
+    span_close(z);
     if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
     if (U->holders <= 0 || U->param_state != ZERO3_PARAMS_GATHERED)
         zero3_die("zero3_release of a unit that is not gathered");
@@ -428,12 +548,15 @@ void zero3_release(Zero3 *z, int u) {
 }
 
 // IDLE -> ACCUMULATING: the full-size buffer this micro-step's gradients of unit u are added into.
-// Grads FULL: the resident buffer (it accumulates over micro-steps); SHARDED: a fresh zeroed one.
-void *zero3_grads(Zero3 *z, int u) {
+// Grads FULL: the resident buffer (it accumulates over micro-steps); SHARDED: a fresh zeroed one,
+// except on one rank, where the shard is the whole unit and accumulates in place, as grads FULL do.
+static void *grads_open(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     if (U->grad_state == ZERO3_GRADS_REDUCING) zero3_die("zero3_grads of a unit whose reduction is in flight");
     if (U->grad_state == ZERO3_GRADS_IDLE) {
-        if (grads_sharded(z, u)) {
+        if (grads_sharded(z, u) && solo(z)) {
+            U->grads_buffer = grads_span(z, u);
+        } else if (grads_sharded(z, u)) {
             size_t bytes = U->padded * zero3_dtype_size(z->cfg.grad_type);
             U->grads_buffer = pool_acquire(z, bytes);
             z->be->zero(z->be->ctx, U->grads_buffer, bytes);
@@ -445,9 +568,18 @@ void *zero3_grads(Zero3 *z, int u) {
     return U->grads_buffer;
 }
 
+void *zero3_grads(Zero3 *z, int u) {
+    span_close(z);
+    void *g = grads_open(z, u);
+    z->in_backward = 1;
+    span_open(z, ZERO3_EV_BACKWARD, u);   // the caller computes gradients of u now
+    return g;
+}
+
 // REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
 static void retire_oldest_reduction(Zero3 *z) {
-    z->be->wait(z->be->ctx, z->inflight_handle[0]);
+    timed_wait(z, z->inflight_handle[0], z->inflight_unit[0],
+               optimizer_sharded(z, z->inflight_unit[0]) ? ZERO3_COLL_REDUCE_SCATTER : ZERO3_COLL_ALL_REDUCE);
     Zero3Unit *U = &z->units[z->inflight_unit[0]];
     if (grads_sharded(z, z->inflight_unit[0])) pool_release(z, U->grads_buffer);
     U->grads_buffer = NULL;
@@ -466,8 +598,16 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     const Zero3Backend *be = z->be;
     Zero3DType gt = z->cfg.grad_type;
     size_t full_bytes = U->padded * zero3_dtype_size(gt);
+    span_close(z);
     if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
     void *handle = NULL;
+    if (solo(z)) {   // one rank: the gradients are already where the optimizer reads them
+        U->grads_buffer = NULL;
+        U->grad_state = ZERO3_GRADS_IDLE;
+        U->backward_done = 1;
+        if (U->kept && U->holders == 0) free_gathered(z, U);
+        return;
+    }
     if (!grads_sharded(z, u)) {
         // full gradients stay resident: accumulate locally, communicate once per step
         if (z->micro != z->micro_steps - 1) {
@@ -478,10 +618,10 @@ void zero3_reduce_grads(Zero3 *z, int u) {
         }
         if (!optimizer_sharded(z, u)) {
             handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
-            count_reduce(z, full_bytes, 1);
+            note_collective(z, u, ZERO3_COLL_ALL_REDUCE, count_reduce(z, full_bytes, 1));
         } else {
             handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-            count_reduce(z, full_bytes, 0);
+            note_collective(z, u, ZERO3_COLL_REDUCE_SCATTER, count_reduce(z, full_bytes, 0));
         }
     } else {
         // Accumulation without a second shard buffer: each rank adds what its shard holds so far
@@ -491,7 +631,7 @@ void zero3_reduce_grads(Zero3 *z, int u) {
             be->add(be->ctx, at(U->grads_buffer, zero3_owned_begin(z, u), gt), grads_span(z, u),
                     U->shard, gt);
         handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-        count_reduce(z, full_bytes, 0);
+        note_collective(z, u, ZERO3_COLL_REDUCE_SCATTER, count_reduce(z, full_bytes, 0));
     }
     U->grad_state = ZERO3_GRADS_REDUCING;
     U->backward_done = 1;
@@ -513,7 +653,13 @@ void zero3_finish_reductions(Zero3 *z) {
 
 // ---- the phase verbs: one line before the compute, one after --------------------------------------
 
-void *zero3_pre_forward(Zero3 *z, int u) { return zero3_gather(z, u); }
+void *zero3_pre_forward(Zero3 *z, int u) {
+    span_close(z);
+    z->in_backward = 0;
+    void *p = zero3_gather(z, u);
+    span_open(z, ZERO3_EV_FORWARD, u);
+    return p;
+}
 
 // FSDP's reshard_after_forward = False (-ra 0): in a training pass the unit stays gathered from its
 // forward to its backward, which then needs no second all-gather.
@@ -526,8 +672,11 @@ void zero3_post_forward(Zero3 *z, int u) {
 
 Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
     Zero3UnitBuffers b;
+    span_close(z);
+    z->in_backward = 1;
     b.params = zero3_gather(z, u);
-    b.grads = zero3_grads(z, u);
+    b.grads = grads_open(z, u);
+    span_open(z, ZERO3_EV_BACKWARD, u);
     return b;
 }
 
@@ -564,14 +713,15 @@ typedef void *(*UnitCollective)(Zero3 *z, int u);
 
 // Runs start on every unit, at most ZERO3_GATHER_BATCH collectives in flight at once, so a model of
 // any depth fits the backends' handle tables, and waits for all of them.
-static void for_units_batched(Zero3 *z, UnitCollective start) {
+static void for_units_batched(Zero3 *z, UnitCollective start, Zero3Collective kind) {
     void *handles[ZERO3_GATHER_BATCH];
+    int units[ZERO3_GATHER_BATCH];
     int n = 0;
     for (int u = 0; u < z->nunits; u++) {
         void *h = start(z, u);
-        if (h) handles[n++] = h;
+        if (h) { handles[n] = h; units[n++] = u; }
         if (n == ZERO3_GATHER_BATCH || (u == z->nunits - 1 && n > 0)) {
-            for (int i = 0; i < n; i++) z->be->wait(z->be->ctx, handles[i]);
+            for (int i = 0; i < n; i++) timed_wait(z, handles[i], units[i], kind);
             n = 0;
         }
     }
@@ -588,6 +738,8 @@ static void *start_replica_all_reduce(Zero3 *z, int u) {
     z->stats.comm_bytes += sent;
     z->stats.comm_inter_bytes += sent;
     z->stats.reduces++;
+    ledger_add(z, ZERO3_COLL_REPLICA_REDUCE, sent);
+    note_collective(z, u, ZERO3_COLL_REPLICA_REDUCE, sent);
     return z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type);
 }
 
@@ -597,7 +749,7 @@ static void finish_gradients(Zero3 *z) {
     zero3_finish_reductions(z);
     schedule_close_recording(z);
     if (z->grads_complete) return;
-    if (z->replicas > 1) for_units_batched(z, start_replica_all_reduce);
+    if (z->replicas > 1) for_units_batched(z, start_replica_all_reduce, ZERO3_COLL_REPLICA_REDUCE);
     z->grads_complete = 1;
 }
 
@@ -615,14 +767,25 @@ static double owned_sum_squares(Zero3 *z) {
 // Global gradient norm: one all-reduce of one number gives every rank the same norm. A per-rank
 // norm would give every rank a different clipping coefficient, and the replicas would drift apart.
 double zero3_grad_norm(Zero3 *z) {
+    span_close(z);
     finish_gradients(z);
+    const Zero3Backend *be = z->be;
     double local = owned_sum_squares(z);
-    count_scalar(z);
-    return sqrt(z->be->all_reduce_scalar(z->be->ctx, local));
+    double bytes = count_scalar(z);
+    if (!timed(z)) return sqrt(be->all_reduce_scalar(be->ctx, local));
+    // a blocking collective: all of it is waited for
+    Zero3Event *w = event_add(z, ZERO3_EV_WAIT, -1, ZERO3_COLL_NORM);
+    int index = z->nevents - 1;
+    w->stamp_begin = be->stamp(be->ctx);
+    double total = be->all_reduce_scalar(be->ctx, local);
+    z->events[index].stamp_end = be->stamp(be->ctx);
+    note_collective(z, -1, ZERO3_COLL_NORM, bytes);
+    return sqrt(total);
 }
 
 // The norm of this rank's own slice only: the clipping pitfall, on purpose (-clip local).
 double zero3_local_grad_norm(Zero3 *z) {
+    span_close(z);
     finish_gradients(z);
     return sqrt(owned_sum_squares(z));
 }
@@ -630,9 +793,10 @@ double zero3_local_grad_norm(Zero3 *z) {
 // Params FULL with the optimizer SHARDED (stages 1-2): every rank updated its slice; gather them so
 // all ranks hold the new full params.
 static void *start_updated_params_gather(Zero3 *z, int u) {
-    if (params_sharded(z, u) || !optimizer_sharded(z, u)) return NULL;
+    if (params_sharded(z, u) || !optimizer_sharded(z, u) || solo(z)) return NULL;
     const Zero3Unit *U = &z->units[u];
-    count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type));
+    double b = count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type), ZERO3_COLL_STEP_GATHER);
+    note_collective(z, u, ZERO3_COLL_STEP_GATHER, b);
     return z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
 }
 
@@ -643,8 +807,10 @@ static void *start_updated_params_gather(Zero3 *z, int u) {
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t) {
     const Zero3Backend *be = z->be;
+    span_close(z);
     finish_gradients(z);
     drop_unused_prefetches(z);
+    span_open(z, ZERO3_EV_OPTIMIZER, -1);
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
         size_t span_begin, span_count;
@@ -670,7 +836,8 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
                       T->decay ? weight_decay : 0.0f, grad_scale, t);
         }
     }
-    for_units_batched(z, start_updated_params_gather);
+    span_close(z);
+    for_units_batched(z, start_updated_params_gather, ZERO3_COLL_STEP_GATHER);
     z->comm_bytes_total += z->stats.comm_bytes;
 }
 
@@ -724,4 +891,74 @@ double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType para
     double reduce = (L->optimizer == ZERO3_FULL) ? 2.0 * f * G : f * G;
     double gather = (L->params == ZERO3_SHARDED) ? 2.0 * f * P : (L->optimizer == ZERO3_SHARDED) ? f * P : 0.0;
     return reduce + gather;
+}
+
+// The collective ledger in theory (zero3.h): what zero3_reduce_grads, zero3_gather and
+// gather_updated_params will count, from the same stage table, for A micro-steps. Per unit of P
+// elements (padded), f = (N-1)/N, p and g the bytes of a param and a gradient:
+//   fwd/bwd gathers  params SHARDED: A x gathers per pass x f P p
+//   reduce-scatter   grads SHARDED: A x f P g (every micro-step); grads FULL, optimizer SHARDED: f P g
+//   all-reduce       optimizer FULL (DDP): 2 f P g, once per step
+//   step gather      params FULL, optimizer SHARDED: f P p, once per step
+//   norm             one double all-reduced: 2 f 8
+//   replica reduce   HSDP: each unit's optimizer span all-reduced across R replica groups, 2 (R-1)/R x span g
+// Each unit has its own layout (a persistent unit DDP's row). The norm's all-reduce spans every rank.
+static void theory_ledger(const Zero3StageLayout *layouts, int world, int replicas, int A, Zero3DType pt, Zero3DType gt,
+                          int nunits, const double *padded, const int *fwd, const int *bwd, Zero3Ledger *out) {
+    memset(out, 0, sizeof(*out));
+    double f = (double)(world - 1) / (double)world, p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
+    double ranks = (double)world * replicas, R = (double)replicas;
+    out->row[ZERO3_COLL_NORM].count = 1.0;
+    out->row[ZERO3_COLL_NORM].bytes = 2.0 * (ranks - 1.0) / ranks * sizeof(double);
+    for (int u = 0; u < nunits; u++) {
+        const Zero3StageLayout *L = &layouts[u];
+        double P = padded[u];
+        Zero3LedgerRow *r;
+        if (replicas > 1) {
+            double span = L->optimizer == ZERO3_SHARDED ? P / world : P;
+            r = &out->row[ZERO3_COLL_REPLICA_REDUCE]; r->count += 1; r->bytes += 2.0 * (R - 1.0) / R * span * g;
+        }
+        if (world == 1) continue;   // one rank per group: no collective inside it
+        if (L->params == ZERO3_SHARDED) {
+            r = &out->row[ZERO3_COLL_FWD_GATHER]; r->count += A * fwd[u]; r->bytes += A * fwd[u] * f * P * p;
+            r = &out->row[ZERO3_COLL_BWD_GATHER]; r->count += A * bwd[u]; r->bytes += A * bwd[u] * f * P * p;
+        } else if (L->optimizer == ZERO3_SHARDED) {
+            r = &out->row[ZERO3_COLL_STEP_GATHER]; r->count += 1; r->bytes += f * P * p;
+        }
+        if (L->optimizer == ZERO3_FULL) {
+            r = &out->row[ZERO3_COLL_ALL_REDUCE]; r->count += 1; r->bytes += 2.0 * f * P * g;
+        } else {
+            double times = L->grads == ZERO3_SHARDED ? A : 1;
+            r = &out->row[ZERO3_COLL_REDUCE_SCATTER]; r->count += times; r->bytes += times * f * P * g;
+        }
+    }
+}
+
+void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType param_type,
+                         Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
+                         Zero3Ledger *out) {
+    int n = z->nunits ? z->nunits : 1;
+    double *padded = malloc((size_t)n * sizeof(double));
+    Zero3StageLayout *layouts = malloc((size_t)n * sizeof(Zero3StageLayout));
+    if (!padded || !layouts) zero3_die("out of host memory");
+    for (int u = 0; u < z->nunits; u++) {
+        padded[u] = (double)z->units[u].padded;
+        layouts[u] = stage < 0 ? z->units[u].layout : ZERO3_STAGE_LAYOUT[stage];
+    }
+    theory_ledger(layouts, z->world, stage < 0 ? z->replicas : 1, micro_steps, param_type, grad_type, z->nunits, padded, fwd_gathers,
+                  bwd_gathers, out);
+    free(padded);
+    free(layouts);
+}
+
+void zero3_theory_ledger_params(int stage, double nparams, int world, int micro_steps,
+                                Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out) {
+    const int once = 1;
+    theory_ledger(&ZERO3_STAGE_LAYOUT[stage], world, 1, micro_steps, param_type, grad_type, 1, &nparams, &once, &once, out);
+}
+
+double zero3_ledger_bytes(const Zero3Ledger *l) {
+    double total = 0.0;
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) total += l->row[k].bytes;
+    return total;
 }

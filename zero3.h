@@ -100,6 +100,19 @@ typedef struct Zero3Backend {
     void (*adamw)(void *ctx, float *master, float *m, float *v, const void *grad, Zero3DType grad_type,
                   void *params, Zero3DType param_type, size_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, float grad_scale, int t);
+    // time (optional: when `stamp` is NULL nothing is timed and the exposed communication reads 0).
+    // A stamp is a point on this rank's timeline, kept by the backend under an index (0, 1, ...):
+    //   stamp        marks "now" on the compute side: the host clock on the CPU, an event recorded on
+    //                the compute stream on the GPU (so it is when the stream gets there, not the host);
+    //   comm_stamps  the two stamps the last collective (a *_start or all_reduce_scalar) took on the
+    //                communication side, when its transfer began and ended (the CPU's communication
+    //                thread, events around it on the GPU's comm stream): valid once it has completed;
+    //   stamps_read  fills seconds[0..n) with the times of stamps 0..n-1 (monotonic clock, comparable
+    //                across ranks on one machine) once every one of them has happened, then forgets
+    //                them all: the next stamp is index 0 again. seconds = NULL only forgets.
+    int (*stamp)(void *ctx);
+    void (*comm_stamps)(void *ctx, int *begin, int *end);
+    void (*stamps_read)(void *ctx, double *seconds, int n);
 } Zero3Backend;
 
 // ----------------------------------------------------------------------------------------------
@@ -183,6 +196,25 @@ typedef struct {
     size_t used;      // bytes asked for by the current holder, 0 when free
 } Zero3PoolEntry;
 
+// The collective ledger: a step's collectives by what they are for.
+typedef enum {
+    ZERO3_COLL_FWD_GATHER,      // params SHARDED: a unit all-gathered for the forward
+    ZERO3_COLL_BWD_GATHER,      // params SHARDED: gathered again for the backward
+    ZERO3_COLL_REDUCE_SCATTER,  // gradients reduce-scattered (optimizer SHARDED)
+    ZERO3_COLL_ALL_REDUCE,      // gradients all-reduced (optimizer FULL: DDP)
+    ZERO3_COLL_STEP_GATHER,     // params FULL, optimizer SHARDED: the updated params all-gathered
+    ZERO3_COLL_NORM,            // the global gradient norm: one number all-reduced
+    ZERO3_COLL_REPLICA_REDUCE,  // HSDP: the reduced gradients all-reduced across the replica groups
+    ZERO3_COLL_KINDS
+} Zero3Collective;
+extern const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS];   // "fwd_gather", ...
+
+typedef struct {
+    double count;   // collectives
+    double bytes;   // bytes this rank sends, ring model
+} Zero3LedgerRow;
+typedef struct { Zero3LedgerRow row[ZERO3_COLL_KINDS]; } Zero3Ledger;
+
 typedef struct {
     // per step (reset by zero3_step_begin); bytes under the ring cost model
     double comm_bytes;          // everything this rank sent
@@ -191,11 +223,33 @@ typedef struct {
     size_t transient_bytes;     // gathered units + full gradient buffers live now
     size_t transient_peak;      // their maximum this step
     int gathers, reduces;       // collectives issued this step
+    Zero3Ledger ledger;         // the same collectives, by kind
+    double exposed_s;           // time the compute side waited on collectives (zero3_timeline_read)
 } Zero3Stats;
+
+// The timeline of a step, as the engine saw it (zero3_timeline_read turns stamps into seconds).
+typedef enum {
+    ZERO3_EV_FORWARD,     // compute: a unit's forward (from its pre_forward to the next engine call)
+    ZERO3_EV_BACKWARD,    // compute: a unit's backward
+    ZERO3_EV_OPTIMIZER,   // compute: AdamW on the shard
+    ZERO3_EV_WAIT,        // compute side waiting for a collective: the exposed communication
+    ZERO3_EV_COLLECTIVE,  // communication side: one collective's transfer
+} Zero3EventType;
+
+typedef struct {
+    Zero3EventType type;
+    int unit;               // -1 for none (the norm, the optimizer)
+    Zero3Collective coll;   // WAIT, COLLECTIVE: which one
+    double bytes;           // COLLECTIVE: bytes this rank sends (ring model)
+    int micro;              // the micro-step
+    int stamp_begin, stamp_end;
+    double t_begin, t_end;  // seconds, filled by zero3_timeline_read
+} Zero3Event;
 
 // The order in which one kind of pass gathers units, recorded during its first run.
 typedef struct {
     int *order;      // unit ids
+    unsigned char *backward;   // per position: 1 if the gather was for a backward (the ledger's kind)
     int len;
     int recorded;    // 1 once a whole pass was written down; prefetch follows it from then on
 } Zero3Schedule;
@@ -239,6 +293,14 @@ typedef struct {
     int inflight_count;
     Zero3Stats stats;
     double comm_bytes_total;
+    int in_backward;           // the phase of the gathers now: set by pre_forward / pre_backward
+    // the step's timeline (when the backend has stamps): events, and the compute span now open
+    Zero3Event *events;
+    int nevents, events_cap;
+    int open_span;             // index of the open FORWARD/BACKWARD event, -1 none
+    double *stamp_seconds;
+    int stamp_cap;
+    double *unit_exposed_s;    // per unit: time waited on its collectives this step
 } Zero3;
 
 // ---- building the layout -----------------------------------------------------------------------
@@ -300,9 +362,33 @@ const void *zero3_owned_grads(const Zero3 *z, int u);
 // in theory (no padding): working params + grads + (master if separate) + m + v.
 double zero3_theory_state_bytes(int stage, double nparams, int world, Zero3DType param_type,
                                 Zero3DType grad_type);
-// Communication per step in theory, bytes this rank sends (ring model), one micro-step.
+// Communication per step in theory, bytes this rank sends (ring model), for ONE micro-step and
+// without the norm's 16 bytes: 2 units of traffic for stages 0-2, 3 for stage 3.
 double zero3_theory_comm_bytes(int stage, double nparams, int world, Zero3DType param_type,
                                Zero3DType grad_type);
+// The collective ledger in theory, for a step of A micro-steps: what the engine will count.
+// Grads SHARDED (stages 2-3) reduce-scatter every unit at every micro-step (A per unit); grads
+// FULL (stages 0-1) accumulate locally and reduce once per step; params SHARDED gather unit u
+// fwd_gathers[u] times in each micro-step's forward and bwd_gathers[u] times in its backward (the
+// model knows how often: GPT-2's tied embedding is gathered twice in the forward, not in the
+// backward); params FULL with a SHARDED optimizer gather each unit once after AdamW. On one rank
+// no data collective is issued (gathers and reductions are the identity there): only the norm.
+// Uses the units of z (their padded sizes for z's world). stage 0..3: every unit as that stage lays
+// it out (the what-if table); stage -1: this run, each unit's own layout (persistent units DDP's
+// row) and HSDP's replica groups (replica_reduce: each unit's reduced span all-reduced across them).
+void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType param_type,
+                         Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
+                         Zero3Ledger *out);
+// The same for a bare parameter count, as one unit gathered once per pass (bytes only: the counts
+// depend on how the model is cut into units).
+void zero3_theory_ledger_params(int stage, double nparams, int world, int micro_steps,
+                                Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out);
+double zero3_ledger_bytes(const Zero3Ledger *l);   // sum of the rows
+
+// The timeline of the step so far: reads the stamps (once per step, after the step's work) into
+// the events' seconds, sums the waits into stats.exposed_s and unit_exposed_s. Returns the events
+// (*n of them); NULL when the backend takes no stamps.
+const Zero3Event *zero3_timeline_read(Zero3 *z, int *n);
 size_t zero3_peak_bytes(const Zero3 *z);   // resident + transient peak of this step
 // This run's model-state bytes per rank in theory (no padding), from every unit's own layout (a
 // persistent unit whole, the rest per the stage, sharded over the shard group).

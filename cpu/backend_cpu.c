@@ -1,7 +1,7 @@
-// cpu/backend_cpu.c: the engine's backend for the CPU trainer: host memory, MPI collectives
-// (non-blocking, so a unit's all-gather or reduce-scatter can progress while the next unit
-// computes), and the shard math as plain C loops with OpenMP. Built without USE_MPI it is a
-// one-rank backend where every collective is a copy.
+// cpu/backend_cpu.c: the engine's backend for the CPU trainer: host memory, MPI collectives run by
+// a communication thread (so a unit's all-gather or reduce-scatter progresses while the next unit
+// computes), stamps for the timeline, and the shard math as plain C loops with OpenMP. Built
+// without USE_MPI it is a one-rank backend where every collective is a copy.
 #include "backend_cpu.h"
 #include "../host/common.h"
 #ifdef USE_MPI
@@ -9,21 +9,79 @@
 #endif
 #include <omp.h>
 
+#include <pthread.h>
+#include <time.h>
+
 #define CPU_MAX_REQUESTS 128
 
+// ------------------------------------------------------------------------------------------------
+// The communication thread: the CPU's twin of the GPU's NCCL stream.
+//
+// MPI's non-blocking collectives move data only while some thread is inside an MPI call, so a
+// prefetched all-gather issued before a unit's compute would sit still until the compute thread
+// waits for it. With more than one rank, each collective is therefore handed to one worker thread
+// per rank that runs them in issue order, one at a time (as a stream does), and drives each to
+// completion with MPI_Test while the compute thread works. Between two tests it sleeps a little
+// (ZERO3_COMM_POLL_US, default 20 microseconds), so on a machine with as many ranks as cores it
+// does not take the cores from the compute; while the compute thread waits for a collective it
+// polls without sleeping. wait() blocks on the request's completion (a condition variable).
+//
+// The worker starts exactly the MPI calls the compute thread would (MPI_Iallgather,
+// MPI_Ireduce_scatter_block, MPI_Iallreduce, MPI_Allreduce for scalars), in the same order, so the
+// results are bitwise those without it. MPI is initialized with MPI_THREAD_SERIALIZED: only one
+// thread at a time calls MPI, and during training that is the worker alone (every collective,
+// all_reduce_scalar included, goes through it). A library without that level, or
+// ZERO3_COMM_THREAD=0, gets the old path: collectives started and waited on the compute thread.
+//
+// Stamps (zero3.h): the compute thread stamps "now"; each collective takes two stamps that the
+// worker fills when the transfer starts and ends. One mutex guards the queue and the stamps.
+
+enum { OP_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE, OP_SCALAR };
+enum { SLOT_FREE, SLOT_QUEUED, SLOT_DONE };
+
 typedef struct {
+    int kind;
+    const void *src;
+    void *dst;
+    size_t n;
+    Zero3DType t;
+    int in_place;
+    int replica;        // an all-reduce over the replica group (HSDP), not the shard group
+    double scalar;
+    int stamp_begin, stamp_end;
+    unsigned gen;       // the stamp generation the two stamps belong to
+    int state;          // SLOT_*, under mu
 #ifdef USE_MPI
-    MPI_Request req[CPU_MAX_REQUESTS];
+    MPI_Request req;
 #endif
-    int busy[CPU_MAX_REQUESTS];
-    // an in-place reduce-scatter lands at the start of the buffer (MPI's convention); on wait it is
-    // moved to where the engine expects it (rank*n, NCCL's convention)
-    void *move_dst[CPU_MAX_REQUESTS];
-    const void *move_src[CPU_MAX_REQUESTS];
-    size_t move_bytes[CPU_MAX_REQUESTS];
+    // an in-place reduce-scatter lands at the start of the buffer (MPI's convention); once complete
+    // it is moved to where the engine expects it (rank*n, NCCL's convention)
+    void *move_dst;
+    const void *move_src;
+    size_t move_bytes;
+} CpuOp;
+
+typedef struct {
+    CpuOp op[CPU_MAX_REQUESTS];
+    int busy[CPU_MAX_REQUESTS];   // handed out, not yet waited on (compute thread only)
+    int threaded;                 // the communication thread runs the collectives
+    int thread_level_ok;          // the MPI library gave MPI_THREAD_SERIALIZED
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    int queue[CPU_MAX_REQUESTS], qhead, qlen;
+    int stop, started;
+    int waiting;                  // the compute thread is blocked in wait (atomic)
+    long poll_ns;
+    // stamps
+    double *stamps;
+    int nstamps, stamp_cap;
+    unsigned gen;
+    int last_begin, last_end;
 } CpuComm;
 
-static CpuComm g_cpu_comm;
+static CpuComm g_cpu_comm = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
+                             .done = PTHREAD_COND_INITIALIZER, .last_begin = -1, .last_end = -1};
 
 // The shard group the collectives run in (the world, unless HSDP split it), this rank's place in
 // it, and the replica group (the ranks with the same place in their shard groups).
@@ -32,11 +90,66 @@ static MPI_Comm g_shard_comm = MPI_COMM_NULL, g_replica_comm = MPI_COMM_NULL;
 #endif
 static int g_shard_rank = 0, g_shard_size = 1, g_replica_size = 1;
 
+// ---- stamps (callers hold mu) ----
+static int stamp_new_locked(double t) {
+    CpuComm *c = &g_cpu_comm;
+    if (c->nstamps == c->stamp_cap) {
+        c->stamp_cap = c->stamp_cap ? 2 * c->stamp_cap : 4096;
+        c->stamps = realloc(c->stamps, (size_t)c->stamp_cap * sizeof(double));
+        if (!c->stamps) fatal_local("out of host memory (stamps)");
+    }
+    c->stamps[c->nstamps] = t;
+    return c->nstamps++;
+}
+static void stamp_set_locked(const CpuOp *o, int which, double t) {
+    int i = which ? o->stamp_end : o->stamp_begin;
+    if (o->gen == g_cpu_comm.gen && i >= 0 && i < g_cpu_comm.nstamps) g_cpu_comm.stamps[i] = t;
+}
+static void stamp_set(const CpuOp *o, int which) {
+    double t = now_seconds();
+    pthread_mutex_lock(&g_cpu_comm.mu);
+    stamp_set_locked(o, which, t);
+    pthread_mutex_unlock(&g_cpu_comm.mu);
+}
+
+static int cpu_stamp(void *ctx) {
+    double t = now_seconds();
+    pthread_mutex_lock(&g_cpu_comm.mu);
+    int i = stamp_new_locked(t);
+    pthread_mutex_unlock(&g_cpu_comm.mu);
+    return i;
+}
+static void cpu_comm_stamps(void *ctx, int *begin, int *end) {
+    *begin = g_cpu_comm.last_begin;
+    *end = g_cpu_comm.last_end;
+}
+static void cpu_stamps_read(void *ctx, double *seconds, int n) {
+    pthread_mutex_lock(&g_cpu_comm.mu);
+    for (int i = 0; i < n; i++) seconds[i] = i < g_cpu_comm.nstamps ? g_cpu_comm.stamps[i] : 0.0;
+    g_cpu_comm.nstamps = 0;
+    g_cpu_comm.gen++;
+    pthread_mutex_unlock(&g_cpu_comm.mu);
+}
+
+// A slot for a new collective, with its two communication-side stamps (filled when it runs).
 static int cpu_slot(void) {
     for (int i = 0; i < CPU_MAX_REQUESTS; i++)
         if (!g_cpu_comm.busy[i]) {
             g_cpu_comm.busy[i] = 1;
-            g_cpu_comm.move_dst[i] = NULL;
+            CpuOp *o = &g_cpu_comm.op[i];
+            memset(o, 0, sizeof(*o));
+            double t = now_seconds();
+            pthread_mutex_lock(&g_cpu_comm.mu);
+            o->stamp_begin = stamp_new_locked(t);
+            o->stamp_end = stamp_new_locked(t);
+            o->gen = g_cpu_comm.gen;
+            o->state = SLOT_QUEUED;
+            pthread_mutex_unlock(&g_cpu_comm.mu);
+            g_cpu_comm.last_begin = o->stamp_begin;
+            g_cpu_comm.last_end = o->stamp_end;
+#ifdef USE_MPI
+            o->req = MPI_REQUEST_NULL;
+#endif
             return i;
         }
     fatal_local("too many collectives in flight");
@@ -57,76 +170,143 @@ static MPI_Datatype mpi_type(Zero3DType t) {
 static void check_mpi(int rc, const char *what) {
     if (rc != MPI_SUCCESS) fatal_local("MPI %s failed (code %d)", what, rc);
 }
+
+// Starts the MPI call of a collective (whichever thread runs the collectives).
+static void op_start(CpuOp *o) {
+    switch (o->kind) {
+    case OP_GATHER:
+        check_mpi(MPI_Iallgather(o->in_place ? MPI_IN_PLACE : o->src, (int)o->n, mpi_type(o->t), o->dst, (int)o->n,
+                                 mpi_type(o->t), g_shard_comm, &o->req), "all-gather");
+        break;
+    case OP_REDUCE_SCATTER:
+        if (o->in_place)
+            check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)o->src, (int)o->n, mpi_type(o->t), MPI_SUM,
+                                                g_shard_comm, &o->req), "reduce-scatter");
+        else
+            check_mpi(MPI_Ireduce_scatter_block(o->src, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM, g_shard_comm,
+                                                &o->req), "reduce-scatter");
+        break;
+    case OP_ALL_REDUCE:
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM,
+                                 o->replica ? g_replica_comm : g_shard_comm, &o->req), "all-reduce");
+        break;
+    default:   // OP_SCALAR: blocking
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, &o->scalar, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "all-reduce");
+    }
+}
+
+// The worker: runs the queued collectives in order, each to completion.
+static void *comm_thread_main(void *arg) {
+    CpuComm *c = &g_cpu_comm;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (c->qlen == 0 && !c->stop) pthread_cond_wait(&c->work, &c->mu);
+        if (c->qlen == 0) break;   // stopped, nothing left
+        CpuOp *o = &c->op[c->queue[c->qhead]];
+        c->qhead = (c->qhead + 1) % CPU_MAX_REQUESTS;
+        c->qlen--;
+        pthread_mutex_unlock(&c->mu);
+        stamp_set(o, 0);
+        op_start(o);
+        for (;;) {
+            int flag = 1;
+            if (o->req != MPI_REQUEST_NULL) check_mpi(MPI_Test(&o->req, &flag, MPI_STATUS_IGNORE), "test");
+            if (flag) break;
+            if (!__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) && c->poll_ns > 0) {
+                struct timespec ts = {0, c->poll_ns};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
+        double t = now_seconds();
+        pthread_mutex_lock(&c->mu);
+        stamp_set_locked(o, 1, t);
+        o->state = SLOT_DONE;
+        pthread_cond_broadcast(&c->done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static void comm_thread_start(void) {
+    CpuComm *c = &g_cpu_comm;
+    const char *poll = getenv("ZERO3_COMM_POLL_US");
+    c->poll_ns = 1000L * (poll && *poll ? atol(poll) : 20);
+    if (pthread_create(&c->thread, NULL, comm_thread_main, NULL) != 0) fatal_local("cannot start the communication thread");
+    c->started = 1;
+}
+
+// Stops the worker after the collectives queued so far (they complete first).
+static void comm_thread_stop(void) {
+    CpuComm *c = &g_cpu_comm;
+    if (!c->started) return;
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_signal(&c->work);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    c->started = 0;
+}
 #endif
+
+// Hands a filled slot to whichever thread runs collectives: queued for the worker, or started now.
+static void *op_issue(int s) {
+    CpuOp *o = &g_cpu_comm.op[s];
+    // the ranks this collective spans: the shard group, or the replica group for HSDP's all-reduce
+    const int span = o->kind == OP_SCALAR ? g_proc.world : o->replica ? g_replica_size : g_shard_size;
+    (void)span;   // without MPI every collective is a local copy
+#ifdef USE_MPI
+    if (span > 1) {
+        if (o->n > INT32_MAX) fatal_local("collective too large for MPI (%zu elements)", o->n);
+        if (g_cpu_comm.threaded) {
+            pthread_mutex_lock(&g_cpu_comm.mu);
+            g_cpu_comm.queue[(g_cpu_comm.qhead + g_cpu_comm.qlen) % CPU_MAX_REQUESTS] = s;
+            g_cpu_comm.qlen++;
+            pthread_cond_signal(&g_cpu_comm.work);
+            pthread_mutex_unlock(&g_cpu_comm.mu);
+        } else {
+            stamp_set(o, 0);
+            op_start(o);
+        }
+        return slot_handle(s);
+    }
+#endif
+    // one rank: a copy (MPI's in-place reduce-scatter convention does not arise)
+    stamp_set(o, 0);
+    if (o->kind == OP_GATHER && o->dst != o->src) memmove(o->dst, o->src, o->n * zero3_dtype_size(o->t));
+    if (o->kind == OP_REDUCE_SCATTER && !o->in_place) memmove(o->dst, o->src, o->n * zero3_dtype_size(o->t));
+    stamp_set(o, 1);
+    o->state = SLOT_DONE;
+    return slot_handle(s);
+}
 
 static void *cpu_all_gather_start(void *ctx, const void *shard, void *full, size_t n, Zero3DType t) {
     int s = cpu_slot();
-    size_t bytes = n * zero3_dtype_size(t);
-#ifdef USE_MPI
-    if (g_shard_size > 1) {
-        if (n > INT32_MAX) fatal_local("shard too large for MPI (%zu elements)", n);
-        int in_place = (shard == (const char *)full + (size_t)g_shard_rank * bytes);
-        check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : shard, (int)n, mpi_type(t), full, (int)n,
-                                 mpi_type(t), g_shard_comm, &g_cpu_comm.req[s]), "all-gather");
-        return slot_handle(s);
-    }
-    g_cpu_comm.req[s] = MPI_REQUEST_NULL;
-#endif
-    if (full != shard) memmove(full, shard, bytes);
-    return slot_handle(s);
+    CpuOp *o = &g_cpu_comm.op[s];
+    o->kind = OP_GATHER; o->src = shard; o->dst = full; o->n = n; o->t = t;
+    o->in_place = (shard == (const char *)full + (size_t)g_shard_rank * n * zero3_dtype_size(t));
+    return op_issue(s);
 }
 
 static void *cpu_reduce_scatter_start(void *ctx, const void *full, void *shard, size_t n, Zero3DType t) {
     int s = cpu_slot();
+    CpuOp *o = &g_cpu_comm.op[s];
     size_t bytes = n * zero3_dtype_size(t);
-    int in_place = (shard == (const char *)full + (size_t)g_shard_rank * bytes);
-#ifdef USE_MPI
-    if (g_shard_size > 1) {
-        if (n > INT32_MAX) fatal_local("shard too large for MPI (%zu elements)", n);
-        if (in_place) {
-            check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)full, (int)n, mpi_type(t), MPI_SUM,
-                                                g_shard_comm, &g_cpu_comm.req[s]), "reduce-scatter");
-            g_cpu_comm.move_dst[s] = shard;
-            g_cpu_comm.move_src[s] = full;
-            g_cpu_comm.move_bytes[s] = bytes;
-        } else {
-            check_mpi(MPI_Ireduce_scatter_block(full, shard, (int)n, mpi_type(t), MPI_SUM, g_shard_comm,
-                                                &g_cpu_comm.req[s]), "reduce-scatter");
-        }
-        return slot_handle(s);
-    }
-    g_cpu_comm.req[s] = MPI_REQUEST_NULL;
-#endif
-    if (!in_place) memmove(shard, full, bytes);
-    return slot_handle(s);
+    o->kind = OP_REDUCE_SCATTER; o->src = full; o->dst = shard; o->n = n; o->t = t;
+    o->in_place = (shard == (const char *)full + (size_t)g_shard_rank * bytes);
+    if (o->in_place && g_shard_size > 1) { o->move_dst = shard; o->move_src = full; o->move_bytes = bytes; }
+    return op_issue(s);
 }
 
-// An in-place sum over comm (the shard group, or the replica group under HSDP).
-static void *all_reduce_in(void *buf, size_t n, Zero3DType t, int comm_size
-#ifdef USE_MPI
-                           , MPI_Comm comm
-#endif
-) {
+// An in-place sum over the shard group, or (replica = 1) over the replica group under HSDP.
+static void *all_reduce_in(void *buf, size_t n, Zero3DType t, int replica) {
     int s = cpu_slot();
-#ifdef USE_MPI
-    g_cpu_comm.req[s] = MPI_REQUEST_NULL;
-    if (comm_size > 1) {
-        if (n > INT32_MAX) fatal_local("buffer too large for MPI (%zu elements)", n);
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(t), MPI_SUM, comm, &g_cpu_comm.req[s]), "all-reduce");
-    }
-#endif
-    return slot_handle(s);
+    CpuOp *o = &g_cpu_comm.op[s];
+    o->kind = OP_ALL_REDUCE; o->dst = buf; o->n = n; o->t = t; o->replica = replica;
+    return op_issue(s);
 }
-
-#ifdef USE_MPI
-static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, g_shard_size, g_shard_comm); }
-static void *cpu_replica_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) {
-    return all_reduce_in(buf, n, t, g_replica_size, g_replica_comm);
-}
-#else
-static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, 1); }
+static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, 0); }
 static void *cpu_replica_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, 1); }
-#endif
 
 // HSDP: shard groups of G consecutive ranks (color rank / G), replica groups of the ranks with the
 // same rank % G. Both keep the world's order, so rank r is place r % G of its shard group.
@@ -145,19 +325,42 @@ static void cpu_make_groups(void *ctx, int G) {
 static void cpu_wait(void *ctx, void *handle) {
     int s = (int)(intptr_t)handle - 1;
     if (s < 0 || s >= CPU_MAX_REQUESTS || !g_cpu_comm.busy[s]) fatal_local("wait on a bad handle");
+    CpuOp *o = &g_cpu_comm.op[s];
+    if (g_cpu_comm.threaded) {
+        pthread_mutex_lock(&g_cpu_comm.mu);
+        __atomic_add_fetch(&g_cpu_comm.waiting, 1, __ATOMIC_RELEASE);
+        while (o->state != SLOT_DONE) pthread_cond_wait(&g_cpu_comm.done, &g_cpu_comm.mu);
+        __atomic_sub_fetch(&g_cpu_comm.waiting, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&g_cpu_comm.mu);
+    } else if (o->state != SLOT_DONE) {
 #ifdef USE_MPI
-    check_mpi(MPI_Wait(&g_cpu_comm.req[s], MPI_STATUS_IGNORE), "wait");
+        check_mpi(MPI_Wait(&o->req, MPI_STATUS_IGNORE), "wait");
 #endif
-    if (g_cpu_comm.move_dst[s])
-        memmove(g_cpu_comm.move_dst[s], g_cpu_comm.move_src[s], g_cpu_comm.move_bytes[s]);
+        if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
+        stamp_set(o, 1);
+    }
+    o->state = SLOT_FREE;
     g_cpu_comm.busy[s] = 0;
 }
 
 static double cpu_all_reduce_scalar(void *ctx, double x) {
+    int s = cpu_slot();
+    CpuOp *o = &g_cpu_comm.op[s];
+    o->kind = OP_SCALAR; o->scalar = x;
 #ifdef USE_MPI
-    if (g_proc.world > 1) check_mpi(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "all-reduce");
+    if (g_proc.world > 1 && g_cpu_comm.threaded) {
+        cpu_wait(ctx, op_issue(s));
+        return o->scalar;
+    }
+    stamp_set(o, 0);
+    if (g_proc.world > 1) op_start(o);
+#else
+    stamp_set(o, 0);
 #endif
-    return x;
+    stamp_set(o, 1);
+    o->state = SLOT_DONE;
+    cpu_wait(ctx, slot_handle(s));
+    return o->scalar;
 }
 
 // Sum of squares in fixed 4096-element chunks, each summed in double, chunks added in order: the
@@ -215,14 +418,15 @@ static void cpu_adamw(void *ctx, float *master, float *m, float *v, const void *
 }
 
 #ifdef USE_MPI
-static void cpu_shutdown(void) { MPI_Finalize(); }
+static void cpu_shutdown(void) { comm_thread_stop(); MPI_Finalize(); }
 static void cpu_abort_all(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
 #endif
 
-// Starts the transport (MPI when built with it) and fills the backend table.
+// Starts the transport (MPI when built with it), the communication thread, and fills the table.
 void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
 #ifdef USE_MPI
-    MPI_Init(argc, argv);
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_proc.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_proc.world);
     // errors come back as codes so that we can report them in one line and abort everyone
@@ -230,6 +434,14 @@ void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
     g_shard_comm = MPI_COMM_WORLD;
     g_proc.shutdown = cpu_shutdown;
     g_proc.abort_all = cpu_abort_all;
+    g_cpu_comm.thread_level_ok = provided >= MPI_THREAD_SERIALIZED;
+    const char *want = getenv("ZERO3_COMM_THREAD");
+    int wanted = !(want && !strcmp(want, "0"));
+    if (g_proc.world > 1 && wanted && !g_cpu_comm.thread_level_ok && g_proc.rank == 0)
+        fprintf(stderr, "warning: this MPI library provides thread level %d, below MPI_THREAD_SERIALIZED: no "
+                "communication thread; collectives progress only while the compute thread is inside MPI\n", provided);
+    g_cpu_comm.threaded = g_proc.world > 1 && wanted && g_cpu_comm.thread_level_ok;
+    if (g_cpu_comm.threaded) comm_thread_start();
 #endif
     memset(be, 0, sizeof(*be));
     be->rank = g_proc.rank;
@@ -253,10 +465,21 @@ void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
     be->add = cpu_add;
     be->cast_from_f32 = cpu_cast_from_f32;
     be->adamw = cpu_adamw;
+    be->stamp = cpu_stamp;
+    be->comm_stamps = cpu_comm_stamps;
+    be->stamps_read = cpu_stamps_read;
+}
+
+void backend_cpu_describe(char *buf, size_t n) {
+    if (g_proc.world == 1) snprintf(buf, n, "one rank: no collectives");
+    else if (g_cpu_comm.threaded) snprintf(buf, n, "MPI on a communication thread (MPI_THREAD_SERIALIZED)");
+    else snprintf(buf, n, "MPI on the compute thread (%s)",
+                  g_cpu_comm.thread_level_ok ? "ZERO3_COMM_THREAD=0" : "no MPI_THREAD_SERIALIZED");
 }
 
 void backend_cpu_finish(void) {
 #ifdef USE_MPI
+    comm_thread_stop();
     MPI_Finalize();
 #endif
 }

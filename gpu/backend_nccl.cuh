@@ -47,6 +47,13 @@ typedef struct {
     int sumsq_count;            // spans queued
     double* scalar_device;      // all_reduce_scalar's buffer
     double* scalar_host;        // pinned
+    // stamps (zero3.h): timing events recorded on the compute stream (stamp) or around each
+    // collective on the comm stream; read once per step, relative to the first one, whose host
+    // time is taken when it is recorded
+    cudaEvent_t* stamp_events;
+    int nstamps, stamp_cap;
+    double stamp_host0;
+    int last_begin, last_end;   // the last collective's two stamps
 } GpuBackend;
 
 static GpuBackend g_gpu;
@@ -86,6 +93,39 @@ static void gpu_free(void* ctx, void* p) {
 static void gpu_zero(void* ctx, void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, g_gpu.compute)); }
 
 // ------------------------------------------------------------------------------------------------
+// Stamps: the timeline on the device. A wait's two stamps on the compute stream bracket the time
+// the stream stalled for a collective (the exposed communication); a collective's two on the comm
+// stream bracket its transfer.
+
+static int stamp_on(cudaStream_t stream) {
+    if (g_gpu.nstamps == g_gpu.stamp_cap) {
+        int cap = g_gpu.stamp_cap ? 2 * g_gpu.stamp_cap : 1024;
+        g_gpu.stamp_events = (cudaEvent_t*)realloc(g_gpu.stamp_events, (size_t)cap * sizeof(cudaEvent_t));
+        if (!g_gpu.stamp_events) fatal_local("out of host memory (stamps)");
+        for (int i = g_gpu.stamp_cap; i < cap; i++) cudaCheck(cudaEventCreate(&g_gpu.stamp_events[i]));
+        g_gpu.stamp_cap = cap;
+    }
+    if (g_gpu.nstamps == 0) g_gpu.stamp_host0 = now_seconds();
+    cudaCheck(cudaEventRecord(g_gpu.stamp_events[g_gpu.nstamps], stream));
+    return g_gpu.nstamps++;
+}
+static int gpu_stamp(void* ctx) { return stamp_on(g_gpu.compute); }
+static void gpu_comm_stamps(void* ctx, int* begin, int* end) {
+    *begin = g_gpu.last_begin;
+    *end = g_gpu.last_end;
+}
+static void gpu_stamps_read(void* ctx, double* seconds, int n) {
+    for (int i = 0; i < n && i < g_gpu.nstamps; i++) {
+        cudaCheck(cudaEventSynchronize(g_gpu.stamp_events[i]));
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, g_gpu.stamp_events[0], g_gpu.stamp_events[i]));
+        seconds[i] = g_gpu.stamp_host0 + ms / 1000.0;
+    }
+    for (int i = g_gpu.nstamps; i < n; i++) seconds[i] = g_gpu.stamp_host0;
+    g_gpu.nstamps = 0;
+}
+
+// ------------------------------------------------------------------------------------------------
 // Collectives
 
 static void collective_begin(const char* name) {
@@ -96,6 +136,7 @@ static void collective_begin(const char* name) {
 #if ZERO3_TEST_DROP_WAIT != 1  // =1 drops this wait, to show the emulator catches it (tests/test_emu_streams.sh)
     cudaCheck(cudaStreamWaitEvent(g_gpu.comm_stream, g_gpu.compute_ready, 0));
 #endif
+    g_gpu.last_begin = stamp_on(g_gpu.comm_stream);
 }
 
 // the handle: an event recorded on comm after the collective (slot index + 1, NULL stays "none")
@@ -103,6 +144,7 @@ static void* collective_end(void) {
     for (int i = 0; i < GPU_MAX_HANDLES; i++) {
         if (g_gpu.handle_busy[i]) continue;
         g_gpu.handle_busy[i] = 1;
+        g_gpu.last_end = stamp_on(g_gpu.comm_stream);
         // recorded after the collective: waiting on it means the collective's result is complete
         cudaCheck(cudaEventRecord(g_gpu.handle_event[i], g_gpu.comm_stream));
         nvtxRangePop();
@@ -146,6 +188,8 @@ static void gpu_wait(void* ctx, void* handle) {
 
 // A blocking sum of one double over the ranks (norms, losses, agreements).
 static double gpu_all_reduce_scalar(void* ctx, double x) {
+    g_gpu.last_begin = stamp_on(g_gpu.comm_stream);
+    g_gpu.last_end = g_gpu.last_begin;
     if (!g_gpu.comm) return x;
     *g_gpu.scalar_host = x;
     cudaCheck(cudaMemcpyAsync(g_gpu.scalar_device, g_gpu.scalar_host, sizeof(double), cudaMemcpyHostToDevice,
@@ -154,6 +198,7 @@ static double gpu_all_reduce_scalar(void* ctx, double x) {
                             g_gpu.comm_stream));
     cudaCheck(cudaMemcpyAsync(g_gpu.scalar_host, g_gpu.scalar_device, sizeof(double), cudaMemcpyDeviceToHost,
                               g_gpu.comm_stream));
+    g_gpu.last_end = stamp_on(g_gpu.comm_stream);
     cudaCheck(cudaStreamSynchronize(g_gpu.comm_stream));
     return *g_gpu.scalar_host;
 }
@@ -389,6 +434,9 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     be->add = gpu_add;
     be->cast_from_f32 = gpu_cast_from_f32;
     be->adamw = gpu_adamw;
+    be->stamp = gpu_stamp;
+    be->comm_stamps = gpu_comm_stamps;
+    be->stamps_read = gpu_stamps_read;
 }
 
 static void gpu_backend_finish(void) {
@@ -396,6 +444,8 @@ static void gpu_backend_finish(void) {
     if (g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.comm));
     g_gpu.comm = NULL;
     for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g_gpu.handle_event[i]));
+    for (int i = 0; i < g_gpu.stamp_cap; i++) cudaCheck(cudaEventDestroy(g_gpu.stamp_events[i]));
+    free(g_gpu.stamp_events);
     cudaCheck(cudaEventDestroy(g_gpu.compute_ready));
     cudaCheck(cudaFree(g_gpu.sumsq_scratch));
     cudaCheck(cudaFree(g_gpu.sumsq_slots));

@@ -52,6 +52,13 @@ void args_usage(const TrainArgs *a, const char *prog) {
     printf("  -f 1      start over in an -o that holds an earlier run's checkpoints or log (they are kept\n");
     printf("            until this run's first checkpoint is complete; without -y 1 or -f 1 such an -o is refused)\n");
     printf("  -S SEED   seed for init and sampling         default 1337\n");
+    printf("  -tr FILE  write a Chrome trace-event JSON of the run (open in Perfetto / chrome://tracing)\n");
+    printf("  -plan N   print the memory and communication plan for N ranks and the model of -e (which may\n");
+    printf("            also be a parameter count: 7.5B, 350M, 1.5e9), allocate nothing, exit\n");
+    printf("  -bw G     planner: GB/s each rank sends inside a node (ring links)\n");
+    printf("  -bwx G    planner: GB/s each rank sends across nodes        default -bw\n");
+    printf("  -rpn R    planner: ranks per node                           default N (one node)\n");
+    printf("  -tf F     planner: TFLOP/s each rank achieves\n");
     printf("  -h        this help\n");
 }
 
@@ -137,7 +144,25 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
             if (!parse_ll(v, &s) || s < 0) fatal("flag -S: expected a non-negative integer seed, got '%s'", v);
             a->seed = (unsigned long long)s;
         }
+        else if (!strcmp(f, "-tr")) {
+            if (!*v) fatal("flag -tr: expected a file name");
+            a->trace_path = v;
+        }
+        else if (!strcmp(f, "-plan")) a->plan_world = flag_int(f, v, 1, 1 << 24);
+        else if (!strcmp(f, "-bw")) a->link_gbps = flag_float(f, v, 1e-6f, 1e6f);
+        else if (!strcmp(f, "-bwx")) a->link_x_gbps = flag_float(f, v, 1e-6f, 1e6f);
+        else if (!strcmp(f, "-rpn")) a->ranks_per_node = flag_int(f, v, 1, 1 << 24);
+        else if (!strcmp(f, "-tf")) a->tflops = flag_float(f, v, 1e-9f, 1e9f);
         else fatal("unknown flag %s (-h lists the flags)", f);
+    }
+    if (!a->plan_world) {   // a parameter count describes a model to plan for, not one to train
+        double n;
+        char err[256];
+        FILE *exists = fopen(a->init, "rb");
+        if (exists) fclose(exists);
+        else if (parse_param_count(a->init, &n, err, sizeof err) == 1)
+            fatal("flag -e: %s is a parameter count: only the planner (-plan N) takes one; train a descriptor "
+                  "like d12 or a model file", a->init);
     }
     if (a->ddp_only && a->stage != 0) fatal("flag -z: this binary is the DDP build (make DDP=1), fixed at stage 0; got -z %d", a->stage);
     if (a->ckpt_every > 0 && !a->out_dir) fatal("flag -n: checkpoints need an output directory (-o DIR)");
@@ -149,4 +174,34 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->persist_threshold && a->stage == 0) fatal("flag -pt: at -z 0 (DDP) every unit is replicated already");
     if (a->resume && a->fresh) fatal("flags -y 1 and -f 1: resume, or start over, not both");
     return 0;
+}
+
+int parse_param_count(const char *s, double *n, char *err, size_t errlen) {
+    if (!((s[0] >= '0' && s[0] <= '9') || s[0] == '.' || s[0] == '-' || s[0] == '+')) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s) return 0;
+    double scale = 1.0;
+    if (*end) {
+        switch (end[0]) {
+        case 'k': case 'K': scale = 1e3; break;
+        case 'm': case 'M': scale = 1e6; break;
+        case 'b': case 'B': case 'g': case 'G': scale = 1e9; break;
+        case 't': case 'T': scale = 1e12; break;
+        default: scale = 0.0;
+        }
+        if (scale == 0.0 || end[1]) {
+            set_err(err, errlen, "flag -e: '%s' is neither a model file, a descriptor like d12, nor a parameter count "
+                    "(a number with an optional K, M, B or T: 7.5B, 350M, 1.5e9)", s);
+            return -1;
+        }
+    }
+    v *= scale;
+    if (errno || !isfinite(v) || v < 1.0 || v > 1e16) {
+        set_err(err, errlen, "flag -e: a parameter count must be between 1 and 1e16, got '%s'", s);
+        return -1;
+    }
+    *n = v;
+    return 1;
 }

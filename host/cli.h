@@ -31,6 +31,11 @@ typedef struct {
     int ckpt_every, resume;               // -n -y
     int fresh;                            // -f 1: start over in an -o that holds an earlier run
     unsigned long long seed;              // -S
+    const char *trace_path;               // -tr: Chrome trace-event JSON of the run
+    int plan_world;                       // -plan N: print the plan for N ranks and exit (0 = off)
+    double link_gbps, link_x_gbps;        // -bw -bwx: GB/s per rank inside a node / across nodes (planner)
+    int ranks_per_node;                   // -rpn: ranks per node (planner; 0 = all on one node)
+    double tflops;                        // -tf: TFLOP/s per rank, achieved (planner)
     int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
 } TrainArgs;
 
@@ -40,6 +45,10 @@ void args_defaults(TrainArgs *a, int ddp_only);
 // Returns 1 if -h was given.
 int args_parse(TrainArgs *a, int argc, char **argv);
 void args_usage(const TrainArgs *a, const char *prog);   // rank 0 prints every flag
+// A bare parameter count for -e with -plan: "7.5B", "350M", "1.5e9", "124k". Returns 1 and sets
+// *n when s is one (n >= 1), 0 when s does not look like a number, -1 when it does but is not a
+// valid count (an unknown suffix, zero, negative): then err says why.
+int parse_param_count(const char *s, double *n, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -314,3 +314,12 @@ int gpt2_check_finite_owned(const GPT2Config *c, const Zero3 *z, const char *pat
     }
     return 0;
 }
+
+void gpt2_gathers_per_pass(const GPT2Config *c, int keep, int naive_recompute, int *fwd, int *bwd) {
+    for (int u = 0; u < c->num_layers + 2; u++) {
+        fwd[u] = 1 + (naive_recompute && !keep && u != gpt2_unit_emb(c) && u != gpt2_unit_head(c));
+        bwd[u] = keep ? 0 : 1;
+    }
+    fwd[gpt2_unit_emb(c)] = keep ? 1 : 2;
+    bwd[gpt2_unit_emb(c)] = 0;
+}

@@ -39,46 +39,6 @@ float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training)
     return targets ? (float)model_mean_loss(g->m) : 0.0f;
 }
 
-// How many all-gathers of unit u one training micro-step issues: its forward (the embedding twice:
-// the encoder and the tied LM head, unless it is still held), its backward (none for the embedding,
-// held from the LM head's forward; none for a unit kept since its forward), and the naive
-// recompute's extra one per block.
-static int gathers_per_micro_step(const GPT2 *g, int u) {
-    const GPT2Config *c = &g->cfg;
-    const Zero3 *z = g->z;
-    if (z->units[u].layout.params != ZERO3_SHARDED) return 0;
-    const int keep = z->cfg.keep_params_until_backward;
-    if (u == gpt2_unit_emb(c)) return keep ? 1 : 2;
-    int n = 1 + (keep ? 0 : 1);
-    if (u != gpt2_unit_head(c) && g->recompute == GPT2_RECOMPUTE_OWN_GATHER && !keep) n += 1;
-    return n;
-}
-
-double gpt2_theory_step_comm(const GPT2 *g, int A, double *inter) {
-    const Zero3 *z = g->z;
-    const double f = (double)(z->world - 1) / (double)z->world;
-    const double R = (double)z->replicas;
-    const double pb = (double)zero3_dtype_size(z->cfg.param_type), gb = (double)zero3_dtype_size(z->cfg.grad_type);
-    double total = 0.0;
-    *inter = 0.0;
-    for (int u = 0; u < z->nunits; u++) {
-        const Zero3Unit *U = &z->units[u];
-        const double P = (double)U->padded;
-        total += (double)A * gathers_per_micro_step(g, u) * f * P * pb;          // all-gathers of the passes
-        if (U->layout.grads == ZERO3_SHARDED) total += (double)A * f * P * gb;  // reduce-scatter every micro-step
-        else if (U->layout.optimizer == ZERO3_SHARDED) total += f * P * gb;     // reduce-scatter once
-        else total += 2.0 * f * P * gb;                                         // all-reduce once
-        if (U->layout.params == ZERO3_FULL && U->layout.optimizer == ZERO3_SHARDED) total += f * P * pb;  // post-step gather
-        if (z->replicas > 1) {   // HSDP: the reduced span all-reduced across the replica groups
-            double span = U->layout.optimizer == ZERO3_SHARDED ? (double)U->shard : P;
-            *inter += 2.0 * (R - 1.0) / R * span * gb;
-        }
-    }
-    const double ranks = (double)z->be->world;
-    total += 2.0 * (ranks - 1.0) / ranks * sizeof(double);   // the norm: one all-reduce of one number, every rank
-    return total + *inter;
-}
-
 // Units are visited in reverse; each block's gradients go to the engine as soon as they are
 // complete, so their reduce-scatter overlaps the backward of the block below.
 void gpt2_backward(GPT2 *g, float dloss) {

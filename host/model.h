@@ -61,10 +61,6 @@ float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training)
 // After gpt2_forward(..., training = 1). dloss = d(step loss)/d(each token's loss).
 void gpt2_backward(GPT2 *g, float dloss);
 
-// The bytes this rank sends in one training step of A micro-steps, on paper (ring model), for the
-// passes above under the engine's layout and variants; *inter = the part sent across HSDP's replica
-// groups. The engine's measured count must equal it (tests/variants.py checks).
-double gpt2_theory_step_comm(const GPT2 *g, int A, double *inter);
 
 #ifdef __cplusplus
 }

@@ -12,8 +12,10 @@
 #include "export.h"
 #include "fileio.h"
 #include "model.h"
+#include "plan.h"
 #include "readfile.h"
 #include "tokenizer.h"
+#include "trace.h"
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -36,6 +38,12 @@ struct Trainer {
     int start_step;                   // 0, or the checkpoint's step when resuming
     char last_ckpt[CKPT_NAME_MAX];    // the newest checkpoint this run wrote or resumed from
     const TrainBuild *build;
+    Trace *trace;                     // -tr
+    Zero3Ledger ledger_theory;        // this run's collectives per step, in theory
+    Zero3Ledger ledger_step;          // ... as the engine counted them in the last step
+    double *unit_exposed_sum;         // per unit, seconds waited over the timed steps
+    double norm_exposed_sum;          // the same for the norm (no unit)
+    int timed_steps;
 };
 
 // LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr towards F*lr over the
@@ -233,9 +241,9 @@ static void trainer_publish(Trainer *tr) {
 }
 
 // The variants of this run (README "Variants"), and this exact configuration on paper: model state
-// from every unit's own layout, bytes per step with A micro-steps (and, under HSDP, the part that
-// crosses replica groups), activations with and without recompute. The measured figures are in the
-// step line and log.csv; tests/variants.py holds them to these.
+// from every unit's own layout, bytes per step with A micro-steps from the run's collective ledger
+// (and, under HSDP, the part that crosses replica groups), activations with and without recompute.
+// The measured figures are in the step line and log.csv; tests/variants.py holds them to these.
 static void trainer_report_variants(const Trainer *tr) {
     const TrainArgs *a = &tr->args;
     const Zero3 *z = &tr->z;
@@ -247,7 +255,8 @@ static void trainer_report_variants(const Trainer *tr) {
     if (z->replicas > 1)
         printf("|   HSDP: %d shard groups of %d ranks; gathers and reduce-scatters inside a group, the gradient shards "
                "all-reduced across groups\n", z->replicas, z->world);
-    double inter = 0.0, comm = gpt2_theory_step_comm(&tr->gpt2, tr->A, &inter);
+    // the run's collective ledger in theory (trainer_create): all of it, and the part across groups
+    double comm = zero3_ledger_bytes(&tr->ledger_theory), inter = tr->ledger_theory.row[ZERO3_COLL_REPLICA_REDUCE].bytes;
     format_bytes(buf[0], sizeof buf[0], zero3_theory_run_state_bytes(z));
     format_bytes(buf[1], sizeof buf[1], comm);
     format_bytes(buf[2], sizeof buf[2], comm - inter);
@@ -283,18 +292,35 @@ static void trainer_report(Trainer *tr) {
            a->val_path, tr->val.ntok);
     printf("+-------------------------------------------------------------------------\n");
     printf("| model-state memory per rank (params + grads + optimizer), %zu params, N=%d\n", z->total_numel, N);
-    printf("|   stage        theory        comm/step (theory)\n");
+    printf("|   stage        theory        comm/step (theory, A=%d micro-step%s)\n", tr->A, tr->A > 1 ? "s" : "");
     const char *names[4] = {"0 DDP ", "1     ", "2     ", "3     "};
+    int *fwd = (int *)xmalloc((size_t)z->nunits * sizeof(int)), *bwd = (int *)xmalloc((size_t)z->nunits * sizeof(int));
+    gpt2_gathers_per_pass(c, 0, 0, fwd, bwd);   // the plain stages of the table
     for (int s = 0; s <= 3; s++) {
         char mem[32], comm[32];
+        Zero3Ledger l;
+        zero3_theory_ledger(z, s, tr->A, z->cfg.param_type, z->cfg.grad_type, fwd, bwd, &l);
         format_bytes(mem, sizeof mem, zero3_theory_state_bytes(s, (double)z->total_numel, N, z->cfg.param_type, z->cfg.grad_type));
-        format_bytes(comm, sizeof comm, zero3_theory_comm_bytes(s, (double)z->total_numel, N, z->cfg.param_type, z->cfg.grad_type));
+        format_bytes(comm, sizeof comm, zero3_ledger_bytes(&l));
         printf("|   %s  %12s  %12s%s\n", names[s], mem, comm, s == a->stage ? "   <- this run" : "");
     }
+    free(fwd);
+    free(bwd);
     char res[32];
     format_bytes(res, sizeof res, (double)z->resident_bytes);
     printf("|   this run holds %s of model state (padded units) + gathered units/grad buffers (see peak)\n", res);
     trainer_report_variants(tr);
+    printf("|   (comm: bytes each rank sends, ring model, with the padding; grads SHARDED reduce-scatter at every\n"
+           "|    micro-step and stage 3 gathers at every one, stages 0-1 reduce once per step; -plan N for other N)\n");
+    printf("+-------------------------------------------------------------------------\n");
+    printf("| collective ledger per step, this run (theory: count, bytes each rank sends)\n");
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) {
+        const Zero3LedgerRow *row = &tr->ledger_theory.row[k];
+        if (row->count == 0) continue;
+        char b[32];
+        format_bytes(b, sizeof b, row->bytes);
+        printf("|   %-15s %6.0f  %12s  (%.0f bytes)\n", ZERO3_COLL_NAMES[k], row->count, b, row->bytes);
+    }
     printf("+-------------------------------------------------------------------------\n");
     fflush(stdout);
 }
@@ -408,7 +434,8 @@ static void trainer_open_log(Trainer *tr) {
         else if (!(tr->log = fopen(path, append ? "a" : "w")))
             set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
         else if (!append)
-            fprintf(tr->log, "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes\n");
+            fprintf(tr->log, "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes,"
+                    "compute_ms,exposed_comm_ms\n");
     }
     agree_or_exit(tr->be, err);
 }
@@ -551,7 +578,49 @@ static const char *signal_name(int sig) {
     return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGINT ? "SIGINT" : "a signal";
 }
 
+// The step's timeline: exposed communication per unit for the summary, the trace.
+static double trainer_timeline(Trainer *tr, int step, double t0, double t1) {
+    int n;
+    const Zero3Event *ev = zero3_timeline_read(&tr->z, &n);
+    if (!ev) return 0.0;
+    if (step > tr->start_step) {   // as for ms/step, the first step (recording, warming) is left out
+        double units = 0.0;
+        for (int u = 0; u < tr->z.nunits; u++) { tr->unit_exposed_sum[u] += tr->z.unit_exposed_s[u]; units += tr->z.unit_exposed_s[u]; }
+        tr->norm_exposed_sum += tr->z.stats.exposed_s - units;
+        tr->timed_steps++;
+    }
+    trace_step(tr->trace, &tr->z, ev, n, step, t0, t1);
+    return tr->z.stats.exposed_s * 1e3;
+}
+
+// At the end (rank 0): the last step's collectives against the theory, and where the compute
+// side waited, unit by unit.
+static void trainer_summary(const Trainer *tr) {
+    if (tr->be->rank != 0) return;
+    int match = 1;
+    printf("collective ledger, last step (rank 0): measured | theory\n");
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) {
+        const Zero3LedgerRow *m = &tr->ledger_step.row[k], *t = &tr->ledger_theory.row[k];
+        if (m->count == 0 && t->count == 0) continue;
+        int same = m->count == t->count && fabs(m->bytes - t->bytes) <= 1e-9 * (t->bytes + 1.0);
+        match &= same;
+        printf("  %-15s %6.0f x %16.0f bytes | %6.0f x %16.0f bytes  %s\n", ZERO3_COLL_NAMES[k], m->count, m->bytes, t->count,
+               t->bytes, same ? "ok" : "DIFFERENT");
+    }
+    printf("ledger: %s\n", match ? "measured = theory" : "measured != theory");
+    if (tr->timed_steps > 0) {
+        printf("exposed communication by unit (rank 0, mean ms per step over %d steps):", tr->timed_steps);
+        for (int u = 0; u < tr->z.nunits; u++) {
+            if (u % 8 == 0) printf("\n ");
+            printf(" %s %.2f", tr->z.units[u].name, 1e3 * tr->unit_exposed_sum[u] / tr->timed_steps);
+        }
+        printf("\n  norm %.2f\n", 1e3 * tr->norm_exposed_sum / tr->timed_steps);
+    }
+    fflush(stdout);
+}
+
 void trainer_destroy(Trainer *tr) {
+    trace_close(tr->trace);   // rank 0 joins the ranks' parts into the -tr file
     model_free(tr->model);
     zero3_free(&tr->z);
     loader_close(&tr->train);
@@ -560,6 +629,7 @@ void trainer_destroy(Trainer *tr) {
     free(tr->inputs);
     free(tr->targets);
     if (tr->log) fclose(tr->log);
+    free(tr->unit_exposed_sum);
     free(tr);
 }
 
@@ -572,8 +642,16 @@ Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const Tra
     if (args_parse(&tr->args, argc, argv)) { args_usage(&tr->args, argv[0]); free(tr); return NULL; }
     tr->be = be;
     trainer_prepare_out_dir(tr);
+    tr->trace = trace_open(tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
     trainer_setup(tr, be);
     trainer_publish(tr);
+    // the collectives of one step on paper, for the report and the end-of-run comparison
+    int *fwd = (int *)xmalloc((size_t)tr->z.nunits * sizeof(int)), *bwd = (int *)xmalloc((size_t)tr->z.nunits * sizeof(int));
+    gpt2_gathers_per_pass(&tr->cfg, !tr->args.reshard_after_forward, tr->args.recompute == GPT2_RECOMPUTE_OWN_GATHER, fwd, bwd);
+    zero3_theory_ledger(&tr->z, -1, tr->A, tr->z.cfg.param_type, tr->z.cfg.grad_type, fwd, bwd, &tr->ledger_theory);
+    free(fwd);
+    free(bwd);
+    tr->unit_exposed_sum = (double *)xcalloc((size_t)tr->z.nunits, sizeof(double));
     return tr;
 }
 
@@ -585,6 +663,11 @@ const int *trainer_inputs(const Trainer *tr) { return tr->inputs; }
 const int *trainer_targets(const Trainer *tr) { return tr->targets; }
 
 int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
+    {   // -plan: on paper only, nothing allocated, no data read
+        TrainArgs probe;
+        args_defaults(&probe, build->ddp_only);
+        if (!args_parse(&probe, argc, argv) && probe.plan_world) return plan_main(&probe, build);
+    }
     install_stop_handlers();
     Trainer *tr = trainer_create(argc, argv, be, build);
     if (!tr) return 0;   // -h
@@ -609,7 +692,12 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
         // the step's own traffic and peak, before validation or sampling add their gathers
         double step_comm = tr->z.stats.comm_bytes;
         size_t step_peak = zero3_peak_bytes(&tr->z);
-        double ms = (now_seconds() - t0) * 1000.0;
+        tr->ledger_step = tr->z.stats.ledger;
+        double t1 = now_seconds();
+        double ms = (t1 - t0) * 1000.0;
+        // the time the compute side waited on collectives; the rest of the step is compute
+        double exposed_ms = trainer_timeline(tr, step, t0, t1);
+        double compute_ms = ms - exposed_ms;
         if (step == nan_step) loss = NAN;   // test hook, see above
         if (!isfinite(loss) || !isfinite(norm)) {
             if (tr->last_ckpt[0])
@@ -634,13 +722,14 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
             if (mfu >= 0) printf(" | MFU %.1f%%", 100.0 * mfu);
             char note[128] = "";
             model_step_note(note, sizeof note);
-            printf(" | sent %s | peak %s%s | ETA %dm%02ds\n", sent, peak, note, (int)eta / 60, (int)eta % 60);
+            printf(" | exposed comm %.1f ms (%.0f%%) | sent %s | peak %s%s | ETA %dm%02ds\n", exposed_ms,
+                   ms > 0 ? 100.0 * exposed_ms / ms : 0.0, sent, peak, note, (int)eta / 60, (int)eta % 60);
             fflush(stdout);
             if (tr->log) {
                 fprintf(tr->log, "%d,%.9g,", step, loss);
                 if (!isnan(val)) fprintf(tr->log, "%.9g", val);
-                fprintf(tr->log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%zu\n", lr, norm, ms, tokens / (ms / 1000.0),
-                        step_comm, tr->z.resident_bytes, step_peak);
+                fprintf(tr->log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%zu,%.3f,%.3f\n", lr, norm, ms, tokens / (ms / 1000.0),
+                        step_comm, tr->z.resident_bytes, step_peak, compute_ms, exposed_ms);
                 fflush(tr->log);
             }
         }
@@ -671,6 +760,7 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
         if (saved_step != a->steps) trainer_checkpoint(tr, a->steps);
         trainer_export(tr);
     }
+    trainer_summary(tr);
     trainer_destroy(tr);
     return 0;
 }
