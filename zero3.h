@@ -47,8 +47,8 @@
 extern "C" {
 #endif
 
-#define ZERO3_MAX_TENSORS 16   // tensors in one unit
-#define ZERO3_MAX_UNITS 4096
+#define ZERO3_MAX_TENSORS 96   // tensors in one unit (GPT-2: 12 per block, up to 8 blocks a unit)
+#define ZERO3_MAX_UNITS 2100   // GPT-2: up to 1024 blocks split in two, embedding, head
 #define ZERO3_MAX_POOL 64      // cached transient buffers (gathered params, full grads)
 #define ZERO3_MAX_INFLIGHT 8   // outstanding reduce collectives
 #define ZERO3_GATHER_BATCH 16  // stages 1-2: post-step all-gathers in flight at once

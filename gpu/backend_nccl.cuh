@@ -36,7 +36,9 @@
 
 typedef struct {
     int rank, world, local_rank, device;
-    ncclComm_t comm;            // NULL on one rank
+    ncclComm_t comm;            // every rank; NULL on one rank
+    ncclComm_t shard_comm;      // the collectives' group: comm, or HSDP's shard group (NULL: one rank)
+    ncclComm_t replica_comm;    // HSDP: the ranks with the same place in their groups (NULL: none)
     cudaStream_t compute, comm_stream;
     cudaEvent_t compute_ready;  // re-recorded before every collective (a wait copies its state)
     cudaEvent_t handle_event[GPU_MAX_HANDLES];
@@ -156,7 +158,7 @@ static void* collective_end(void) {
 static void* gpu_all_gather_start(void* ctx, const void* shard, void* full, size_t n, Zero3DType t) {
     collective_begin("all-gather");
     const size_t bytes = n * zero3_dtype_size(t);
-    if (g_gpu.comm) ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g_gpu.comm, g_gpu.comm_stream));
+    if (g_gpu.shard_comm) ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g_gpu.shard_comm, g_gpu.comm_stream));
     else if (shard != full) cudaCheck(cudaMemcpyAsync(full, shard, bytes, cudaMemcpyDeviceToDevice, g_gpu.comm_stream));
     return collective_end();
 }
@@ -165,15 +167,37 @@ static void* gpu_all_gather_start(void* ctx, const void* shard, void* full, size
 static void* gpu_reduce_scatter_start(void* ctx, const void* full, void* shard, size_t n, Zero3DType t) {
     collective_begin("reduce-scatter");
     const size_t bytes = n * zero3_dtype_size(t);
-    if (g_gpu.comm) ncclCheck(ncclReduceScatter(full, shard, n, nccl_type(t), ncclSum, g_gpu.comm, g_gpu.comm_stream));
+    if (g_gpu.shard_comm) ncclCheck(ncclReduceScatter(full, shard, n, nccl_type(t), ncclSum, g_gpu.shard_comm, g_gpu.comm_stream));
     else if (shard != full) cudaCheck(cudaMemcpyAsync(shard, full, bytes, cudaMemcpyDeviceToDevice, g_gpu.comm_stream));
     return collective_end();
 }
 
 static void* gpu_all_reduce_start(void* ctx, void* buf, size_t n, Zero3DType t) {
     collective_begin("all-reduce");
-    if (g_gpu.comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g_gpu.comm, g_gpu.comm_stream));
+    if (g_gpu.shard_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g_gpu.shard_comm, g_gpu.comm_stream));
     return collective_end();
+}
+
+// HSDP: the reduced gradients summed across the replica groups, on the comm stream like the rest.
+static void* gpu_replica_all_reduce_start(void* ctx, void* buf, size_t n, Zero3DType t) {
+    collective_begin("replica all-reduce");
+    if (g_gpu.replica_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g_gpu.replica_comm, g_gpu.comm_stream));
+    return collective_end();
+}
+
+// HSDP: split the ranks into shard groups of G consecutive ranks and replica groups (same rank % G),
+// with ncclCommSplit (NCCL 2.18 and later). A group of one rank needs no communicator.
+static void gpu_make_groups(void* ctx, int G) {
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
+    ncclComm_t shard = NULL, replica = NULL;
+    ncclCheck(ncclCommSplit(g_gpu.comm, g_gpu.rank / G, g_gpu.rank, &shard, NULL));
+    ncclCheck(ncclCommSplit(g_gpu.comm, g_gpu.rank % G, g_gpu.rank, &replica, NULL));
+    g_gpu.shard_comm = G > 1 ? shard : NULL;
+    g_gpu.replica_comm = g_gpu.world / G > 1 ? replica : NULL;
+#else
+    (void)G;
+    fatal("flag -hs: HSDP on GPUs needs ncclCommSplit (NCCL 2.18 or later); this build's NCCL has none");
+#endif
 }
 
 static void gpu_wait(void* ctx, void* handle) {
@@ -337,17 +361,23 @@ static void rendezvous_read(const char* path, ncclUniqueId* id, int world) {
     }
 }
 
+// Aborts every communicator (a failing rank must not leave the others blocked in a collective).
+static void gpu_abort_comms(void) {
+    if (g_gpu.shard_comm && g_gpu.shard_comm != g_gpu.comm) ncclCommAbort(g_gpu.shard_comm);
+    if (g_gpu.replica_comm) ncclCommAbort(g_gpu.replica_comm);
+    if (g_gpu.comm) ncclCommAbort(g_gpu.comm);
+    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = NULL;
+}
+
 static void gpu_shutdown(void) {
     // a collective exit (every rank found the same error): nothing may block on the others
-    if (g_gpu.comm) ncclCommAbort(g_gpu.comm);
-    g_gpu.comm = NULL;
+    gpu_abort_comms();
 #ifdef USE_MPI
     MPI_Finalize();
 #endif
 }
 static void gpu_abort_all(void) {
-    if (g_gpu.comm) ncclCommAbort(g_gpu.comm);
-    g_gpu.comm = NULL;
+    gpu_abort_comms();
 #ifdef USE_MPI
     MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
@@ -413,6 +443,7 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
         }
 #endif
         ncclCheck(ncclCommInitRank(&g_gpu.comm, g_gpu.world, id, g_gpu.rank));
+        g_gpu.shard_comm = g_gpu.comm;   // until HSDP splits it (gpu_make_groups)
     }
 
     memset(be, 0, sizeof(*be));
@@ -428,6 +459,8 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     be->reduce_scatter_start = gpu_reduce_scatter_start;
     be->all_reduce_start = gpu_all_reduce_start;
     be->wait = gpu_wait;
+    be->make_groups = gpu_make_groups;
+    be->replica_all_reduce_start = gpu_replica_all_reduce_start;
     be->all_reduce_scalar = gpu_all_reduce_scalar;
     be->sum_squares_add = gpu_sum_squares_add;
     be->sum_squares_total = gpu_sum_squares_total;
@@ -441,8 +474,10 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
 
 static void gpu_backend_finish(void) {
     cudaCheck(cudaDeviceSynchronize());
+    if (g_gpu.shard_comm && g_gpu.shard_comm != g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.shard_comm));
+    if (g_gpu.replica_comm) ncclCheck(ncclCommDestroy(g_gpu.replica_comm));
     if (g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.comm));
-    g_gpu.comm = NULL;
+    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = NULL;
     for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g_gpu.handle_event[i]));
     for (int i = 0; i < g_gpu.stamp_cap; i++) cudaCheck(cudaEventDestroy(g_gpu.stamp_events[i]));
     free(g_gpu.stamp_events);

@@ -159,7 +159,7 @@ int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
                  w[M_L] != c->num_layers || w[M_NH] != c->num_heads || w[M_C] != c->channels ||
                  gpt2_config_problem(c))
             problem = "model config out of range";
-        else if (c->num_layers + 2 != m->nunits) problem = "unit count does not match the model's layers";
+        else if (m->nunits < 3) problem = "fewer units than embedding, a block and head";
         else if (w[M_B] < 1 || w[M_B] > (1 << 20) || w[M_T] < 1 || w[M_T] > (1 << 20) || w[M_A] < 1 ||
                  w[M_A] > 1000000 || w[M_TOKENS_PER_STEP] < 1 || w[M_TOKENS_PER_STEP] > big ||
                  w[M_DATA_WINDOW] < 0 || w[M_DATA_WINDOW] > big || w[M_GENERATION] < 1 || w[M_GENERATION] > big ||
@@ -188,6 +188,11 @@ int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
             problem = ckpt_unit_problem(U, m->world);
         }
         if (!problem && k != end) problem = "layout size does not match its units";
+        // the granularity it was written with (-wrap), read back from the layout
+        if (!problem && (m->cfg.wrap = gpt2_wrap_of_layout(m->cfg.num_layers, m->nunits, m->units[1].ntensors)) == -1)
+            problem = "the unit layout is not one of GPT-2's granularities";
+        for (int u = 0; u < m->nunits && !problem; u++)
+            if (m->units[u].ntensors != gpt2_unit_ntensors(&m->cfg, u)) problem = "a unit's tensor count does not match its granularity";
     }
     free(w);
     if (problem) {
@@ -210,19 +215,18 @@ int ckpt_meta_check_model(const CkptMeta *m, const GPT2Config *c, const Zero3 *z
                  s->vocab_size, s->max_seq_len, c->num_layers, c->channels, c->num_heads, c->vocab_size, c->max_seq_len);
         return -1;
     }
-    if (m->nunits != z->nunits) { set_err(err, errlen, "checkpoint %s: %d units, the model has %d", path, m->nunits, z->nunits); return -1; }
-    for (int u = 0; u < z->nunits; u++) {
-        if (m->units[u].ntensors != z->units[u].ntensors) {
-            set_err(err, errlen, "checkpoint %s: unit %d has %d tensors, the model's has %d", path, u, m->units[u].ntensors, z->units[u].ntensors);
-            return -1;
-        }
-        for (int i = 0; i < z->units[u].ntensors; i++)
-            if (m->units[u].numel[i] != (long long)z->units[u].tensors[i].numel) {
+    // tensor by tensor, wherever each sits in either layout (the granularity may differ)
+    for (int u = 0; u < z->nunits; u++)
+        for (int i = 0; i < z->units[u].ntensors; i++) {
+            int kind, layer, uo, io;
+            gpt2_unit_tensor(c, u, i, &kind, &layer);
+            gpt2_tensor_unit(&m->cfg, kind, layer, &uo, &io);
+            if (m->units[uo].numel[io] != (long long)z->units[u].tensors[i].numel) {
                 set_err(err, errlen, "checkpoint %s: tensor %s of unit %s has %lld elements, the model's has %zu", path,
-                         z->units[u].tensors[i].name, z->units[u].name, m->units[u].numel[i], z->units[u].tensors[i].numel);
+                         z->units[u].tensors[i].name, z->units[u].name, m->units[uo].numel[io], z->units[u].tensors[i].numel);
                 return -1;
             }
-    }
+        }
     return 0;
 }
 
@@ -288,14 +292,21 @@ static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, c
 typedef struct { size_t old_pos, new_pos, count; int tensor; } CkptPiece;
 
 // The pieces of unit u that the new range [begin, begin+count) needs, in old coordinates.
-static int ckpt_unit_pieces(const Zero3Unit *U, const CkptUnit *old, size_t begin, size_t count, CkptPiece *out) {
+static int ckpt_unit_pieces(const GPT2Config *c, const CkptMeta *m, const Zero3 *z, int u, int uo, size_t begin,
+                            size_t count, CkptPiece *out) {
+    const Zero3Unit *U = &z->units[u];
+    const CkptUnit *old = &m->units[uo];
     int n = 0;
     for (int i = 0; i < U->ntensors; i++) {
         const Zero3Tensor *T = &U->tensors[i];
+        int kind, layer, tu, ti;   // the tensor, and where the checkpoint's layout has it
+        gpt2_unit_tensor(c, u, i, &kind, &layer);
+        gpt2_tensor_unit(&m->cfg, kind, layer, &tu, &ti);
+        if (tu != uo) continue;
         size_t lo = T->offset > begin ? T->offset : begin;
         size_t hi = T->offset + T->numel < begin + count ? T->offset + T->numel : begin + count;
         if (lo >= hi) continue;
-        out[n].old_pos = (size_t)old->offset[i] + (lo - T->offset);
+        out[n].old_pos = (size_t)old->offset[ti] + (lo - T->offset);
         out[n].new_pos = lo;
         out[n].count = hi - lo;
         out[n].tensor = i;
@@ -381,7 +392,7 @@ static int ckpt_stream_array(const Zero3 *z, FILE *f, long long at, size_t S_old
 
 // Fills this rank's master, m and v (the ranges its stage keeps) from the checkpoint in ckpt_dir,
 // written on m->world ranks with m's layout. Padding is zeroed. 0, or -1 with a message.
-int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err, size_t errlen) {
+int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, const GPT2Config *c, Zero3 *z, char *err, size_t errlen) {
     // old shard offsets: unit u's block in every old file starts at 12 * (sum of earlier S_old)
     size_t *old_offset = (size_t *)xcalloc((size_t)m->nunits + 1, sizeof(size_t));
     for (int u = 0; u < m->nunits; u++) old_offset[u + 1] = old_offset[u] + (size_t)(m->units[u].padded / m->world);
@@ -401,33 +412,45 @@ int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err
     FILE *f = NULL;
     long long data_at = 0;
     for (int u = 0; u < z->nunits && rc == 0; u++) {
-        size_t S_old = (size_t)(m->units[u].padded / m->world), begin, count;
-        ckpt_engine_array(z, u, CKPT_MASTER, &begin, &count);
-        int np = ckpt_unit_pieces(&z->units[u], &m->units[u], begin, count, pieces), q_lo, q_hi;
-        if (!ckpt_pieces_ranks(pieces, np, S_old, &q_lo, &q_hi)) continue;
-        for (int q = q_lo; q <= q_hi && rc == 0; q++) {
-            if (q != open_q) {
-                if (f) fclose(f);
-                open_q = q;
-                if (!(f = ckpt_shard_open(ckpt_dir, m, q, old_offset[m->nunits], &data_at, hashes, err, errlen))) { rc = -1; break; }
-            }
-            for (int a = 0; a < CKPT_NARRAYS && rc == 0; a++) {
-                float *dst = ckpt_engine_array(z, u, a, &begin, &count);
-                long long at = data_at + 4 * (long long)(3 * old_offset[u] + (size_t)a * S_old);
-                int bad;
-                float bad_value = 0.0f;
-                int r = ckpt_stream_array(z, f, at, S_old, (size_t)q * S_old, hashes[3 * u + a], pieces, np, dst, begin, buf,
-                                          &bad, &bad_value);
-                if (r != 0) {
-                    char path[4096];
-                    shard_path(path, sizeof path, ckpt_dir, q);
-                    if (r == -3)
-                        set_err(err, errlen, "checkpoint file %s: %s of tensor %s in unit %s holds %g: the state must be finite",
-                                path, CKPT_ARRAY_NAMES[a], z->units[u].tensors[bad].name, z->units[u].name, bad_value);
-                    else
-                        set_err(err, errlen, "checkpoint file %s: %s of unit %s: %s", path, CKPT_ARRAY_NAMES[a],
-                                z->units[u].name, r == -1 ? "read failed" : "checksum mismatch (corrupt)");
-                    rc = -1;
+        // the checkpoint's units that hold unit u's tensors (the same unit unless -wrap changed)
+        int sources[ZERO3_MAX_TENSORS], nsources = 0;
+        for (int i = 0; i < z->units[u].ntensors; i++) {
+            int kind, layer, uo, io, seen = 0;
+            gpt2_unit_tensor(c, u, i, &kind, &layer);
+            gpt2_tensor_unit(&m->cfg, kind, layer, &uo, &io);
+            for (int j = 0; j < nsources; j++) seen |= sources[j] == uo;
+            if (!seen) sources[nsources++] = uo;
+        }
+        for (int si = 0; si < nsources && rc == 0; si++) {
+            const int uo = sources[si];
+            size_t S_old = (size_t)(m->units[uo].padded / m->world), begin, count;
+            ckpt_engine_array(z, u, CKPT_MASTER, &begin, &count);
+            int np = ckpt_unit_pieces(c, m, z, u, uo, begin, count, pieces), q_lo, q_hi;
+            if (!ckpt_pieces_ranks(pieces, np, S_old, &q_lo, &q_hi)) continue;
+            for (int q = q_lo; q <= q_hi && rc == 0; q++) {
+                if (q != open_q) {
+                    if (f) fclose(f);
+                    open_q = q;
+                    if (!(f = ckpt_shard_open(ckpt_dir, m, q, old_offset[m->nunits], &data_at, hashes, err, errlen))) { rc = -1; break; }
+                }
+                for (int a = 0; a < CKPT_NARRAYS && rc == 0; a++) {
+                    float *dst = ckpt_engine_array(z, u, a, &begin, &count);
+                    long long at = data_at + 4 * (long long)(3 * old_offset[uo] + (size_t)a * S_old);
+                    int bad;
+                    float bad_value = 0.0f;
+                    int r = ckpt_stream_array(z, f, at, S_old, (size_t)q * S_old, hashes[3 * uo + a], pieces, np, dst, begin,
+                                              buf, &bad, &bad_value);
+                    if (r != 0) {
+                        char path[4096];
+                        shard_path(path, sizeof path, ckpt_dir, q);
+                        if (r == -3)
+                            set_err(err, errlen, "checkpoint file %s: %s of tensor %s in unit %s holds %g: the state must be finite",
+                                    path, CKPT_ARRAY_NAMES[a], z->units[u].tensors[bad].name, z->units[u].name, bad_value);
+                        else
+                            set_err(err, errlen, "checkpoint file %s: %s of unit %s: %s", path, CKPT_ARRAY_NAMES[a],
+                                    z->units[u].name, r == -1 ? "read failed" : "checksum mismatch (corrupt)");
+                        rc = -1;
+                    }
                 }
             }
         }
@@ -618,7 +641,7 @@ void ckpt_load_latest(const char *out_dir, const GPT2Config *cfg, Zero3 *z, Ckpt
     char path[4300];
     fmt_path(path, sizeof path, "%s/meta.bin", dir);
     if (ckpt_meta_read(path, m, err, sizeof err) == 0 && ckpt_meta_check_model(m, cfg, z, dir, err, sizeof err) == 0)
-        ckpt_read_state(dir, m, z, err, sizeof err);
+        ckpt_read_state(dir, m, cfg, z, err, sizeof err);
     ckpt_meta_free(m);
     agree_or_exit(be, err);
 }

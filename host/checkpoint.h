@@ -34,7 +34,7 @@ extern "C" {
 #define CKPT_VERSION 1
 #define CKPT_CHUNK 65536        // floats streamed per read/write (bounds host staging memory)
 #define CKPT_MAX_WORLD (1 << 20)
-#define CKPT_MAX_UNITS (1024 + 2)
+#define CKPT_MAX_UNITS (2 * 1024 + 2)
 
 // ------------------------------------------------------------------------------------------------
 // What a checkpoint says about the run (meta.bin), and the unit layout it was written with.
@@ -99,8 +99,9 @@ int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen);
 int ckpt_meta_check_model(const CkptMeta *m, const GPT2Config *c, const Zero3 *z, const char *path,
                           char *err, size_t errlen);
 // Fills this rank's master, m and v (the ranges its stage keeps) from the checkpoint in ckpt_dir,
-// written on m->world ranks with m's layout. Padding is zeroed. 0, or -1 with a message.
-int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err, size_t errlen);
+// written on m->world ranks with m's layout (maybe another granularity: tensors are matched by
+// kind and layer); c is the model z was laid out for. Padding is zeroed. 0, or -1 with a message.
+int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, const GPT2Config *c, Zero3 *z, char *err, size_t errlen);
 void ckpt_meta_free(CkptMeta *m);
 // FNV-1a over 32-bit words: any single changed word changes the result (each step is a bijection).
 uint64_t ckpt_hash(uint64_t h, const void *data, size_t bytes);

@@ -1,5 +1,6 @@
 // host/cli.c: parsing and checking the flags (see cli.h).
 #include "cli.h"
+#include "gpt2.h"
 
 void args_defaults(TrainArgs *a, int ddp_only) {
     memset(a, 0, sizeof(*a));
@@ -43,6 +44,8 @@ void args_usage(const TrainArgs *a, const char *prog) {
     printf("  -rc 0|1|2 activation recompute: 1 inside the backward's gather, 2 with its own gather (the pitfall)\n");
     printf("  -pt N     persistence threshold: units with fewer than N parameters stay replicated   default 0\n");
     printf("  -clip global|local   local: each rank clips by its own shard's norm (the pitfall, on purpose)\n");
+    printf("  -wrap K|half  unit granularity: K blocks per unit (K divides L, at most 8), or each block's\n");
+    printf("            attention and MLP as two units (the too-fine units of the notes' pitfall)   default 1\n");
     printf("  -v n      val every n steps (0 off)          default 10\n");
     printf("  -m n      val batches per rank               default 4\n");
     printf("  -s n      sample every n steps (0 off)       default 0\n");
@@ -128,6 +131,7 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
             if (!parse_ll(v, &n) || n < 0) fatal("flag -pt: expected a parameter count >= 0, got '%s'", v);
             a->persist_threshold = n;
         }
+        else if (!strcmp(f, "-wrap")) a->wrap = !strcmp(v, "half") ? GPT2_WRAP_HALF : flag_int(f, v, 1, ZERO3_MAX_TENSORS / 12);
         else if (!strcmp(f, "-clip")) {
             if (strcmp(v, "global") && strcmp(v, "local")) fatal("flag -clip: expected global or local, got '%s'", v);
             a->clip_local = !strcmp(v, "local");
@@ -172,6 +176,8 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
     if (!a->reshard_after_forward && a->stage != 3)
         fatal("flag -ra 0: only ZeRO-3 reshards params after the forward (-z 3); at -z %d they stay whole", a->stage);
     if (a->persist_threshold && a->stage == 0) fatal("flag -pt: at -z 0 (DDP) every unit is replicated already");
+    if (a->recompute == 2 && a->wrap == GPT2_WRAP_HALF)
+        fatal("flag -rc 2 with -wrap half: the naive recompute gathers one unit per block; use -rc 1 (or -wrap 1)");
     if (a->resume && a->fresh) fatal("flags -y 1 and -f 1: resume, or start over, not both");
     return 0;
 }

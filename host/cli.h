@@ -26,6 +26,7 @@ typedef struct {
     int recompute;                        // -rc 0|1|2: activation recompute (2: the naive extra gather)
     long long persist_threshold;          // -pt N: units with fewer parameters stay replicated
     int clip_local;                       // -clip local: each rank clips by its own shard's norm (the pitfall)
+    int wrap;                             // -wrap K|half: K blocks per unit, or attention and MLP apart (0 = 1)
     int val_every, val_batches;           // -v -m
     int sample_every, gen_tokens;         // -s -g
     int ckpt_every, resume;               // -n -y

@@ -18,21 +18,24 @@ GPT2EmbedParams gpt2_embed_view(const Zero3 *z, const GPT2Config *c, void *base,
     return v;
 }
 
-GPT2BlockParams gpt2_block_view(const Zero3 *z, const GPT2Config *c, int l, void *base, Zero3DType t) {
-    int u = gpt2_unit_block(c, l);
+GPT2BlockParams gpt2_block_view(const Zero3 *z, const GPT2Config *c, int l, void *base, void *mlp_base, Zero3DType t) {
+    const int u = gpt2_unit_block(c, l), half = gpt2_units_per_block(c) == 2;
+    const int first = half ? 0 : (l % gpt2_blocks_per_unit(c)) * BLK_NUM;   // block l's first tensor in its unit
+    const int mlp_unit = half ? u + 1 : u, mlp_first = half ? -BLK_LN2W : first;
+    void *mb = half ? mlp_base : base;
     GPT2BlockParams v;
-    v.ln1w = tensor_at(z, u, base, BLK_LN1W, t);
-    v.ln1b = tensor_at(z, u, base, BLK_LN1B, t);
-    v.qkvw = tensor_at(z, u, base, BLK_QKVW, t);
-    v.qkvb = tensor_at(z, u, base, BLK_QKVB, t);
-    v.attprojw = tensor_at(z, u, base, BLK_ATTPROJW, t);
-    v.attprojb = tensor_at(z, u, base, BLK_ATTPROJB, t);
-    v.ln2w = tensor_at(z, u, base, BLK_LN2W, t);
-    v.ln2b = tensor_at(z, u, base, BLK_LN2B, t);
-    v.fcw = tensor_at(z, u, base, BLK_FCW, t);
-    v.fcb = tensor_at(z, u, base, BLK_FCB, t);
-    v.fcprojw = tensor_at(z, u, base, BLK_FCPROJW, t);
-    v.fcprojb = tensor_at(z, u, base, BLK_FCPROJB, t);
+    v.ln1w = tensor_at(z, u, base, first + BLK_LN1W, t);
+    v.ln1b = tensor_at(z, u, base, first + BLK_LN1B, t);
+    v.qkvw = tensor_at(z, u, base, first + BLK_QKVW, t);
+    v.qkvb = tensor_at(z, u, base, first + BLK_QKVB, t);
+    v.attprojw = tensor_at(z, u, base, first + BLK_ATTPROJW, t);
+    v.attprojb = tensor_at(z, u, base, first + BLK_ATTPROJB, t);
+    v.ln2w = tensor_at(z, mlp_unit, mb, mlp_first + BLK_LN2W, t);
+    v.ln2b = tensor_at(z, mlp_unit, mb, mlp_first + BLK_LN2B, t);
+    v.fcw = tensor_at(z, mlp_unit, mb, mlp_first + BLK_FCW, t);
+    v.fcb = tensor_at(z, mlp_unit, mb, mlp_first + BLK_FCB, t);
+    v.fcprojw = tensor_at(z, mlp_unit, mb, mlp_first + BLK_FCPROJW, t);
+    v.fcprojb = tensor_at(z, mlp_unit, mb, mlp_first + BLK_FCPROJB, t);
     return v;
 }
 
@@ -78,28 +81,56 @@ size_t gpt2_num_parameters(const GPT2Config *c) { return gpt2_file_offset(c, GPT
 void gpt2_unit_tensor(const GPT2Config *c, int u, int i, int *kind, int *layer) {
     if (u == 0) { *kind = W_WTE + i; *layer = 0; }
     else if (u == gpt2_unit_head(c)) { *kind = W_LNFW + i; *layer = 0; }
-    else { *kind = W_LN1W + i; *layer = u - 1; }
+    else if (gpt2_units_per_block(c) == 2) { *kind = W_LN1W + ((u - 1) % 2) * 6 + i; *layer = (u - 1) / 2; }
+    else { *kind = W_LN1W + i % BLK_NUM; *layer = (u - 1) * gpt2_blocks_per_unit(c) + i / BLK_NUM; }
 }
 
 // Describes the units to the engine. Tensor offsets inside a unit are aligned to `align` elements.
+void gpt2_tensor_unit(const GPT2Config *c, int kind, int layer, int *u, int *i) {
+    if (kind <= W_WPE) { *u = gpt2_unit_emb(c); *i = kind - W_WTE; return; }
+    if (kind >= W_LNFW) { *u = gpt2_unit_head(c); *i = kind - W_LNFW; return; }
+    const int k = kind - W_LN1W;   // 0..11 inside a block
+    if (gpt2_units_per_block(c) == 2) { *u = gpt2_unit_block(c, layer) + k / 6; *i = k % 6; return; }
+    *u = gpt2_unit_block(c, layer);
+    *i = (layer % gpt2_blocks_per_unit(c)) * BLK_NUM + k;
+}
+
+int gpt2_wrap_of_layout(int L, int nunits, int block_tensors) {
+    const int nb = nunits - 2;
+    if (nb == 2 * L && block_tensors == BLK_NUM / 2) return GPT2_WRAP_HALF;
+    if (nb >= 1 && L % nb == 0 && block_tensors == BLK_NUM * (L / nb) && L / nb <= ZERO3_MAX_TENSORS / BLK_NUM)
+        return L / nb;
+    return -1;
+}
+
+int gpt2_unit_ntensors(const GPT2Config *c, int u) {
+    if (u == gpt2_unit_emb(c) || u == gpt2_unit_head(c)) return 2;
+    return gpt2_units_per_block(c) == 2 ? BLK_NUM / 2 : BLK_NUM * gpt2_blocks_per_unit(c);
+}
+
 void gpt2_register_units(const GPT2Config *c, Zero3 *z) {
-    int nunits = c->num_layers + 2;
+    const int nunits = gpt2_num_units(c);
     for (int u = 0; u < nunits; u++) {
-        int n = (u == 0 || u == nunits - 1) ? 2 : BLK_NUM;
-        const char *names[BLK_NUM];
-        size_t numels[BLK_NUM];
-        int decay[BLK_NUM];
+        const int n = gpt2_unit_ntensors(c, u);
+        const char *names[ZERO3_MAX_TENSORS];
+        size_t numels[ZERO3_MAX_TENSORS];
+        int decay[ZERO3_MAX_TENSORS];
         char unit_name[32];
+        int first_layer = 0;
         for (int i = 0; i < n; i++) {
             int kind, layer;
             gpt2_unit_tensor(c, u, i, &kind, &layer);
+            if (i == 0) first_layer = layer;
             names[i] = GPT2_KIND_NAMES[kind];
             numels[i] = gpt2_kind_numel(c, kind);
             decay[i] = GPT2_KIND_DECAY[kind];
         }
-        if (u == 0) snprintf(unit_name, sizeof unit_name, "embedding");
-        else if (u == nunits - 1) snprintf(unit_name, sizeof unit_name, "head");
-        else snprintf(unit_name, sizeof unit_name, "block%d", u - 1);
+        const int K = gpt2_blocks_per_unit(c);
+        if (u == gpt2_unit_emb(c)) snprintf(unit_name, sizeof unit_name, "embedding");
+        else if (u == gpt2_unit_head(c)) snprintf(unit_name, sizeof unit_name, "head");
+        else if (gpt2_units_per_block(c) == 2) snprintf(unit_name, sizeof unit_name, "block%d.%s", first_layer, (u - 1) % 2 ? "mlp" : "attn");
+        else if (K > 1) snprintf(unit_name, sizeof unit_name, "blocks%d-%d", first_layer, first_layer + K - 1);
+        else snprintf(unit_name, sizeof unit_name, "block%d", first_layer);
         zero3_add_unit(z, unit_name, n, names, numels, decay);
     }
 }
@@ -316,8 +347,9 @@ int gpt2_check_finite_owned(const GPT2Config *c, const Zero3 *z, const char *pat
 }
 
 void gpt2_gathers_per_pass(const GPT2Config *c, int keep, int naive_recompute, int *fwd, int *bwd) {
-    for (int u = 0; u < c->num_layers + 2; u++) {
-        fwd[u] = 1 + (naive_recompute && !keep && u != gpt2_unit_emb(c) && u != gpt2_unit_head(c));
+    for (int u = 0; u < gpt2_num_units(c); u++) {
+        // the naive recompute gathers a block's unit once per block of it
+        fwd[u] = 1 + (naive_recompute && !keep && u != gpt2_unit_emb(c) && u != gpt2_unit_head(c) ? gpt2_blocks_per_unit(c) : 0);
         bwd[u] = keep ? 0 : 1;
     }
     fwd[gpt2_unit_emb(c)] = keep ? 1 : 2;

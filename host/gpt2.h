@@ -18,7 +18,12 @@ typedef struct {
     int num_layers;         // L
     int num_heads;          // NH
     int channels;           // C
+    // how the blocks group into ZeRO units (-wrap; FSDP's auto-wrap policy): 0 or 1 one unit per
+    // block, K > 1 K consecutive blocks per unit, GPT2_WRAP_HALF each block's attention and MLP as
+    // two units. Not part of the model file: the same weights under any granularity.
+    int wrap;
 } GPT2Config;
+#define GPT2_WRAP_HALF (-2)
 
 #define GPT2_MODEL_MAGIC 20240326
 #define GPT2_NUM_KINDS 16
@@ -31,15 +36,26 @@ static const char *const GPT2_KIND_NAMES[GPT2_NUM_KINDS] = {
 // weight decay applies to the six matrices only (contract)
 static const int GPT2_KIND_DECAY[GPT2_NUM_KINDS] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
 
-// Units: 0 = embedding (wte, wpe), 1..L = block l-1 (its 12 tensors, ln1w..fcprojb), L+1 = head (lnf).
-// Inside a block unit, tensor i is kind W_LN1W + i.
+// Units: 0 = embedding (wte, wpe), then the block units, then the head (lnf). By default one unit per
+// block, its 12 tensors ln1w..fcprojb (tensor i is kind W_LN1W + i); with -wrap K, K blocks per unit
+// (12 K tensors, block by block); with -wrap half, two units per block: attention (ln1w..attprojb)
+// and MLP (ln2w..fcprojb), 6 tensors each.
 enum { EMB_WTE = 0, EMB_WPE = 1 };
 enum { BLK_LN1W, BLK_LN1B, BLK_QKVW, BLK_QKVB, BLK_ATTPROJW, BLK_ATTPROJB, BLK_LN2W, BLK_LN2B,
        BLK_FCW, BLK_FCB, BLK_FCPROJW, BLK_FCPROJB, BLK_NUM };
 enum { HEAD_LNFW = 0, HEAD_LNFB = 1 };
+static inline int gpt2_blocks_per_unit(const GPT2Config *c) { return c->wrap > 1 ? c->wrap : 1; }
+static inline int gpt2_units_per_block(const GPT2Config *c) { return c->wrap == GPT2_WRAP_HALF ? 2 : 1; }
+static inline int gpt2_block_units(const GPT2Config *c) {
+    return c->num_layers / gpt2_blocks_per_unit(c) * gpt2_units_per_block(c);
+}
+static inline int gpt2_num_units(const GPT2Config *c) { return gpt2_block_units(c) + 2; }
 static inline int gpt2_unit_emb(const GPT2Config *c) { (void)c; return 0; }
-static inline int gpt2_unit_block(const GPT2Config *c, int l) { (void)c; return 1 + l; }
-static inline int gpt2_unit_head(const GPT2Config *c) { return c->num_layers + 1; }
+// the (first) unit holding block l; with -wrap half its MLP unit is the next one
+static inline int gpt2_unit_block(const GPT2Config *c, int l) {
+    return 1 + l / gpt2_blocks_per_unit(c) * gpt2_units_per_block(c);
+}
+static inline int gpt2_unit_head(const GPT2Config *c) { return gpt2_block_units(c) + 1; }
 
 // ------------------------------------------------------------------------------------------------
 // Typed views of a unit: its tensors by name, made once per gather (host/model.c), so that kernel
@@ -69,7 +85,9 @@ typedef struct { UnitTensor lnfw, lnfb; } GPT2HeadParams;                     //
 // The views of unit memory `base` whose elements are of type t (param_type for gathered params,
 // grad_type for gradient buffers).
 GPT2EmbedParams gpt2_embed_view(const Zero3 *z, const GPT2Config *c, void *base, Zero3DType t);
-GPT2BlockParams gpt2_block_view(const Zero3 *z, const GPT2Config *c, int l, void *base, Zero3DType t);
+// base: the unit holding block l; with -wrap half, base the attention unit and mlp_base the MLP
+// unit (else mlp_base is ignored).
+GPT2BlockParams gpt2_block_view(const Zero3 *z, const GPT2Config *c, int l, void *base, void *mlp_base, Zero3DType t);
 GPT2HeadParams gpt2_head_view(const Zero3 *z, const GPT2Config *c, void *base, Zero3DType t);
 
 // ------------------------------------------------------------------------------------------------
@@ -80,6 +98,11 @@ int gpt2_kind_is_per_layer(int kind);
 size_t gpt2_file_offset(const GPT2Config *c, int kind, int layer);   // elements after the header
 size_t gpt2_num_parameters(const GPT2Config *c);
 void gpt2_unit_tensor(const GPT2Config *c, int u, int i, int *kind, int *layer);  // tensor i of unit u
+void gpt2_tensor_unit(const GPT2Config *c, int kind, int layer, int *u, int *i);  // ... and back
+int gpt2_unit_ntensors(const GPT2Config *c, int u);
+// The granularity (GPT2Config.wrap) that lays out nunits units of `block_tensors` tensors each (the
+// first block unit's) for a model of L blocks, or -1 when none does (a checkpoint's layout).
+int gpt2_wrap_of_layout(int L, int nunits, int block_tensors);
 // Describes the units to the engine. Tensor offsets inside a unit are aligned to the engine's align.
 void gpt2_register_units(const GPT2Config *c, Zero3 *z);
 // How often host/model.c's training pass gathers each unit (params SHARDED), for the collective

@@ -16,11 +16,19 @@ float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training)
     model_embed_forward(g->m, &emb);
     zero3_post_forward(z, u_emb);
 
+    // the blocks, unit by unit: a unit (one block, K blocks with -wrap K, or with -wrap half a
+    // block's attention and MLP units together) is gathered before its first block and released
+    // after its last
+    const int K = gpt2_blocks_per_unit(c), nu = gpt2_units_per_block(c);
+    void *blk[2] = {NULL, NULL};
     for (int l = 0; l < c->num_layers; l++) {
         const int u = gpt2_unit_block(c, l);
-        GPT2BlockParams w = gpt2_block_view(z, c, l, zero3_pre_forward(z, u), pt);
+        if (l % K == 0)
+            for (int j = 0; j < nu; j++) blk[j] = zero3_pre_forward(z, u + j);
+        GPT2BlockParams w = gpt2_block_view(z, c, l, blk[0], blk[nu - 1], pt);
         model_block_forward(g->m, l, &w);
-        zero3_post_forward(z, u);
+        if (l % K == K - 1)
+            for (int j = 0; j < nu; j++) zero3_post_forward(z, u + j);
     }
 
     GPT2HeadParams head = gpt2_head_view(z, c, zero3_pre_forward(z, u_head), pt);
@@ -61,19 +69,25 @@ void gpt2_backward(GPT2 *g, float dloss) {
     model_final_norm_backward(g->m, &head, &dhead);
     zero3_post_backward(z, u_head);
 
+    // blocks, last to first, unit by unit as in the forward (the MLP unit before the attention unit)
+    const int K = gpt2_blocks_per_unit(c), nu = gpt2_units_per_block(c);
+    Zero3UnitBuffers blk[2];
     for (int l = c->num_layers - 1; l >= 0; l--) {
         const int u = gpt2_unit_block(c, l);
         if (g->recompute == GPT2_RECOMPUTE_OWN_GATHER) {   // the pitfall: a gather just to recompute
-            GPT2BlockParams w = gpt2_block_view(z, c, l, zero3_pre_forward(z, u), pt);
+            GPT2BlockParams w = gpt2_block_view(z, c, l, zero3_pre_forward(z, u), NULL, pt);
             model_block_forward(g->m, l, &w);
             zero3_post_forward(z, u);
         }
-        Zero3UnitBuffers b = zero3_pre_backward(z, u);
-        GPT2BlockParams w = gpt2_block_view(z, c, l, b.params, pt), dw = gpt2_block_view(z, c, l, b.grads, gt);
+        if (l % K == K - 1)
+            for (int j = nu - 1; j >= 0; j--) blk[j] = zero3_pre_backward(z, u + j);
+        GPT2BlockParams w = gpt2_block_view(z, c, l, blk[0].params, blk[nu - 1].params, pt);
+        GPT2BlockParams dw = gpt2_block_view(z, c, l, blk[0].grads, blk[nu - 1].grads, gt);
         // the block's activations again, from its kept input, with the params this gather brought
         if (g->recompute == GPT2_RECOMPUTE_IN_GATHER) model_block_forward(g->m, l, &w);
         model_block_backward(g->m, l, &w, &dw);
-        zero3_post_backward(z, u);
+        if (l % K == 0)
+            for (int j = nu - 1; j >= 0; j--) zero3_post_backward(z, u + j);
     }
 
     model_embed_backward(g->m, &demb);

@@ -82,12 +82,22 @@ static void progress(const Trainer *tr, const char *fmt, ...) {
 // Lays the model out in the engine and fills each rank's master slices: from the seed, or from an
 // llm.c model file (each rank reads only its slices). When resuming, the checkpoint fills them
 // instead (trainer_resume), so only the shape is taken from -e.
+// -wrap: the granularity of the units, checked against the model's depth once it is known.
+static void trainer_set_wrap(Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    const int L = tr->cfg.num_layers;
+    if (a->wrap > 1 && L % a->wrap != 0)
+        fatal("flag -wrap: %d blocks per unit does not divide the model's %d blocks", a->wrap, L);
+    tr->cfg.wrap = a->wrap;
+}
+
 static void trainer_load_model(Trainer *tr) {
     const TrainArgs *a = &tr->args;
     Zero3 *z = &tr->z;
     // the model state is the first large allocation: out of memory names -e (alloc_phase_begin)
     const char *state_what = "the model state of -e %s (parameters, gradients, AdamW m and v; ZeRO stage %d)";
     if (a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &tr->cfg) == 0) {
+        trainer_set_wrap(tr);
         gpt2_register_units(&tr->cfg, z);
         alloc_phase_begin(tr->be, state_what, a->init, a->stage);
         zero3_allocate(z);
@@ -104,6 +114,7 @@ static void trainer_load_model(Trainer *tr) {
     char err[512] = "";
     int elem_bytes;
     if (gpt2_read_header(f, a->init, &tr->cfg, &elem_bytes, err, sizeof err)) fatal("%s", err);
+    trainer_set_wrap(tr);
     gpt2_register_units(&tr->cfg, z);
     alloc_phase_begin(tr->be, state_what, a->init, a->stage);
     zero3_allocate(z);

@@ -11,8 +11,10 @@ and checks from each run's startup report and log.csv that
      -rc 2 sends more than -rc 1, HSDP's bytes across groups are those of one gradient all-reduce of
      a shard;
   4. -clip local (the pitfall) leaves stage 0's losses on 2+ ranks;
-  5. a checkpoint written under one variant resumes under another (and another N) and continues
-     stage 0's losses.
+  5. a checkpoint written under one variant resumes under another (and another N, stage and unit
+     granularity) and continues stage 0's losses;
+  6. every run's collective ledger, measured, equals its theory (the run says so at its end);
+  7. bad variant flags end every rank with one error line.
 Prints a table; exit status 0 when everything holds.
 """
 import argparse, csv, os, re, shutil, subprocess, sys, tempfile
@@ -61,7 +63,8 @@ def main():
         for n in (1, 2, 3, 4):
             cases += [(n, ["-z", "3"]), (n, ["-z", "3", "-ra", "0"]), (n, ["-z", "3", "-rc", "1"]),
                       (n, ["-z", "3", "-rc", "2"]), (n, ["-z", "3", "-pt", "3000"])]
-        cases += [(2, ["-z", "3", "-hs", "1"]), (4, ["-z", "3", "-hs", "2"]), (4, ["-z", "3", "-hs", "2", "-rc", "1"]),
+        cases += [(2, ["-z", "3", "-wrap", "half"]), (2, ["-z", "3", "-wrap", "2"]), (3, ["-z", "3", "-wrap", "half", "-rc", "1"]),
+                  (2, ["-z", "3", "-hs", "1"]), (4, ["-z", "3", "-hs", "2"]), (4, ["-z", "3", "-hs", "2", "-rc", "1"]),
                   (4, ["-z", "2", "-hs", "2"]), (3, ["-z", "3", "-ra", "0", "-pt", "3000"]),
                   (4, ["-z", "3", "-hs", "2", "-pt", "3000", "-rc", "2"]), (2, ["-z", "3", "-d", str(ROWS * T), "-b", "3"])]
         print(f"model {MODEL}, {STEPS} steps of {ROWS * T} tokens; each run against stage 0 on 1 rank")
@@ -80,6 +83,8 @@ def main():
             held = float(rows[-1]["mem_states_bytes"])
             print(f"  {n:>2} {name:<34} {dl:8.1e} {dn:8.1e} {measured:12.0f} {comm:12.0f} {inter:10.0f} {held:10.0f} {state:10.0f}")
             sent[(n, name)] = measured
+            if "ledger: measured = theory" not in _.stdout:
+                failures.append(f"N={n} {name}: the collective ledger measured differs from its theory")
             if len(rows) != STEPS or dl > 1e-5 or dn > 1e-5:
                 failures.append(f"N={n} {name}: losses/norms differ from stage 0 by {dl:.2e}/{dn:.2e}")
             if abs(measured - comm) > 1e-9 * comm + 0.5:
@@ -109,18 +114,30 @@ def main():
         # the step-2 checkpoint); resumed with -ra 0 -pt on 3 ranks, stopped at step 3; resumed at
         # stage 1 on 1 rank to the end. Every row of the log must continue stage 0's losses.
         d = os.path.join(tmp, "chain")
-        _, _, p = run(args.binary, 4, ["-z", "3", "-hs", "2", "-rc", "1", "-n", "1"], d,
+        _, _, p = run(args.binary, 4, ["-z", "3", "-hs", "2", "-rc", "1", "-wrap", "half", "-n", "1"], d,
                       env_extra={"ZERO3_INJECT_NAN_STEP": "2"}, expect_ok=False)
-        _, _, p2 = run(args.binary, 3, ["-z", "3", "-ra", "0", "-pt", "3000", "-n", "1", "-y", "1"], d,
+        _, _, p2 = run(args.binary, 3, ["-z", "3", "-ra", "0", "-pt", "3000", "-wrap", "2", "-n", "1", "-y", "1"], d,
                        env_extra={"ZERO3_INJECT_NAN_STEP": "3"}, expect_ok=False)
         if p.returncode == 0 or p2.returncode == 0:
             failures.append("the NaN injections did not stop the runs")
         rows, _, _ = run(args.binary, 1, ["-z", "1", "-y", "1"], d)
         dl = max(rel(float(r["train_loss"]), a) for r, (a, _) in zip(rows, ref))
-        print(f"  checkpoint: -hs 2 -rc 1 on 4 ranks -> -ra 0 -pt 3000 on 3 -> -z 1 on 1: {len(rows)} steps, "
+        print(f"  checkpoint: -hs 2 -rc 1 -wrap half on 4 ranks -> -ra 0 -pt 3000 -wrap 2 on 3 -> -z 1 on 1: {len(rows)} steps, "
               f"losses against stage 0 {dl:.1e}")
         if len(rows) != STEPS or dl > 1e-5:
             failures.append(f"resume across variants: {len(rows)} rows, losses differ by {dl:.2e}")
+
+        # 7. bad variant flags, on 2 ranks: non-zero exit, one error line, no output folder left behind
+        bad = [(["-z", "3", "-hs", "3"], "-hs"), (["-z", "3", "-hs", "0"], "-hs"), (["-z", "3", "-pt", "-1"], "-pt"),
+               (["-z", "3", "-wrap", "3"], "-wrap"), (["-z", "1", "-ra", "0"], "-ra"), (["-z", "0", "-hs", "2"], "-hs"),
+               (["-z", "3", "-clip", "shard"], "-clip"), (["-z", "3", "-wrap", "half", "-rc", "2"], "-rc 2")]
+        for extra, flag in bad:
+            _, _, p = go(2, extra, expect_ok=False)
+            errors = [l for l in p.stderr.splitlines() if l.startswith("error")]
+            ok = p.returncode != 0 and len(errors) == 1 and flag in errors[0]
+            print(f"  bad input {' '.join(extra):<28} -> {errors[0] if errors else p.stderr.strip()[:80]}")
+            if not ok:
+                failures.append(f"bad input {' '.join(extra)}: exit {p.returncode}, {len(errors)} error lines")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for f in failures:

@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         snprintf(cdir, sizeof cdir, "%s/%s", dir, name);
         snprintf(path, sizeof path, "%s/meta.bin", cdir);
         if (ckpt_meta_read(path, &m, err, sizeof err) == 0) {
-            if (ckpt_meta_check_model(&m, &cfg, &z, cdir, err, sizeof err) == 0) ckpt_read_state(cdir, &m, &z, err, sizeof err);
+            if (ckpt_meta_check_model(&m, &cfg, &z, cdir, err, sizeof err) == 0) ckpt_read_state(cdir, &m, &cfg, &z, err, sizeof err);
             ckpt_meta_free(&m);
         }
     } else if (which != 2) abort();   // the good `latest` must read

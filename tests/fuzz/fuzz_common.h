@@ -69,7 +69,7 @@ static void fuzz_engine(Zero3 *z, Zero3Backend *be, const GPT2Config *cfg, int r
 
 // The tiny GPT-2 the seeds are made for: L=1 C=8 NH=2 V=64 (Vp 128) maxT=8, 1,976 parameters.
 static GPT2Config fuzz_tiny_config(void) {
-    GPT2Config c = {8, 64, 128, 1, 2, 8};
+    GPT2Config c = {8, 64, 128, 1, 2, 8, 0};
     return c;
 }
 

@@ -172,9 +172,9 @@ static void test_decay_cpu_backend(const GPT2Config *c, int stage) {
 
 int main(void) {
     GPT2Config shapes[] = {
-        {64, 50257, 50304, 3, 3, 72},   // the reference's tiny shape
-        {37, 1000, 1024, 2, 5, 40},     // nothing a multiple of anything
-        {16, 7, 128, 1, 1, 3},          // smaller than one alignment unit
+        {64, 50257, 50304, 3, 3, 72, 0},   // the reference's tiny shape
+        {37, 1000, 1024, 2, 5, 40, 0},     // nothing a multiple of anything
+        {16, 7, 128, 1, 1, 3, 0},          // smaller than one alignment unit
     };
     int aligns[] = {64, 1, 7};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

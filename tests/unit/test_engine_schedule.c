@@ -137,7 +137,7 @@ void model_step_end(void) {}
 void model_step_note(char *buf, size_t n) { if (n) buf[0] = 0; }
 
 static void run(int depth) {
-    GPT2Config c = {8, 64, 64, 4, 2, 16};   // maxT V Vp L NH C
+    GPT2Config c = {8, 64, 64, 4, 2, 16, 0};   // maxT V Vp L NH C, one unit per block
     Zero3Backend be = recording_backend();
     Zero3 z;
     Zero3Config zc = {3, depth, 16, ZERO3_F32, ZERO3_F32, 0, 0, 0};
