@@ -372,9 +372,10 @@ static float trainer_step(Trainer *tr, int step, float lr, float *norm) {
         // data order (contract): rank r at step s, micro-step k reads window (s*A + k)*N + r
         loader_window(&tr->train, ((long long)step * A + k) * N + r, tr->inputs, tr->targets);
         zero3_micro_begin(&tr->z, k, A, ZERO3_PASS_TRAIN);
-        loss_sum += gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, 1);
+        gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, GPT2_TRAIN_DEFER_LOSS);
         gpt2_backward(&tr->gpt2, dloss);
     }
+    loss_sum = gpt2_take_loss(&tr->gpt2);   // the micro-steps' mean losses, read once
     double gnorm = zero3_grad_norm(&tr->z);
     // clip like torch.nn.utils.clip_grad_norm_: scale by G/(norm+1e-6) when that is below 1
     float clip = 1.0f;
