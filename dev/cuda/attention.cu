@@ -204,7 +204,10 @@ int main() {
         ok = compare_normwise("attention_forward.out", from_device_floatX(d_out, BTC), ref.out, TOL(1e-5, 2e-2),
                               TOL(1e-4, 4e-2), TOL(1e-5, 1e-2), &e2) && ok;
         float ms = time_ms([&] { attention_forward(d_out, d_att, d_qkvr, d_vacc, d_qkv, B, T, C, NH, handle, stream); });
-        report("attention_forward", ok, fmax(e1, e2), ms, 0, fwd_flops);
+        // bytes (materialized): qkv read and permuted (3+3), q k v read by the GEMMs (3), att written by
+        // the first GEMM, read and written by the softmax, read by the second (4 x natt), vacc written,
+        // read and permuted into out (3)
+        report("attention_forward", ok, fmax(e1, e2), ms, (12.0 * BTC + 4.0 * natt) * sizeof(floatX), fwd_flops);
     }
     {
         poison(d_dqkv, 3 * BTC);
@@ -216,7 +219,9 @@ int main() {
         float ms = time_ms([&] {
             attention_backward(d_dqkv, d_qkvr, d_dqkvr, d_vacc, d_datt, d_dout, d_qkv, d_att, B, T, C, NH, handle, stream);
         });
-        report("attention_backward", ok, maxerr, ms, 0, 2.0 * fwd_flops);
+        // bytes: the permutes (qkv 6, dout 2, dqkv 6), the GEMMs' operands and results (~6 x BTC), datt
+        // written, read and written by the softmax backward, read by two GEMMs; att read twice (7 x natt)
+        report("attention_backward", ok, maxerr, ms, (20.0 * BTC + 7.0 * natt) * sizeof(floatX), 2.0 * fwd_flops);
     }
     cublasCheck(cublasDestroy(handle));
     // the flash path: on the same inputs (against the CPU and the materialized results), then at
