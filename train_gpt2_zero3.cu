@@ -105,6 +105,16 @@ static size_t layer_stat_elems(const GPT2Config* c, int B, int T, int which) {
     if (which == F_ATT_LSE) return ATTENTION_FLASH ? flash_attention_lse_floats(B, T, c->num_heads) : 0;
     return (size_t)B * T;
 }
+// What attention keeps and uses, in bytes, on either path (for the memory report): flash keeps the
+// lse per layer and one (B,NH,T) scratch; materialized keeps att (B,NH,T,T) per layer and uses
+// qkvr, dqkvr (3BTC each), vacc, dvacc (BTC each) and datt (B,NH,T,T).
+static double attention_bytes(const GPT2Config* c, int B, int T, int flash) {
+    const double L = c->num_layers, bht = (double)B * c->num_heads * T, BTC = (double)B * T * c->channels;
+    if (flash) return (L + 1.0) * bht * sizeof(float);
+    return (L + 1.0) * bht * T * sizeof(floatX) + 8.0 * BTC * sizeof(floatX);
+}
+static double g_acts_bytes, g_att_bytes, g_att_other_bytes;  // of the last model_create, for model_describe
+
 // tensors are carved out of one allocation; each starts 256-byte aligned (cuBLASLt, vector loads)
 static size_t align_elems(size_t n, size_t elem_bytes) { return (n * elem_bytes + 255) / 256 * 256 / elem_bytes; }
 
@@ -126,6 +136,9 @@ Model* model_create(const GPT2Config* cfg, int B, int T) {
     for (int a = 0; a < G_GLOBAL; a++) nx += align_elems(global_act_elems(cfg, B, T, a), sizeof(floatX));
     for (int a = 0; a < H_GLOBAL; a++) nf += align_elems(global_stat_elems(cfg, B, T, a), sizeof(float));
     m->acts_bytes = nx * sizeof(floatX) + nf * sizeof(float);
+    g_acts_bytes = (double)m->acts_bytes;
+    g_att_bytes = attention_bytes(cfg, B, T, ATTENTION_FLASH);
+    g_att_other_bytes = attention_bytes(cfg, B, T, !ATTENTION_FLASH);
     m->acts_memory = (floatX*)gpu_alloc(NULL, nx * sizeof(floatX));
     m->stats_memory = (float*)gpu_alloc(NULL, nf * sizeof(float));
     floatX* px = m->acts_memory;
@@ -351,9 +364,11 @@ void model_describe(char* buf, size_t n) {
     const double peak = gpu_peak_flops();
     char peak_s[64] = "no peak known: set ZERO3_PEAK_TFLOPS for MFU";
     if (peak > 0) snprintf(peak_s, sizeof peak_s, "MFU vs %.0f TFLOP/s", peak / 1e12);
-    snprintf(buf, n, "GPU %s (device %d), %s, %s, %s; GPU memory in use %.2f of %.2f GiB", prop.name, g_gpu.device,
+    snprintf(buf, n, "GPU %s (device %d), %s, %s, %s; GPU memory in use %.2f of %.2f GiB; activations %.3f GiB "
+             "(%s %.3f GiB; %s: %.3f)", prop.name, g_gpu.device,
              PRECISION_NAME, g_gpu.comm ? "NCCL" : "one rank (no NCCL)", peak_s, (total_b - free_b) / 1073741824.0,
-             total_b / 1073741824.0);
+             total_b / 1073741824.0, g_acts_bytes / 1073741824.0, ATTENTION_NAME, g_att_bytes / 1073741824.0,
+             ATTENTION_FLASH ? "materialized" : "flash", g_att_other_bytes / 1073741824.0);
 }
 
 double model_flops_fraction(double flops_per_s) {
