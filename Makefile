@@ -113,6 +113,7 @@ dev/ref/clip_tokens.bin: dev/ref/small_tokens.bin
 # ---------------------------------------------------------------- GPU (BEGIN GPU SECTION)
 # The GPU trainer and its test, built with nvcc into the repository root:
 #   make train_gpt2_zero3cu test_gpt2cu [PRECISION=BF16|FP32] [DDP=1] [USE_MPI=0] [GPU_COMPUTE_CAPABILITY=90]
+#        [ATTENTION=flash|materialized]
 #   make cuda_kernels      build and run every kernel check in dev/cuda (needs a GPU)
 #   make gpu_check         scripts/gpu_check.sh: the whole GPU check (docs/DESIGN.md section 5)
 # NCCL: the CUDA toolkit's by default; NCCL_HOME=DIR for another one, e.g. the nvidia/nccl folder of
@@ -130,6 +131,14 @@ $(error PRECISION must be BF16 or FP32, got '$(PRECISION)')
 endif
 ifeq ($(DDP),1)
 NVCC_DEFS += -DZERO3_DDP_ONLY
+endif
+# ATTENTION=flash (default): fused attention, no T x T matrix (gpu/flash_attention.cuh);
+# ATTENTION=materialized: scores and probabilities in memory, cuBLAS batched GEMMs (gpu/attention.cuh)
+ATTENTION ?= flash
+ifeq ($(ATTENTION),materialized)
+NVCC_DEFS += -DATTENTION_MATERIALIZED
+else ifneq ($(ATTENTION),flash)
+$(error ATTENTION must be flash or materialized, got '$(ATTENTION)')
 endif
 ifeq ($(USE_MPI),1)
 NVCC_DEFS += -DUSE_MPI

@@ -38,6 +38,7 @@ struct Model {
     float *acts[A_GLOBAL];
     const int *inputs;      // of the current forward (the encoder backward needs them)
     const int *targets;     // NULL: no loss
+    double loss_sum;        // model_loss_accumulate's running sum
 };
 
 static size_t layer_act_size(const GPT2Config *c, int B, int T, int which) {
@@ -153,6 +154,12 @@ double model_mean_loss(Model *m) {
     double sum = 0.0;
     for (int i = 0; i < m->B * m->T; i++) sum += m->acts[A_LOSSES][i];
     return sum / (m->B * m->T);
+}
+void model_loss_accumulate(Model *m) { m->loss_sum += model_mean_loss(m); }
+double model_loss_take(Model *m) {
+    double s = m->loss_sum;
+    m->loss_sum = 0.0;
+    return s;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "gpu/common.cuh"
 #include "gpu/kernels.cuh"
 #include "gpu/attention.cuh"
+#include "gpu/flash_attention.cuh"
 #include "gpu/matmul.cuh"
 #include "gpu/backend_nccl.cuh"
 #include "host/model.h"
@@ -24,16 +25,29 @@
 // Activations. floatX tensors, per layer l (shapes):
 //   ln1 (B,T,C)  qkv (B,T,3C)  atty (B,T,C)  att (B,NH,T,T)  residual2 (B,T,C)  ln2 (B,T,C)
 //   fch (B,T,4C) (pre-GELU)  fch_gelu (B,T,4C)  residual3 (B,T,C)
-// fp32 per layer: ln1_mean, ln1_rstd, ln2_mean, ln2_rstd (B,T).
+// fp32 per layer: ln1_mean, ln1_rstd, ln2_mean, ln2_rstd (B,T); att_lse (B,NH,T).
 // Global floatX: encoded, lnf (B,T,C), logits (B,T,Vp) (overwritten by dlogits in backward),
 // and scratch reused by every layer: proj (attproj/fcproj output), qkvr, dqkvr (3 x (B,T,C) in head
 // order), vacc, dvacc (B,T,C), dresidual, dln, datty (B,T,C), dqkv (B,T,3C), dfch (B,T,4C),
-// datt (B,NH,T,T). Global fp32: lnf_mean, lnf_rstd, losses (B,T), partials (reduction scratch).
+// datt (B,NH,T,T). Global fp32: lnf_mean, lnf_rstd, losses (B,T), partials (reduction scratch),
+// att_d (B,NH,T), lse (B,T: each row's logsumexp of the logits, from the forward to the backward),
+// loss_sum (1: the deferred mean losses of this step's micro-steps).
+// Attention: the fused flash path (gpu/flash_attention.cuh, the default) keeps only att_lse per
+// layer and needs att_d as scratch; att, qkvr, dqkvr, vacc, dvacc and datt are then empty. The
+// materialized path (-DATTENTION_MATERIALIZED, make ATTENTION=materialized) keeps att (B,NH,T,T)
+// per layer and uses that scratch; att_lse and att_d are then empty.
 enum { A_LN1, A_QKV, A_ATTY, A_ATT, A_RESIDUAL2, A_LN2, A_FCH, A_FCH_GELU, A_RESIDUAL3, A_PER_LAYER };
-enum { F_LN1_MEAN, F_LN1_RSTD, F_LN2_MEAN, F_LN2_RSTD, F_PER_LAYER };
+enum { F_LN1_MEAN, F_LN1_RSTD, F_LN2_MEAN, F_LN2_RSTD, F_ATT_LSE, F_PER_LAYER };
 enum { G_ENCODED, G_LNF, G_LOGITS, G_PROJ, G_QKVR, G_DQKVR, G_VACC, G_DVACC, G_DRESIDUAL, G_DLN, G_DATTY, G_DQKV,
        G_DFCH, G_DATT, G_GLOBAL };
-enum { H_LNF_MEAN, H_LNF_RSTD, H_LOSSES, H_PARTIALS, H_GLOBAL };
+enum { H_LNF_MEAN, H_LNF_RSTD, H_LOSSES, H_PARTIALS, H_ATT_D, H_LSE, H_LOSS_SUM, H_GLOBAL };
+#if defined(ATTENTION_MATERIALIZED)
+#define ATTENTION_FLASH 0
+#define ATTENTION_NAME "materialized attention"
+#else
+#define ATTENTION_FLASH 1
+#define ATTENTION_NAME "flash attention"
+#endif
 
 struct Model {
     GPT2Config cfg;
@@ -59,7 +73,7 @@ static size_t layer_act_elems(const GPT2Config* c, int B, int T, int which) {
     const size_t BT = (size_t)B * T, C = c->channels;
     switch (which) {
     case A_QKV: return BT * 3 * C;
-    case A_ATT: return attention_att_elems(B, T, c->num_heads);
+    case A_ATT: return ATTENTION_FLASH ? 0 : attention_att_elems(B, T, c->num_heads);
     case A_FCH: case A_FCH_GELU: return BT * 4 * C;
     default: return BT * C;
     }
@@ -68,10 +82,11 @@ static size_t global_act_elems(const GPT2Config* c, int B, int T, int which) {
     const size_t BT = (size_t)B * T, C = c->channels;
     switch (which) {
     case G_LOGITS: return BT * c->padded_vocab_size;
-    case G_QKVR: case G_DQKVR: return attention_qkvr_elems(B, T, c->channels);
+    case G_QKVR: case G_DQKVR: return ATTENTION_FLASH ? 0 : attention_qkvr_elems(B, T, c->channels);
+    case G_VACC: case G_DVACC: return ATTENTION_FLASH ? 0 : BT * C;
     case G_DQKV: return BT * 3 * C;
     case G_DFCH: return BT * 4 * C;
-    case G_DATT: return attention_att_elems(B, T, c->num_heads);
+    case G_DATT: return ATTENTION_FLASH ? 0 : attention_att_elems(B, T, c->num_heads);
     default: return BT * C;
     }
 }
@@ -82,8 +97,24 @@ static size_t global_stat_elems(const GPT2Config* c, int B, int T, int which) {
         size_t b = matmul_backward_scratch_floats(BT, 4 * c->channels);
         return a > b ? a : b;
     }
+    if (which == H_ATT_D) return ATTENTION_FLASH ? flash_attention_scratch_floats(B, T, c->num_heads) : 0;
+    if (which == H_LOSS_SUM) return 1;
     return (size_t)BT;
 }
+static size_t layer_stat_elems(const GPT2Config* c, int B, int T, int which) {
+    if (which == F_ATT_LSE) return ATTENTION_FLASH ? flash_attention_lse_floats(B, T, c->num_heads) : 0;
+    return (size_t)B * T;
+}
+// What attention keeps and uses, in bytes, on either path (for the memory report): flash keeps the
+// lse per layer and one (B,NH,T) scratch; materialized keeps att (B,NH,T,T) per layer and uses
+// qkvr, dqkvr (3BTC each), vacc, dvacc (BTC each) and datt (B,NH,T,T).
+static double attention_bytes(const GPT2Config* c, int B, int T, int flash) {
+    const double L = c->num_layers, bht = (double)B * c->num_heads * T, BTC = (double)B * T * c->channels;
+    if (flash) return (L + 1.0) * bht * sizeof(float);
+    return (L + 1.0) * bht * T * sizeof(floatX) + 8.0 * BTC * sizeof(floatX);
+}
+static double g_acts_bytes, g_att_bytes, g_att_other_bytes;  // of the last model_create, for model_describe
+
 // tensors are carved out of one allocation; each starts 256-byte aligned (cuBLASLt, vector loads)
 static size_t align_elems(size_t n, size_t elem_bytes) { return (n * elem_bytes + 255) / 256 * 256 / elem_bytes; }
 
@@ -99,7 +130,7 @@ static void activation_elems(const GPT2Config* cfg, int B, int T, int recompute,
         for (int a = 0; a < A_PER_LAYER; a++)
             if (!layer_act_shared(recompute, l, a)) *nx += align_elems(layer_act_elems(cfg, B, T, a), sizeof(floatX));
         if (!(recompute && l > 0))
-            for (int a = 0; a < F_PER_LAYER; a++) *nf += align_elems((size_t)B * T, sizeof(float));
+            for (int a = 0; a < F_PER_LAYER; a++) *nf += align_elems(layer_stat_elems(cfg, B, T, a), sizeof(float));
     }
     for (int a = 0; a < G_GLOBAL; a++) *nx += align_elems(global_act_elems(cfg, B, T, a), sizeof(floatX));
     for (int a = 0; a < H_GLOBAL; a++) *nf += align_elems(global_stat_elems(cfg, B, T, a), sizeof(float));
@@ -124,6 +155,9 @@ Model* model_create(const GPT2Config* cfg, int B, int T, int recompute) {
     size_t nx, nf;
     activation_elems(cfg, B, T, recompute, &nx, &nf);
     m->acts_bytes = nx * sizeof(floatX) + nf * sizeof(float);
+    g_acts_bytes = (double)m->acts_bytes;
+    g_att_bytes = attention_bytes(cfg, B, T, ATTENTION_FLASH);
+    g_att_other_bytes = attention_bytes(cfg, B, T, !ATTENTION_FLASH);
     m->acts_memory = (floatX*)gpu_alloc(NULL, nx * sizeof(floatX));
     m->stats_memory = (float*)gpu_alloc(NULL, nf * sizeof(float));
     floatX* px = m->acts_memory;
@@ -137,7 +171,7 @@ Model* model_create(const GPT2Config* cfg, int B, int T, int recompute) {
         for (int a = 0; a < F_PER_LAYER; a++) {
             if (recompute && l > 0) { m->layer_stats[l][a] = m->layer_stats[0][a]; continue; }
             m->layer_stats[l][a] = pf;
-            pf += align_elems((size_t)B * T, sizeof(float));
+            pf += align_elems(layer_stat_elems(cfg, B, T, a), sizeof(float));
         }
     }
     for (int a = 0; a < G_GLOBAL; a++) { m->g[a] = px; px += align_elems(global_act_elems(cfg, B, T, a), sizeof(floatX)); }
@@ -149,6 +183,7 @@ Model* model_create(const GPT2Config* cfg, int B, int T, int recompute) {
     cudaCheck(cudaMallocHost((void**)&m->pinned_inputs, BT * sizeof(int)));
     cudaCheck(cudaMallocHost((void**)&m->pinned_targets, BT * sizeof(int)));
     cudaCheck(cudaMallocHost((void**)&m->pinned_losses, BT * sizeof(float)));
+    cudaCheck(cudaMemset(m->h[H_LOSS_SUM], 0, sizeof(float)));
     cudaCheck(cudaEventCreateWithFlags(&m->uploaded, cudaEventDisableTiming));
     cudaCheck(cudaEventRecord(m->uploaded, g_gpu.compute));
     encoder_plan_create(&m->plan, (int)BT, cfg->vocab_size);
@@ -212,7 +247,11 @@ void model_block_forward(Model* m, int l, const GPT2BlockParams* w) {
     floatX* proj = m->g[G_PROJ];   // attproj / fcproj output, consumed at once by the residual add
     layernorm_forward(l_ln1, st[F_LN1_MEAN], st[F_LN1_RSTD], residual, w->ln1w, w->ln1b, BT, C, s);
     matmul_forward(&m->mm, l_qkv, NULL, l_ln1, w->qkvw, w->qkvb, BT, C, 3 * C, s);
+#if ATTENTION_FLASH
+    flash_attention_forward(l_atty, st[F_ATT_LSE], l_qkv, B, T, C, NH, s);
+#else
     attention_forward(l_atty, a[A_ATT], m->g[G_QKVR], m->g[G_VACC], l_qkv, B, T, C, NH, m->mm.blas, s);
+#endif
     matmul_forward(&m->mm, proj, NULL, l_atty, w->attprojw, w->attprojb, BT, C, C, s);
     residual_forward(l_residual2, residual, proj, (size_t)BT * C, s);
     layernorm_forward(l_ln2, st[F_LN2_MEAN], st[F_LN2_RSTD], l_residual2, w->ln2w, w->ln2b, BT, C, s);
@@ -227,12 +266,14 @@ void model_final_norm_forward(Model* m, const GPT2HeadParams* w) {
                       w->lnfb, m->B * m->T, m->cfg.channels, g_gpu.compute);
 }
 
-// logits = lnf wte^T (the tied LM head); with targets, the per-token losses (the logits stay intact:
-// the gradient needs dloss, which the backward brings)
+// logits = lnf wte^T (the tied LM head); with targets, the per-token losses and each row's logsumexp
+// in one pass over the logits (they stay intact: the gradient needs dloss, which the backward brings,
+// and then needs only the logsumexp: no reduction is recomputed)
 void model_lm_head_forward(Model* m, const GPT2EmbedParams* w) {
     const int BT = m->B * m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     matmul_forward(&m->mm, m->g[G_LOGITS], NULL, m->g[G_LNF], w->wte, NULL, BT, C, Vp, g_gpu.compute);
-    if (m->have_targets) fused_classifier(m->g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, 0.0f, 0, g_gpu.compute);
+    if (m->have_targets)
+        fused_classifier(m->g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, 0.0f, 0, g_gpu.compute, m->h[H_LSE]);
 }
 
 double model_mean_loss(Model* m) {
@@ -245,16 +286,29 @@ double model_mean_loss(Model* m) {
     return sum / BT;
 }
 
+// the training loop's way: the mean loss of every micro-step adds up on the device, read once per step
+void model_loss_accumulate(Model* m) {
+    loss_accumulate(m->h[H_LOSS_SUM], m->h[H_LOSSES], m->B * m->T, g_gpu.compute);
+}
+double model_loss_take(Model* m) {
+    cudaStream_t s = g_gpu.compute;
+    cudaCheck(cudaMemcpyAsync(m->pinned_losses, m->h[H_LOSS_SUM], sizeof(float), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaMemsetAsync(m->h[H_LOSS_SUM], 0, sizeof(float), s));
+    cudaCheck(cudaStreamSynchronize(s));
+    return m->pinned_losses[0];
+}
+
 // ------------------------------------------------------------------------------------------------
 // Backward. Parameter gradients (dw) accumulate (+=) in the engine's buffers; the reduce-scatter of
 // each unit runs on the comm stream while the next unit's backward computes.
 
-// dlogits in place of the logits, then d(lnf) into dln and d(wte) through the tied matrix
+// dlogits in place of the logits (elementwise, from the forward's logsumexp), then d(lnf) into dln
+// and d(wte) through the tied matrix
 void model_lm_head_backward(Model* m, const GPT2EmbedParams* w, const GPT2EmbedParams* dw, float dloss) {
     const int BT = m->B * m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     cudaStream_t s = g_gpu.compute;
     floatX** g = m->g;
-    fused_classifier(g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, dloss, 1, s);
+    classifier_backward(g[G_LOGITS], m->h[H_LSE], m->d_targets, BT, V, Vp, dloss, s);
     matmul_backward(&m->mm, g[G_DLN], dw->wte, NULL, m->h[H_PARTIALS], g[G_LOGITS], g[G_LNF], w->wte, NULL, BT, C, Vp, s);
 }
 
@@ -284,8 +338,12 @@ void model_block_backward(Model* m, int l, const GPT2BlockParams* w, const GPT2B
     layernorm_backward(dres, dw->ln2w, dw->ln2b, partials, dln, a[A_RESIDUAL2], w->ln2w, st[F_LN2_MEAN], st[F_LN2_RSTD], BT, C, s);
     // attention: residual2 = residual + attproj, the same split
     matmul_backward(&m->mm, g[G_DATTY], dw->attprojw, dw->attprojb, partials, dres, a[A_ATTY], w->attprojw, NULL, BT, C, C, s);
+#if ATTENTION_FLASH
+    flash_attention_backward(g[G_DQKV], m->h[H_ATT_D], g[G_DATTY], a[A_QKV], a[A_ATTY], st[F_ATT_LSE], B, T, C, NH, s);
+#else
     attention_backward(g[G_DQKV], g[G_QKVR], g[G_DQKVR], g[G_DVACC], g[G_DATT], g[G_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH,
                        m->mm.blas, s);
+#endif
     matmul_backward(&m->mm, dln, dw->qkvw, dw->qkvb, partials, g[G_DQKV], a[A_LN1], w->qkvw, NULL, BT, C, 3 * C, s);
     layernorm_backward(dres, dw->ln1w, dw->ln1b, partials, dln, block_input(m, l), w->ln1w, st[F_LN1_MEAN], st[F_LN1_RSTD], BT, C, s);
 }
@@ -333,9 +391,11 @@ void model_describe(char* buf, size_t n) {
     const double peak = gpu_peak_flops();
     char peak_s[64] = "no peak known: set ZERO3_PEAK_TFLOPS for MFU";
     if (peak > 0) snprintf(peak_s, sizeof peak_s, "MFU vs %.0f TFLOP/s", peak / 1e12);
-    snprintf(buf, n, "GPU %s (device %d), %s, %s, %s; GPU memory in use %.2f of %.2f GiB", prop.name, g_gpu.device,
+    snprintf(buf, n, "GPU %s (device %d), %s, %s, %s; GPU memory in use %.2f of %.2f GiB; activations %.3f GiB "
+             "(%s %.3f GiB; %s: %.3f)", prop.name, g_gpu.device,
              PRECISION_NAME, g_gpu.comm ? "NCCL" : "one rank (no NCCL)", peak_s, (total_b - free_b) / 1073741824.0,
-             total_b / 1073741824.0);
+             total_b / 1073741824.0, g_acts_bytes / 1073741824.0, ATTENTION_NAME, g_att_bytes / 1073741824.0,
+             ATTENTION_FLASH ? "materialized" : "flash", g_att_other_bytes / 1073741824.0);
 }
 
 double model_flops_fraction(double flops_per_s) {

@@ -488,8 +488,8 @@ static void cast_copy(Tdst* dst, const Tsrc* src, size_t N, cudaStream_t stream)
 // One block per row of logits(BT, Vp). losses[row] = logsumexp(logits[0..V)) - logits[target].
 // With write_dlogits, the row is overwritten by dloss * (softmax - onehot(target)) on its V real
 // columns and 0 on the padding: the probabilities are never stored.
-__global__ void fused_classifier_kernel(floatX* logits, float* losses, const int* targets, int V, int Vp,
-                                        float dloss, int write_dlogits) {
+__global__ void fused_classifier_kernel(floatX* logits, float* losses, float* lse, const int* targets, int V,
+                                        int Vp, float dloss, int write_dlogits) {
     __shared__ float scratch[32];
     floatX* x = logits + (size_t)blockIdx.x * Vp;
     const int target = targets[blockIdx.x];
@@ -514,7 +514,10 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
     const float row_max = block_max(m, scratch);
     // threads that saw no column have sum 0 and m = -inf: skip them instead of computing exp(nan)
     const float row_sum = block_sum(sum > 0.0f ? sum * expf(m - row_max) : 0.0f, scratch);
-    if (threadIdx.x == 0) losses[blockIdx.x] = logf(row_sum) + row_max - target_logit;
+    if (threadIdx.x == 0) {
+        losses[blockIdx.x] = logf(row_sum) + row_max - target_logit;
+        if (lse != NULL) lse[blockIdx.x] = logf(row_sum) + row_max;
+    }
     if (!write_dlogits) return;
 
     const float inv_sum = 1.0f / row_sum;
@@ -535,13 +538,63 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, const int
     }
 }
 
-// logits (BT,Vp) in, dlogits out (in place) when write_dlogits; losses (BT) fp32 per token.
-// dloss is d(loss)/d(per-token loss): 1/(number of targets the loss averages over).
+// logits (BT,Vp) in, dlogits out (in place) when write_dlogits; losses (BT) fp32 per token, and
+// (lse != NULL) each row's logsumexp for classifier_backward. dloss is d(loss)/d(per-token loss):
+// 1/(number of targets the loss averages over).
 static void fused_classifier(floatX* logits, float* losses, const int* targets, int BT, int V, int Vp,
-                             float dloss, int write_dlogits, cudaStream_t stream) {
+                             float dloss, int write_dlogits, cudaStream_t stream, float* lse = NULL) {
     gpu_require(Vp % XVEC_SIZE == 0 && V <= Vp, "fused_classifier: V=%d Vp=%d", V, Vp);
     const int block = 1024;
-    fused_classifier_kernel<<<BT, block, 0, stream>>>(logits, losses, targets, V, Vp, dloss, write_dlogits);
+    fused_classifier_kernel<<<BT, block, 0, stream>>>(logits, losses, lse, targets, V, Vp, dloss, write_dlogits);
+    cudaCheckLaunch();
+}
+
+// The training split of the classifier: the forward (fused_classifier with lse, write_dlogits 0)
+// reads the logits once and keeps each row's logsumexp; the backward is then elementwise,
+//     dlogits = dloss * (exp(logit - lse[row]) - onehot(target))   (0 on the padding),
+// one 16-byte read and write per vector, no reduction recomputed, every thread busy.
+__global__ void classifier_backward_kernel(floatX* logits, const float* lse, const int* targets, int V, int Vp,
+                                           size_t nvec, float dloss) {
+    for (size_t v = (size_t)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = v * XVEC_SIZE;
+        const size_t row = i / Vp;
+        const int col0 = (int)(i % Vp);  // Vp is a multiple of XVEC_SIZE: the vector is in one row
+        xvec x, g;
+        if (col0 < V) x = load16_stream(logits + i);
+        const float l = lse[row];
+        const int target = targets[row];
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            const int j = col0 + k;
+            const float grad = j < V ? (expf(to_float(x[k]) - l) - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+            g[k] = from_float<floatX>(grad);
+        }
+        store16(logits + i, g);
+    }
+}
+
+static void classifier_backward(floatX* logits, const float* lse, const int* targets, int BT, int V, int Vp,
+                                float dloss, cudaStream_t stream) {
+    gpu_require(Vp % XVEC_SIZE == 0 && V <= Vp, "classifier_backward: V=%d Vp=%d", V, Vp);
+    const size_t nvec = (size_t)BT * Vp / XVEC_SIZE;
+    const int block = 256;
+    const size_t blocks = CEIL_DIV(nvec, (size_t)block);
+    const unsigned grid = (unsigned)(blocks < 65536 * 4 ? blocks : 65536 * 4);
+    classifier_backward_kernel<<<grid, block, 0, stream>>>(logits, lse, targets, V, Vp, nvec, dloss);
+    cudaCheckLaunch();
+}
+
+// sum[0] += (sum of losses[0..n)) / n, on the device (one block, fixed order): a training step's
+// mean losses add up here without the host waiting for each forward
+__global__ void loss_accumulate_kernel(float* sum, const float* losses, int n) {
+    __shared__ float scratch[32];
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) acc += losses[i];
+    acc = block_sum(acc, scratch);
+    if (threadIdx.x == 0) sum[0] += acc / n;
+}
+static void loss_accumulate(float* sum, const float* losses, int n, cudaStream_t stream) {
+    loss_accumulate_kernel<<<1, 1024, 0, stream>>>(sum, losses, n);
     cudaCheckLaunch();
 }
 

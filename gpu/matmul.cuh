@@ -20,6 +20,20 @@
 #include "attention.cuh"  // cublasCheck, CUBLAS_FLOATX
 
 #define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)
+#define MATMUL_MAX_PLANS 128
+
+// A cached GEMM plan: everything cuBLASLt needs that depends only on the shape, the epilogue and the
+// operands' alignments (descriptor, layouts, the heuristic's algorithm), built on first use and kept.
+// A step asks for a handful of shapes thousands of times; only the bias and aux pointers change
+// between calls, and they are set on the cached descriptor just before each launch.
+typedef struct {
+    int m, n, k, lda, ldb, ldd, transA, transB, epi, has_bias;
+    uint32_t alignA, alignB, alignD;
+    int ok;                                  // 0: cuBLASLt had no algorithm (the caller falls back)
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t layA, layB, layD;
+    cublasLtMatmulAlgo_t algo;
+} MatmulPlan;
 
 typedef struct {
     cublasLtHandle_t lt;     // all linear layers
@@ -28,6 +42,9 @@ typedef struct {
     size_t workspace_bytes;
     int gelu_fusion;         // 1: try the GELU epilogues first; 0: always the unfused path
     long gelu_fallbacks;     // times a GELU epilogue was asked for but no algorithm had it
+    MatmulPlan plans[MATMUL_MAX_PLANS];
+    int nplans;
+    long plan_misses;        // plans built (the rest of the calls reused one)
 } MatmulContext;
 
 static void matmul_init(MatmulContext* ctx) {
@@ -45,9 +62,20 @@ static void matmul_init(MatmulContext* ctx) {
     ctx->gelu_fusion = 1;
 #endif
     ctx->gelu_fallbacks = 0;
+    ctx->nplans = 0;
+    ctx->plan_misses = 0;
+}
+
+static void matmul_plan_destroy(MatmulPlan* p) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->layA));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->layB));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->layD));
+    cublasCheck(cublasLtMatmulDescDestroy(p->desc));
 }
 
 static void matmul_destroy(MatmulContext* ctx) {
+    for (int i = 0; i < ctx->nplans; i++) matmul_plan_destroy(&ctx->plans[i]);
+    ctx->nplans = 0;
     cudaCheck(cudaFree(ctx->workspace));
     cublasCheck(cublasLtDestroy(ctx->lt));
     cublasCheck(cublasDestroy(ctx->blas));
@@ -72,58 +100,76 @@ typedef enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_DGELU } MatmulEpilogue;
 static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* bias,
                       floatX* aux, MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB, int lda,
                       int ldb, int ldd, float alpha, float beta, cudaStream_t stream) {
-    cublasLtMatmulDesc_t desc;
-    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
-
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    if (epi == EPI_BIAS) epilogue = CUBLASLT_EPILOGUE_BIAS;
-    if (epi == EPI_GELU_AUX) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-    if (epi == EPI_DGELU) epilogue = CUBLASLT_EPILOGUE_DGELU;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (bias != NULL && (epi == EPI_BIAS || epi == EPI_GELU_AUX)) {
-        // bias element type defaults to D's type: floatX, as ours is
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
-    if (epi == EPI_GELU_AUX || epi == EPI_DGELU) {
-        const int64_t aux_ld = ldd;
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
-    }
-
-    cublasLtMatrixLayout_t layA, layB, layD;
-    cublasCheck(cublasLtMatrixLayoutCreate(&layA, CUBLAS_FLOATX, transA ? k : m, transA ? m : k, lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&layB, CUBLAS_FLOATX, transB ? n : k, transB ? k : n, ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&layD, CUBLAS_FLOATX, m, n, ldd));
-
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                     &ctx->workspace_bytes, sizeof(ctx->workspace_bytes)));
+    const int has_bias = bias != NULL && (epi == EPI_BIAS || epi == EPI_GELU_AUX);
     const uint32_t alignA = pointer_alignment(A), alignB = pointer_alignment(B), alignD = pointer_alignment(D);
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof(alignA)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof(alignB)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, sizeof(alignD)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof(alignD)));
-
-    cublasLtMatmulHeuristicResult_t heuristic;
-    int found = 0;
-    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, layA, layB, layD, layD, pref, 1,
-                                                           &heuristic, &found);
-    bool ok = (status == CUBLAS_STATUS_SUCCESS && found > 0);
-    if (ok) {
-        // C and D are the same buffer: beta = 1 accumulates into it (the weight gradients)
-        cublasCheck(cublasLtMatmul(ctx->lt, desc, &alpha, A, layA, B, layB, &beta, D, layD, D, layD, &heuristic.algo,
-                                   ctx->workspace, ctx->workspace_bytes, stream));
+    MatmulPlan* p = NULL;
+    for (int i = 0; i < ctx->nplans && p == NULL; i++) {
+        MatmulPlan* c = &ctx->plans[i];
+        if (c->m == m && c->n == n && c->k == k && c->lda == lda && c->ldb == ldb && c->ldd == ldd &&
+            c->transA == (int)transA && c->transB == (int)transB && c->epi == (int)epi && c->has_bias == has_bias &&
+            c->alignA == alignA && c->alignB == alignB && c->alignD == alignD)
+            p = c;
     }
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(layA));
-    cublasCheck(cublasLtMatrixLayoutDestroy(layB));
-    cublasCheck(cublasLtMatrixLayoutDestroy(layD));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
-    return ok;
+    if (p == NULL) {
+        // a new shape: build its plan (when the cache is full, the oldest plan makes room)
+        if (ctx->nplans == MATMUL_MAX_PLANS) {
+            matmul_plan_destroy(&ctx->plans[0]);
+            memmove(&ctx->plans[0], &ctx->plans[1], (MATMUL_MAX_PLANS - 1) * sizeof(MatmulPlan));
+            ctx->nplans--;
+        }
+        p = &ctx->plans[ctx->nplans++];
+        ctx->plan_misses++;
+        memset(p, 0, sizeof(*p));
+        p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->ldd = ldd;
+        p->transA = transA; p->transB = transB; p->epi = epi; p->has_bias = has_bias;
+        p->alignA = alignA; p->alignB = alignB; p->alignD = alignD;
+        cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        if (epi == EPI_BIAS) epilogue = CUBLASLT_EPILOGUE_BIAS;
+        if (epi == EPI_GELU_AUX) epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+        if (epi == EPI_DGELU) epilogue = CUBLASLT_EPILOGUE_DGELU;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+        if (epi == EPI_GELU_AUX || epi == EPI_DGELU) {
+            const int64_t aux_ld = ldd;
+            cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+        }
+        // the heuristic sees the pointers' attributes as set for this first call
+        if (has_bias)
+            cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        if (epi == EPI_GELU_AUX || epi == EPI_DGELU)
+            cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->layA, CUBLAS_FLOATX, transA ? k : m, transA ? m : k, lda));
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->layB, CUBLAS_FLOATX, transB ? n : k, transB ? k : n, ldb));
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->layD, CUBLAS_FLOATX, m, n, ldd));
+        cublasLtMatmulPreference_t pref;
+        cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &ctx->workspace_bytes, sizeof(ctx->workspace_bytes)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof(alignA)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof(alignB)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, sizeof(alignD)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof(alignD)));
+        cublasLtMatmulHeuristicResult_t heuristic;
+        int found = 0;
+        cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->desc, p->layA, p->layB, p->layD, p->layD,
+                                                               pref, 1, &heuristic, &found);
+        p->ok = (status == CUBLAS_STATUS_SUCCESS && found > 0);
+        if (p->ok) p->algo = heuristic.algo;
+        cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    }
+    if (!p->ok) return false;
+    // this call's bias and aux (the plan is keyed on their presence and on the operands' alignment)
+    if (has_bias)
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (epi == EPI_GELU_AUX || epi == EPI_DGELU)
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    // C and D are the same buffer: beta = 1 accumulates into it (the weight gradients)
+    cublasCheck(cublasLtMatmul(ctx->lt, p->desc, &alpha, A, p->layA, B, p->layB, &beta, D, p->layD, D, p->layD,
+                               &p->algo, ctx->workspace, ctx->workspace_bytes, stream));
+    return true;
 }
 
 // a GEMM that must run: no algorithm is a fatal configuration error

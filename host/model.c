@@ -44,8 +44,14 @@ float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training)
         zero3_post_forward(z, u_emb);
         g->emb_held = NULL;
     }
+    if (targets && training == GPT2_TRAIN_DEFER_LOSS) {
+        model_loss_accumulate(g->m);
+        return 0.0f;
+    }
     return targets ? (float)model_mean_loss(g->m) : 0.0f;
 }
+
+double gpt2_take_loss(GPT2 *g) { return model_loss_take(g->m); }
 
 // Units are visited in reverse; each block's gradients go to the engine as soon as they are
 // complete, so their reduce-scatter overlaps the backward of the block below.

@@ -28,6 +28,8 @@ void model_block_forward(Model *m, int l, const GPT2BlockParams *w);    // resid
 void model_final_norm_forward(Model *m, const GPT2HeadParams *w);       // lnf = layernorm(residual)
 void model_lm_head_forward(Model *m, const GPT2EmbedParams *w);         // logits = lnf wte^T (+ losses)
 double model_mean_loss(Model *m);                                       // mean over B*T (needs targets)
+void model_loss_accumulate(Model *m);       // adds model_mean_loss to a running sum without waiting for it
+double model_loss_take(Model *m);           // that sum (one read-back), reset to 0
 void model_lm_head_backward(Model *m, const GPT2EmbedParams *w, const GPT2EmbedParams *dw, float dloss);
 void model_final_norm_backward(Model *m, const GPT2HeadParams *w, const GPT2HeadParams *dw);
 void model_block_backward(Model *m, int l, const GPT2BlockParams *w, const GPT2BlockParams *dw);
@@ -56,8 +58,12 @@ typedef struct {
 } GPT2;
 
 // Returns the mean loss over this rank's B*T tokens (0 when targets is NULL). training = 1 holds
-// the tied embedding for gpt2_backward.
+// the tied embedding for gpt2_backward. training = GPT2_TRAIN_DEFER_LOSS: the same, but the loss is
+// not waited for: it returns 0 and adds the loss to a sum gpt2_take_loss reads (once per step, so
+// the host never waits for a forward).
+#define GPT2_TRAIN_DEFER_LOSS 2
 float gpt2_forward(GPT2 *g, const int *inputs, const int *targets, int training);
+double gpt2_take_loss(GPT2 *g);
 // After gpt2_forward(..., training = 1). dloss = d(step loss)/d(each token's loss).
 void gpt2_backward(GPT2 *g, float dloss);
 

@@ -530,9 +530,10 @@ float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip) {
     for (int k = 0; k < A; k++) {
         trainer_load_batch(tr, step, k);
         zero3_micro_begin(&tr->z, k, A, ZERO3_PASS_TRAIN);
-        loss_sum += gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, 1);
+        gpt2_forward(&tr->gpt2, tr->inputs, tr->targets, GPT2_TRAIN_DEFER_LOSS);
         gpt2_backward(&tr->gpt2, dloss);
     }
+    loss_sum = gpt2_take_loss(&tr->gpt2);   // the micro-steps' mean losses, read once
     // -clip local: each rank's own shard's norm, so each rank clips by a different coefficient
     double gnorm = a->clip_local ? zero3_local_grad_norm(&tr->z) : zero3_grad_norm(&tr->z);
     *clip = clip_coefficient(a->grad_clip, gnorm);

@@ -44,7 +44,7 @@ int main() {
         bool ok = compare("encoder_forward.out", from_device_floatX(d_out, BTC), ref, TOL(1e-6, 1e-6),
                           TOL(1e-6, 5e-3), &maxerr);
         float ms = time_ms([&] { encoder_forward(d_out, d_inp, d_wte, d_wpe, B, T, C, stream); });
-        report("encoder_forward", ok, maxerr, ms, 3.0 * BTC * sizeof(floatX), 0);
+        report("encoder_forward", ok, maxerr, ms, 3.0 * BTC * sizeof(floatX), (double)BTC);
     }
 
     // ---- backward
@@ -82,7 +82,7 @@ int main() {
         float ms = time_ms([&] { encoder_backward(d_dwte, d_dwpe, d_dout, &plan, B, T, C, stream); });
         // dout read once, dwpe read+written, dwte rows of the distinct tokens read+written
         report("encoder_backward", ok, fmax(e1, e2), ms,
-               (BTC + 2.0 * T * C + 2.0 * plan.nbuckets * C) * sizeof(floatX), 0);
+               (BTC + 2.0 * T * C + 2.0 * plan.nbuckets * C) * sizeof(floatX), 2.0 * BTC);
         float ms_plan;
         {
             cudaEvent_t a, b;

@@ -36,7 +36,7 @@ int main() {
         bool ok = compare("gelu_forward.out", from_device_floatX(d_out, N), ref, TOL(1e-6, 1e-6), TOL(1e-5, 5e-3),
                           &maxerr);
         float ms = time_ms([&] { gelu_forward(d_out, d_x, N, stream); });
-        report("gelu_forward", ok, maxerr, ms, 2.0 * N * sizeof(floatX), 0);
+        report("gelu_forward", ok, maxerr, ms, 2.0 * N * sizeof(floatX), 8.0 * N);  // tanh form: ~8 flops, tanh as one
     }
     {
         floatX* d_d = to_device_floatX(dout);
@@ -47,7 +47,7 @@ int main() {
         bool ok = compare("gelu_backward.dinp", from_device_floatX(d_d, N), ref, TOL(1e-6, 1e-6), TOL(1e-5, 5e-3),
                           &maxerr);
         float ms = time_ms([&] { gelu_backward_inplace(d_d, d_x, N, stream); });
-        report("gelu_backward", ok, maxerr, ms, 3.0 * N * sizeof(floatX), 0);
+        report("gelu_backward", ok, maxerr, ms, 3.0 * N * sizeof(floatX), 14.0 * N);
     }
     return finish();
 }

@@ -70,7 +70,7 @@ int main() {
         ok = compare("layernorm_forward.mean", from_device_float(d_mean, N), ref.mean, 1e-6, 1e-5, &e2) && ok;
         ok = compare("layernorm_forward.rstd", from_device_float(d_rstd, N), ref.rstd, 1e-6, 1e-5, &e3) && ok;
         float ms = time_ms([&] { layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, stream); });
-        report("layernorm_forward", ok, fmax(e1, fmax(e2, e3)), ms, (2.0 * NC + 2.0 * C) * sizeof(floatX) + 8.0 * N, 0);
+        report("layernorm_forward", ok, fmax(e1, fmax(e2, e3)), ms, (2.0 * NC + 2.0 * C) * sizeof(floatX) + 8.0 * N, 7.0 * NC);  // mean, var, normalize, scale, shift
     }
 
     // ---- backward (uses the GPU's mean/rstd, which were just checked against the reference)
@@ -128,7 +128,7 @@ int main() {
             layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_x, d_w, d_mean, d_rstd, N, C, stream);
         });
         // dout, x read; dinp read + written; stats read
-        report("layernorm_backward", ok, fmax(e1, fmax(e2, e3)), ms, 4.0 * NC * sizeof(floatX) + 8.0 * N, 0);
+        report("layernorm_backward", ok, fmax(e1, fmax(e2, e3)), ms, 4.0 * NC * sizeof(floatX) + 8.0 * N, 12.0 * NC);
     }
     return finish();
 }

@@ -116,7 +116,9 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
         }
         float ms = time_ms([&] { matmul_forward(ctx, d_out, s.gelu_out ? d_pre : NULL, d_inp, d_w, b, bench_BT, C, OC, stream); });
         snprintf(name, sizeof(name), "matmul_forward_%s%s", s.name, s.gelu_out ? (fused ? "_fused" : "_unfused") : "");
-        report(name, ok, maxerr, ms, 0, 2.0 * bench_BT * C * OC);
+        // bytes: inp, weight read, out written (+ the pre-activation when GELU is fused or applied after)
+        report(name, ok, maxerr, ms, ((double)bench_BT * C + (double)C * OC + (s.gelu_out ? 2.0 : 1.0) * bench_BT * OC) * sizeof(floatX),
+               2.0 * bench_BT * C * OC);
     }
 
     // ---- backward (with gelu_in: both the DGELU epilogue and the unfused path)
@@ -156,7 +158,9 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
             matmul_backward(ctx, d_dinp, d_dw, dbias, d_scratch, d_dout, d_inp, d_w, pre, bench_BT, C, OC, stream);
         });
         snprintf(name, sizeof(name), "matmul_backward_%s%s", s.name, s.gelu_in ? (fused ? "_fused" : "_unfused") : "");
-        report(name, ok, maxerr, ms, 0, 4.0 * bench_BT * C * OC);
+        // bytes: dout, inp, weight read, dinp written, dweight read and written
+        report(name, ok, maxerr, ms, (2.0 * bench_BT * C + (double)bench_BT * OC + 3.0 * C * OC) * sizeof(floatX),
+               4.0 * bench_BT * C * OC);
     }
     ctx->gelu_fusion = saved_fusion;
     cudaCheck(cudaFree(d_inp));

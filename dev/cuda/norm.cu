@@ -49,7 +49,7 @@ int main() {
         }
         float ms = time_ms([&] { run_slice(0); });
         report(fp32_input ? "sum_squares_fp32" : "sum_squares_floatX", ok, fmax(e1, e2), ms,
-               n * (double)(fp32_input ? 4 : sizeof(floatX)), 0);
+               n * (double)(fp32_input ? 4 : sizeof(floatX)), 2.0 * n);
     }
     return finish();
 }

@@ -22,7 +22,7 @@ int main() {
         double maxerr;
         bool ok = compare("residual_forward.out", from_device_floatX(d_out, N), ref, 1e-7, TOL(1e-7, 5e-3), &maxerr);
         float ms = time_ms([&] { residual_forward(d_out, d_a, d_b, N, stream); });
-        report("residual_forward", ok, maxerr, ms, 3.0 * N * sizeof(floatX), 0);
+        report("residual_forward", ok, maxerr, ms, 3.0 * N * sizeof(floatX), (double)N);
     }
     {
         floatX* d_dst = to_device_floatX(a);
@@ -32,7 +32,7 @@ int main() {
         double maxerr;
         bool ok = compare("add_inplace.dst", from_device_floatX(d_dst, N), ref, 1e-7, TOL(1e-7, 5e-3), &maxerr);
         float ms = time_ms([&] { add_inplace(d_dst, d_b, N, stream); });
-        report("add_inplace", ok, maxerr, ms, 3.0 * N * sizeof(floatX), 0);
+        report("add_inplace", ok, maxerr, ms, 3.0 * N * sizeof(floatX), (double)N);
     }
     // fp32 dst += 0.37 * floatX src, on an odd length at an odd offset (a shard slice)
     {
@@ -47,7 +47,7 @@ int main() {
         double maxerr;
         bool ok = compare("accumulate.dst", from_device_float(d_dst, M + 1), ref, 1e-6, 1e-6, &maxerr);
         float ms = time_ms([&] { accumulate<float, floatX>(d_dst + 1, d_src + 1, M, 0.37f, stream); });
-        report("accumulate_f32_from_floatX", ok, maxerr, ms, M * (8.0 + sizeof(floatX)), 0);
+        report("accumulate_f32_from_floatX", ok, maxerr, ms, M * (8.0 + sizeof(floatX)), 2.0 * M);
     }
     // casts: fp32 -> floatX rounds to nearest (even); floatX -> fp32 is exact
     {
@@ -65,7 +65,7 @@ int main() {
         bool ok = compare("cast_to_floatX", from_device_floatX(d_x, M), ref_x, 0.0, 0.0, &e1);
         ok = compare("cast_to_float", from_device_float(d_back, M), ref_x, 0.0, 0.0, &e2) && ok;
         float ms = time_ms([&] { cast_copy<floatX, float>(d_x, d_f, M, stream); });
-        report("cast_fp32_to_floatX", ok, fmax(e1, e2), ms, M * (4.0 + sizeof(floatX)), 0);
+        report("cast_fp32_to_floatX", ok, fmax(e1, e2), ms, M * (4.0 + sizeof(floatX)), 0.0);
     }
     return finish();
 }
