@@ -1,5 +1,6 @@
 // host/cli.c: parsing and checking the flags (see cli.h).
 #include "cli.h"
+#include <sys/stat.h>
 #include "gpt2.h"
 
 void args_defaults(TrainArgs *a, int ddp_only) {
@@ -162,9 +163,8 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
     if (!a->plan_world) {   // a parameter count describes a model to plan for, not one to train
         double n;
         char err[256];
-        FILE *exists = fopen(a->init, "rb");
-        if (exists) fclose(exists);
-        else if (parse_param_count(a->init, &n, err, sizeof err) == 1)
+        struct stat st;   // a path that exists is a model file (checked later, never opened here: a FIFO would block)
+        if (stat(a->init, &st) != 0 && parse_param_count(a->init, &n, err, sizeof err) == 1)
             fatal("flag -e: %s is a parameter count: only the planner (-plan N) takes one; train a descriptor "
                   "like d12 or a model file", a->init);
     }

@@ -4,6 +4,8 @@
 // a bare parameter count (-e 7.5B) the whole model is one unit (bytes exact, counts not given).
 // With link bandwidths and a compute rate it also estimates each stage's time per step.
 #include "plan.h"
+#include "readfile.h"
+#include <sys/stat.h>
 #include "gpt2.h"
 
 static const char *STAGE_NAMES[4] = {"0 DDP", "1    ", "2    ", "3    "};
@@ -36,8 +38,11 @@ int plan_main(const TrainArgs *a, const TrainBuild *build) {
     char err[512] = "";
     if (a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &cfg) == 0) have_units = 1;
     else {
-        FILE *f = fopen(a->init, "rb");
+        char why[128];
+        FILE *f = open_regular_file(a->init, why, sizeof why);   // never blocks on a FIFO
         int elem_bytes;
+        struct stat st;
+        if (!f && stat(a->init, &st) == 0) fatal("flag -e: cannot open model file %s (%s)", a->init, why);
         if (f) {
             if (gpt2_read_header(f, a->init, &cfg, &elem_bytes, err, sizeof err)) { fclose(f); fatal("%s", err); }
             fclose(f);

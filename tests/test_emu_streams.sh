@@ -5,20 +5,20 @@
 #                           collective: a gather/reduce-scatter reads what no kernel wrote yet
 #   ZERO3_TEST_DROP_WAIT=2  the compute stream no longer waits for a collective's handle: kernels
 #                           read gathered parameters (or reuse buffers) before the collective ran
-# Each build runs test_gpt2cu (FP32, one rank, stage 3: prefetch and every collective on the comm
-# stream) on the small dump; a dropped wait must fail with MISMATCHes, not crash. The three runs
-# are independent one-thread processes, so they run side by side (about 1 minute on 2 cores).
+# Each build runs test_gpt2cu (FP32, two ranks over the emulated NCCL, stage 3: prefetch and every
+# collective on the comm stream; on one rank the engine issues no collective at all) on the small
+# dump; a dropped wait must fail with MISMATCHes, not crash. The three runs go side by side.
 . "$(dirname "$0")/lib.sh"
 make -s dumps >/dev/null || fail "make dumps"
 SMALL="dev/ref/small.dump dev/ref/small_model.bin"
 for v in 0 1 2; do
-  dev/cuda/emu/build.sh "$work/test_drop$v" test_gpt2.cu -DENABLE_FP32 -DZERO3_TEST_DROP_WAIT=$v zero3.c host/*.c \
+  dev/cuda/emu/build.sh "$work/test_drop$v" test_gpt2.cu -DENABLE_FP32 -DUSE_MPI -DZERO3_TEST_DROP_WAIT=$v zero3.c host/*.c \
     > "$work/build$v.log" 2>&1 &
 done
 wait
 for v in 0 1 2; do [ -x "$work/test_drop$v" ] || { cat "$work/build$v.log"; fail "emulator build with ZERO3_TEST_DROP_WAIT=$v"; }; done
 
-for v in 0 1 2; do TEST_STAGES=3 "$work/test_drop$v" $SMALL > "$work/run$v.log" 2>&1 & pids[$v]=$!; done
+for v in 0 1 2; do TEST_STAGES=3 mpirun -np 2 -x TEST_STAGES "$work/test_drop$v" $SMALL > "$work/run$v.log" 2>&1 & pids[$v]=$!; done
 for v in 0 1 2; do wait "${pids[$v]}"; rc[$v]=$?; done
 
 tail -1 "$work/run0.log"
