@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh: the one command a session with a GPU runs (DESIGN.md section 5), built for
+# scripts/gpu_check.sh: the one command a session with a GPU runs (docs/DESIGN.md section 5), built for
 # one short visit: 15 minutes of device time in all, machine start and a rerun included. So the
 # whole script stops itself after GPU_CHECK_BUDGET seconds (default 360), every section has its own
 # time cap, sections run in order of value, and each appends its result line to the summary the
