@@ -772,14 +772,17 @@ double zero3_grad_norm(Zero3 *z) {
     const Zero3Backend *be = z->be;
     double local = owned_sum_squares(z);
     double bytes = count_scalar(z);
-    if (!timed(z)) return sqrt(be->all_reduce_scalar(be->ctx, local));
-    // a blocking collective: all of it is waited for
-    Zero3Event *w = event_add(z, ZERO3_EV_WAIT, -1, ZERO3_COLL_NORM);
-    int index = z->nevents - 1;
-    w->stamp_begin = be->stamp(be->ctx);
-    double total = be->all_reduce_scalar(be->ctx, local);
-    z->events[index].stamp_end = be->stamp(be->ctx);
-    note_collective(z, -1, ZERO3_COLL_NORM, bytes);
+    // a blocking collective: all of it is waited for (on the timeline, a wait from start to end)
+    int wait_event = -1;
+    if (timed(z)) {
+        event_add(z, ZERO3_EV_WAIT, -1, ZERO3_COLL_NORM)->stamp_begin = be->stamp(be->ctx);
+        wait_event = z->nevents - 1;
+    }
+    double total = be->all_reduce_scalar(be->ctx, local);   // one number, summed over every rank
+    if (wait_event >= 0) {
+        z->events[wait_event].stamp_end = be->stamp(be->ctx);
+        note_collective(z, -1, ZERO3_COLL_NORM, bytes);
+    }
     return sqrt(total);
 }
 

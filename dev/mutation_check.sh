@@ -21,13 +21,13 @@ CLIP="dev/ref/clip.dump dev/ref/clip_model.bin"
 MUTATIONS=(
 "1|host/train.c|return coef < 1.0 ? (float)coef : 1.0f;|return coef > 1.0 ? (float)coef : 1.0f;|test_gpt2|TEST_STAGES=3 ./test_gpt2 $CLIP"
 "2|host/train.c|float dloss = 1.0f / ((float)a->B * a->T * A * N);|float dloss = 1.0f / ((float)a->B * a->T * A);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
-"3|zero3.c|return sqrt(be->all_reduce_scalar(be->ctx, local));|return sqrt(local);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
+"3|zero3.c|double total = be->all_reduce_scalar(be->ctx, local);|double total = local;|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
 "4|zero3.c|T->decay ? weight_decay : 0.0f|weight_decay|build/test_engine_layout|build/test_engine_layout"
 "5|cpu/kernels.h|ck_tanh_sech2(GELU_SCALE * (x + 0.044715f * x * x * x), &th, NULL);|ck_tanh_sech2(GELU_SCALE * (x + 0.04476f * x * x * x), &th, NULL);||mkdir -p build && $PY tests/unit/cpu_kernels_ref.py build/mut_ref.bin >/dev/null && gcc -O3 -march=native -fopenmp -std=gnu11 -o build/mut_tck tests/unit/test_cpu_kernels.c -lm && build/mut_tck build/mut_ref.bin"
 "6|zero3.c|int pos = z->schedule_pos + k;|int pos = z->schedule_pos + k + 1;|build/test_engine_schedule|build/test_engine_schedule"
 "7|host/train.c|((long long)step * A + k) * N + r|((long long)step * A + k) * N|test_gpt2|TEST_STAGES=0 mpirun -np 2 ./test_gpt2 $CLIP"
 "8|host/train.c|tr->sample_rng = m.sample_rng;|(void)m.sample_rng;|train_gpt2_zero3|bash tests/test_checkpoint.sh"
-"9|zero3.c|if (z->micro > 0)|if (0)|test_gpt2|TEST_STAGES=3 ./test_gpt2 $CLIP"
+"9|zero3.c|if (z->micro > 0)|if (0)|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
 "10|host/checkpoint.c|w[M_DATA_WINDOW] = m->data_window;|w[M_DATA_WINDOW] = m->data_window + 1;|train_gpt2_zero3|bash tests/test_checkpoint.sh"
 )
 
