@@ -450,6 +450,14 @@ void zero3_step_begin(Zero3 *z) {
     z->stats.transient_peak = z->stats.transient_bytes;
 }
 
+// GATHERED -> SHARDED: the full unit's memory returns to the pool.
+static void free_gathered(Zero3 *z, Zero3Unit *U) {
+    if (!solo(z)) pool_release(z, U->params_gathered);   // one rank: the shard itself, not a pool buffer
+    U->params_gathered = NULL;
+    U->param_state = ZERO3_PARAMS_SHARDED;
+    U->kept = 0;
+}
+
 // A unit gathered ahead of use that no pass then asked for (only after a departure from the
 // schedule): its buffer goes back to the pool, so stale params can never be used after an update.
 static void drop_unused_prefetches(Zero3 *z) {
@@ -459,9 +467,7 @@ static void drop_unused_prefetches(Zero3 *z) {
             continue;
         if (U->gather_handle) timed_wait(z, U->gather_handle, u, ZERO3_COLL_FWD_GATHER);
         U->gather_handle = NULL;
-        if (!solo(z)) pool_release(z, U->params_gathered);
-        U->params_gathered = NULL;
-        U->param_state = ZERO3_PARAMS_SHARDED;
+        free_gathered(z, U);
     }
 }
 
@@ -528,13 +534,6 @@ void *zero3_gather(Zero3 *z, int u) {
     return U->params_gathered;
 }
 
-// GATHERED -> SHARDED: the full unit's memory returns to the pool.
-static void free_gathered(Zero3 *z, Zero3Unit *U) {
-    if (!solo(z)) pool_release(z, U->params_gathered);   // one rank: the shard itself, not a pool buffer
-    U->params_gathered = NULL;
-    U->param_state = ZERO3_PARAMS_SHARDED;
-    U->kept = 0;
-}
 
 // Once the last holder lets go the unit is freed, unless it is kept for its backward (no reshard
 // after forward) and its gradients have not been handed over yet.
@@ -882,18 +881,13 @@ double zero3_theory_state_bytes(int stage, double psi, int world, Zero3DType par
     return placed(L->params, psi * p, n) + placed(L->grads, psi * g, n) + placed(L->optimizer, psi * k, n);
 }
 
-// Ring-model bytes sent per rank per step at A = 1, f = (N-1)/N. Gradients: all-reduced (2 f G)
-// when the optimizer is FULL (DDP), else reduce-scattered (f G). Params: gathered twice (forward
-// and backward, 2 f P) where they are SHARDED; once after the step (f P) where they are FULL but the
-// optimizer updated only a shard. So DDP 2 units, stages 1-2 2 units, stage 3 3 units.
+// Ring-model bytes sent per rank per step at A = 1: the collective ledger's data rows for a bare
+// parameter count (the norm's one number left out): DDP 2 units, stages 1-2 2 units, stage 3 3.
 double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType param_type,
                                Zero3DType grad_type) {
-    const Zero3StageLayout *L = &ZERO3_STAGE_LAYOUT[stage];
-    double f = (double)(world - 1) / (double)world;
-    double P = psi * (double)zero3_dtype_size(param_type), G = psi * (double)zero3_dtype_size(grad_type);
-    double reduce = (L->optimizer == ZERO3_FULL) ? 2.0 * f * G : f * G;
-    double gather = (L->params == ZERO3_SHARDED) ? 2.0 * f * P : (L->optimizer == ZERO3_SHARDED) ? f * P : 0.0;
-    return reduce + gather;
+    Zero3Ledger l;
+    zero3_theory_ledger_params(stage, psi, world, 1, param_type, grad_type, &l);
+    return zero3_ledger_bytes(&l) - l.row[ZERO3_COLL_NORM].bytes;
 }
 
 // The collective ledger in theory (zero3.h): what zero3_reduce_grads, zero3_gather and

@@ -234,8 +234,8 @@ int ckpt_meta_check_model(const CkptMeta *m, const GPT2Config *c, const Zero3 *z
 // Shard files
 
 // Where this rank's copy of array a of unit u starts (fp32, in the engine's memory), and the range
-// of unit coordinates the stage keeps there: the owned slice, or the whole unit at stage 0 (DDP
-// keeps full master weights and moments on every rank).
+// of unit coordinates its optimizer state covers there: the owned slice, or the whole unit where the
+// optimizer is FULL (DDP, a persistent unit: full master weights and moments on every rank).
 static float *ckpt_engine_array(Zero3 *z, int u, int a, size_t *begin, size_t *count) {
     float *owned = a == CKPT_MASTER ? zero3_owned_master(z, u) : a == CKPT_M ? zero3_owned_m(z, u) : zero3_owned_v(z, u);
     size_t owned_begin = zero3_owned_begin(z, u);

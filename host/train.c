@@ -647,11 +647,11 @@ void trainer_destroy(Trainer *tr) {
 
 // Everything before the first step: flags, the output folder, model, data, resume, the params
 // published where the stage needs them. NULL when -h asked for the usage (printed).
-Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
+// The trainer for flags already parsed (train_main parses them once, to see -plan first).
+static Trainer *trainer_start(const TrainArgs *args, const Zero3Backend *be, const TrainBuild *build) {
     Trainer *tr = (Trainer *)xcalloc(1, sizeof(Trainer));
     tr->build = build;
-    args_defaults(&tr->args, build->ddp_only);
-    if (args_parse(&tr->args, argc, argv)) { args_usage(&tr->args, argv[0]); free(tr); return NULL; }
+    tr->args = *args;
     tr->be = be;
     trainer_prepare_out_dir(tr);
     tr->trace = trace_open(tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
@@ -667,6 +667,13 @@ Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const Tra
     return tr;
 }
 
+Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
+    TrainArgs args;
+    args_defaults(&args, build->ddp_only);
+    if (args_parse(&args, argc, argv)) { args_usage(&args, argv[0]); return NULL; }
+    return trainer_start(&args, be, build);
+}
+
 Zero3 *trainer_engine(Trainer *tr) { return &tr->z; }
 GPT2 *trainer_model(Trainer *tr) { return &tr->gpt2; }
 const TrainArgs *trainer_args(const Trainer *tr) { return &tr->args; }
@@ -675,14 +682,12 @@ const int *trainer_inputs(const Trainer *tr) { return tr->inputs; }
 const int *trainer_targets(const Trainer *tr) { return tr->targets; }
 
 int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
-    {   // -plan: on paper only, nothing allocated, no data read
-        TrainArgs probe;
-        args_defaults(&probe, build->ddp_only);
-        if (!args_parse(&probe, argc, argv) && probe.plan_world) return plan_main(&probe, build);
-    }
+    TrainArgs args;
+    args_defaults(&args, build->ddp_only);
+    if (args_parse(&args, argc, argv)) { args_usage(&args, argv[0]); return 0; }   // -h
+    if (args.plan_world) return plan_main(&args, build);   // -plan: on paper only, nothing allocated, no data read
     install_stop_handlers();
-    Trainer *tr = trainer_create(argc, argv, be, build);
-    if (!tr) return 0;   // -h
+    Trainer *tr = trainer_start(&args, be, build);
     if (tr->args.clip_local && be->rank == 0)
         fprintf(stderr, "warning: -clip local: each rank clips by the norm of its own gradient shard, so the ranks scale "
                 "their gradients differently and the run leaves stage 0's losses (the pitfall, on purpose)\n");

@@ -11,3 +11,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 BIN=${ZERO3_TRAINER:-./train_gpt2_zero3}
+
+# expect_error WHAT PATTERN ARGS...: the calling script's check_case (the trainer with ARGS must fail
+# with one error line matching PATTERN) in the background, four at once (mpirun spends most of its
+# time starting and tearing down); finish_cases waits, prints the results in order, fails on any FAIL.
+n_cases=0
+expect_error() {
+  while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
+  n_cases=$((n_cases + 1))
+  ( check_case "$@" ) >"$work/result_$(printf %03d $n_cases)" 2>&1 &
+}
+finish_cases() {
+  wait
+  local f failed=0
+  for f in "$work"/result_*; do cat "$f"; grep -q '^FAIL' "$f" && failed=1; rm -f "$f"; done
+  [ $failed -eq 0 ] || exit 1
+}

@@ -31,23 +31,6 @@ check_case() {
     printf 'ok   %-34s np=%d exit %d %5.1fs  %s\n' "$what" $np $rc "$secs" "$(grep '^error' "$err")"
   done
 }
-# expect_error WHAT PATTERN ARGS...: check_case in the background (mpirun spends most of its time
-# starting and tearing down, so four cases run at once); finish_cases collects them in order.
-n_cases=0
-expect_error() {
-  while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
-  n_cases=$((n_cases + 1))
-  ( check_case "$@" ) >"$work/result_$(printf %03d $n_cases)" 2>&1 &
-}
-finish_cases() {
-  wait
-  local f failed=0
-  for f in "$work"/result_*; do
-    cat "$f"
-    grep -q '^FAIL' "$f" && failed=1
-  done
-  [ $failed -eq 0 ] || exit 1
-}
 
 # ---------------------------------------------------------------- inputs made from good ones
 # a good model file and a good checkpoint (one step on one rank, exported at the end)

@@ -38,8 +38,8 @@ trainer() {
     if [ "$np" -eq 1 ]; then exec timeout 30 "$BIN" "$@"; else exec timeout 30 mpirun -np "$np" "$BIN" "$@"; fi
   )
 }
-# check_error WHAT PATTERN ARGS...: on 1 and on 2 ranks
-check_error() {
+# check_case WHAT PATTERN ARGS...: on 1 and on 2 ranks
+check_case() {
   local what=$1 pattern=$2; shift 2
   local np rc t0 out err
   for np in 1 2; do
@@ -54,19 +54,6 @@ check_error() {
     if [ $np -eq 1 ] && [ "$(grep -vc '^warning: ' "$err")" -ne 1 ]; then cat "$err"; fail "$what: stderr has more than the error line (and warnings)"; fi
     printf 'ok   %-36s np=%d %4.1fs  %s\n' "$what" $np "$(since "$t0")" "$(grep '^error' "$err" | cut -c1-150)"
   done
-}
-# expect_error: check_error in the background, four at once; finish_cases collects them in order
-n_cases=0
-expect_error() {
-  while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
-  n_cases=$((n_cases + 1))
-  ( check_error "$@" ) >"$work/result_$(printf %03d $n_cases)" 2>&1 &
-}
-finish_cases() {
-  wait
-  local f failed=0
-  for f in "$work"/result_*; do cat "$f"; grep -q '^FAIL' "$f" && failed=1; rm -f "$f"; done
-  [ $failed -eq 0 ] || exit 1
 }
 # snapshot DIR: every file under DIR with its checksum (to prove a refused run changed nothing)
 snapshot() { (cd "$1" && find . \( -type f -o -type p \) | sort | while read -r f; do
@@ -182,8 +169,8 @@ echo "ok   -f 1 over a garbage latest: rank 0 killed writing the first checkpoin
 "$BIN" "${M[@]}" -x 100000 -o "$work/busy" >"$work/busy.out" 2>&1 &
 holder=$!; bg_pids+=("$holder")
 wait_for_step "$work/busy.out" 2
-check_error "second run into a busy -o"          "flag -o: .*/busy is in use by another run \(pid $holder on host .*, started .*\): two runs in one folder" "${M[@]}" -x 2 -o "$work/busy"
-check_error "second run (-y 1) into a busy -o"   "flag -o: .*/busy is in use by another run \(pid $holder " "${M[@]}" -x 2 -o "$work/busy" -y 1
+check_case "second run into a busy -o"          "flag -o: .*/busy is in use by another run \(pid $holder on host .*, started .*\): two runs in one folder" "${M[@]}" -x 2 -o "$work/busy"
+check_case "second run (-y 1) into a busy -o"   "flag -o: .*/busy is in use by another run \(pid $holder " "${M[@]}" -x 2 -o "$work/busy" -y 1
 kill -0 "$holder" 2>/dev/null || fail "the first run died from the second's attempts"
 kill -KILL "$holder"; wait "$holder" 2>/dev/null
 [ -f "$work/busy/.lock" ] || fail "expected the killed run's .lock file to stay (its lock is gone with the process)"
