@@ -591,6 +591,18 @@ static const char *signal_name(int sig) {
 }
 
 // The step's timeline: exposed communication per unit for the summary, the trace.
+// The model FLOPs of one trained token, the numerator of MFU (recomputation is not counted: MFU, not
+// HFU). The linear layers: 6 per parameter (2 forward, 4 backward; the tied LM head is wte, counted
+// once, and the embeddings' few FLOPs are counted as if they were matmuls, as everyone does).
+// Attention's two matmuls per layer, q k^T and p v, each 2*T*C per token over the full T x T matrix,
+// forward and backward (x3): 12*L*T*C, halved because the mask makes half of it zeros that a fused
+// kernel skips: 6*L*T*C. (PaLM's appendix counts 12*L*T*C; llm.c counts 6*L*T*C, as here.) For
+// GPT-2 124M at T=1024: 6*124.4M + 6*12*1024*768 = 746M + 56.6M per token (attention 7%).
+static double model_flops_per_token(const Trainer *tr) {
+    const GPT2Config *c = &tr->cfg;
+    return 6.0 * (double)tr->z.total_numel + 6.0 * c->num_layers * (double)tr->args.T * c->channels;
+}
+
 static double trainer_timeline(Trainer *tr, int step, double t0, double t1) {
     int n;
     const Zero3Event *ev = zero3_timeline_read(&tr->z, &n);
@@ -732,7 +744,7 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
             char sent[32], peak[32];
             format_bytes(sent, sizeof sent, step_comm);
             format_bytes(peak, sizeof peak, (double)step_peak);
-            double mfu = model_flops_fraction(6.0 * (double)tr->z.total_numel * tokens / (ms / 1000.0) / tr->be->world);
+            double mfu = model_flops_fraction(model_flops_per_token(tr) * tokens / (ms / 1000.0) / tr->be->world);
             printf("step %*d/%d | loss %.6f", (int)log10(a->steps) + 1, step + 1, a->steps, loss);
             if (!isnan(val)) printf(" | val %.6f", val);
             printf(" | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", lr, norm, ms, tokens / (ms / 1000.0));
