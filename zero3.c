@@ -144,6 +144,10 @@ void zero3_allocate(Zero3 *z) {
     if (grads_shard) { z->grads_shard = be->alloc(be->ctx, grads_shard * gbytes); bytes += grads_shard * gbytes; }
     if (grads_full) { z->grads_full = be->alloc(be->ctx, grads_full * gbytes); bytes += grads_full * gbytes; }
     z->resident_bytes = bytes;
+    // at most one optimizer segment per tensor: a unit's optimizer span meets each tensor once
+    for (int i = 0; i < z->nunits; i++) z->adam_segs_cap += z->units[i].ntensors;
+    z->adam_segs = calloc((size_t)z->adam_segs_cap, sizeof(Zero3AdamSegment));
+    if (!z->adam_segs) zero3_die("out of host memory");
 }
 
 void zero3_free(Zero3 *z) {
@@ -158,6 +162,7 @@ void zero3_free(Zero3 *z) {
     free(z->events);
     free(z->stamp_seconds);
     free(z->unit_exposed_s);
+    free(z->adam_segs);
     memset(z, 0, sizeof(*z));
 }
 
@@ -802,17 +807,12 @@ static void *start_updated_params_gather(Zero3 *z, int u) {
     return z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
 }
 
-// AdamW on the local optimizer span, tensor by tensor so that weight decay applies exactly to the
-// matrices even where a shard boundary cuts through a tensor; the padding between and after tensors
-// is skipped. No communication, except the all-gather of updated params where params are FULL but
-// the optimizer SHARDED.
-void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, float grad_scale, int t) {
-    const Zero3Backend *be = z->be;
-    span_close(z);
-    finish_gradients(z);
-    drop_unused_prefetches(z);
-    span_open(z, ZERO3_EV_OPTIMIZER, -1);
+// The optimizer step's work as segments: the local optimizer span of every unit, cut tensor by
+// tensor so that weight decay applies exactly to the matrices even where a shard boundary cuts
+// through a tensor; the padding between and after tensors is skipped. Returns their number.
+static int build_adam_segments(Zero3 *z, float weight_decay) {
+    const size_t gsize = zero3_dtype_size(z->cfg.grad_type), psize = zero3_dtype_size(z->cfg.param_type);
+    int nsegs = 0;
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
         size_t span_begin, span_count;
@@ -832,12 +832,29 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
             size_t hi = T->offset + T->numel < span_end ? T->offset + T->numel : span_end;
             if (lo >= hi) continue;
             size_t k = lo - span_begin;   // index inside the span
-            be->adamw(be->ctx, master + k, m + k, v + k, grads + k * zero3_dtype_size(z->cfg.grad_type),
-                      z->cfg.grad_type, params + k * zero3_dtype_size(z->cfg.param_type),
-                      z->cfg.param_type, hi - lo, lr, beta1, beta2, eps,
-                      T->decay ? weight_decay : 0.0f, grad_scale, t);
+            z->adam_segs[nsegs++] = (Zero3AdamSegment){
+                .master = master + k, .m = m + k, .v = v + k, .grad = grads + k * gsize,
+                .params = params + k * psize, .n = hi - lo,
+                .weight_decay = T->decay ? weight_decay : 0.0f,
+            };
         }
     }
+    return nsegs;
+}
+
+// AdamW on the local optimizer span: every segment in one backend call (one launch on a GPU). No
+// communication, except the all-gather of updated params where params are FULL but the optimizer
+// SHARDED.
+void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, float grad_scale, int t) {
+    const Zero3Backend *be = z->be;
+    span_close(z);
+    finish_gradients(z);
+    drop_unused_prefetches(z);
+    span_open(z, ZERO3_EV_OPTIMIZER, -1);
+    int nsegs = build_adam_segments(z, weight_decay);
+    be->adamw(be->ctx, z->adam_segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
+              grad_scale, t);
     span_close(z);
     for_units_batched(z, start_updated_params_gather, ZERO3_COLL_STEP_GATHER);
     z->comm_bytes_total += z->stats.comm_bytes;

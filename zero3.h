@@ -56,6 +56,19 @@ extern "C" {
 typedef enum { ZERO3_F32 = 0, ZERO3_BF16 = 1 } Zero3DType;
 static inline size_t zero3_dtype_size(Zero3DType t) { return t == ZERO3_BF16 ? 2 : 4; }
 
+// One piece of the optimizer's work: n consecutive elements of one tensor inside this rank's
+// optimizer span (a shard boundary may cut a tensor, so a piece may start or end mid-tensor).
+// master, m, v are fp32; grad and params are in the adamw call's grad_type and param_type; params
+// == master when the working params are the fp32 master itself. The decay mask is data: the
+// weight decay of the piece's tensor, 0 for those that are not decayed (biases, layernorms).
+typedef struct Zero3AdamSegment {
+    float *master, *m, *v;
+    const void *grad;
+    void *params;
+    size_t n;
+    float weight_decay;
+} Zero3AdamSegment;
+
 // ----------------------------------------------------------------------------------------------
 // The backend: everything device- or transport-specific. Counts are elements of the given dtype.
 // Asynchronous collectives return an opaque handle; `wait` makes later work (host code on the CPU,
@@ -95,11 +108,12 @@ typedef struct Zero3Backend {
     double (*sum_squares_total)(void *ctx);
     void (*add)(void *ctx, void *dst, const void *src, size_t n, Zero3DType t); // dst += src
     void (*cast_from_f32)(void *ctx, void *dst, Zero3DType t, const float *src, size_t n);
-    // AdamW on n elements: master/m/v fp32, grad in grad_type scaled by grad_scale (the clip
-    // coefficient), writes master and, when params != master, the working params in param_type.
-    void (*adamw)(void *ctx, float *master, float *m, float *v, const void *grad, Zero3DType grad_type,
-                  void *params, Zero3DType param_type, size_t n, float lr, float beta1, float beta2,
-                  float eps, float weight_decay, float grad_scale, int t);
+    // AdamW on all of a step's segments (Zero3AdamSegment, above) in one call, one kernel launch on
+    // a GPU: grads in grad_type scaled by grad_scale (the clip coefficient); writes master, m, v
+    // and, where params != master, the working params in param_type. segs is only read during the
+    // call (a GPU backend keeps its own copy on the device).
+    void (*adamw)(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType grad_type,
+                  Zero3DType param_type, float lr, float beta1, float beta2, float eps, float grad_scale, int t);
     // time (optional: when `stamp` is NULL nothing is timed and the exposed communication reads 0).
     // A stamp is a point on this rank's timeline, kept by the backend under an index (0, 1, ...):
     //   stamp        marks "now" on the compute side: the host clock on the CPU, an event recorded on
@@ -301,6 +315,10 @@ typedef struct {
     double *stamp_seconds;
     int stamp_cap;
     double *unit_exposed_s;    // per unit: time waited on its collectives this step
+    // the optimizer step's segments, one per (unit, tensor) piece of the optimizer span: rebuilt
+    // each step into this array (capacity: the tensors of every unit), handed to be->adamw at once
+    Zero3AdamSegment *adam_segs;
+    int adam_segs_cap;
 } Zero3;
 
 // ---- building the layout -----------------------------------------------------------------------

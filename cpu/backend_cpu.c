@@ -398,23 +398,28 @@ static void cpu_cast_from_f32(void *ctx, void *dst, Zero3DType t, const float *s
     if (dst != src) memcpy(dst, src, n * sizeof(float));
 }
 
-// AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW).
-static void cpu_adamw(void *ctx, float *master, float *m, float *v, const void *gradv, Zero3DType gt,
-                      void *params, Zero3DType pt, size_t n, float lr, float beta1, float beta2,
-                      float eps, float weight_decay, float grad_scale, int t) {
-    const float *grad = gradv;
+// AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW),
+// segment after segment, each split over the threads.
+static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DType pt,
+                      float lr, float beta1, float beta2, float eps, float grad_scale, int t) {
     float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
-    #pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float p = master[i] * (1.0f - lr * weight_decay);
-        master[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    for (int s = 0; s < nsegs; s++) {
+        float *master = segs[s].master, *m = segs[s].m, *v = segs[s].v;
+        const float *grad = segs[s].grad;
+        float weight_decay = segs[s].weight_decay;
+        size_t n = segs[s].n;
+        #pragma omp parallel for
+        for (size_t i = 0; i < n; i++) {
+            float g = grad[i] * grad_scale;
+            float mi = beta1 * m[i] + (1.0f - beta1) * g;
+            float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+            m[i] = mi;
+            v[i] = vi;
+            float p = master[i] * (1.0f - lr * weight_decay);
+            master[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+        }
     }
-    (void)params; (void)pt;   // fp32 working params are the master copy on the CPU
+    (void)gt; (void)pt;   // fp32 on the CPU: the working params are the master copy
 }
 
 #ifdef USE_MPI

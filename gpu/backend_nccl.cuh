@@ -30,7 +30,7 @@
 #include "../host/common.h"
 #include "../zero3.h"
 #include "common.cuh"
-#include "kernels.cuh"
+#include "shard_math.cuh"
 
 #define GPU_MAX_HANDLES 128
 
@@ -49,6 +49,14 @@ typedef struct {
     int sumsq_count;            // spans queued
     double* scalar_device;      // all_reduce_scalar's buffer
     double* scalar_host;        // pinned
+    // the AdamW launch's table, [segments][chunks] (gpu_adamw): built on the host in a pinned
+    // buffer, uploaded on the compute stream, read there by the kernel
+    char* adamw_table_host;     // pinned: the table uploaded last
+    char* adamw_table_device;
+    size_t adamw_table_cap;     // bytes of each
+    int adamw_nsegs;            // segments of the table uploaded last
+    size_t adamw_nchunks;       // its chunks
+    cudaEvent_t adamw_uploaded; // recorded on compute after the upload
     // stamps (zero3.h): timing events recorded on the compute stream (stamp) or around each
     // collective on the comm stream; read once per step, relative to the first one, whose host
     // time is taken when it is recorded
@@ -262,21 +270,53 @@ static void gpu_cast_from_f32(void* ctx, void* dst, Zero3DType t, const float* s
     else if (dst != src) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, g_gpu.compute));
 }
 
-static void gpu_adamw(void* ctx, float* master, float* m, float* v, const void* grad, Zero3DType gt, void* params,
-                      Zero3DType pt, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      float grad_scale, int t) {
-    // the working params are rewritten from the master unless they are the master (fp32 builds)
-    floatX* out = NULL;
-    if ((void*)params != (void*)master) {
-        if (zero3_dtype_size(pt) != sizeof(floatX)) fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
-        out = (floatX*)params;
+// Makes the device table (segments, then their chunks) describe segs[0..nsegs). The engine hands the
+// same segments every step (its buffers never move), so the table is built and uploaded once and
+// only a changed segment list (another run, a test) builds it again.
+//
+// The pinned buffer is read by the copy engine when the upload RUNS on the compute stream, which
+// is later than this call returns: the host may rewrite it only after that upload has happened,
+// hence the event recorded behind the copy and synchronized on before a rewrite (the host's one
+// dependency; it waits only when a table changes, never in the steady state). The device table is
+// written by the upload and read by the kernels, all on the compute stream, so stream order keeps
+// the next upload behind every kernel that read the previous table; the comm stream never touches it.
+static void adamw_table_upload(const Zero3AdamSegment* segs, int nsegs) {
+    const size_t seg_bytes = (size_t)nsegs * sizeof(Zero3AdamSegment);
+    if (nsegs == g_gpu.adamw_nsegs && memcmp(g_gpu.adamw_table_host, segs, seg_bytes) == 0) return;
+    const size_t nchunks = adamw_chunk_table(segs, nsegs, NULL);
+    const size_t bytes = seg_bytes + nchunks * sizeof(AdamwChunk);
+    cudaCheck(cudaEventSynchronize(g_gpu.adamw_uploaded));   // the last upload has left the pinned buffer
+    if (bytes > g_gpu.adamw_table_cap) {
+        // cudaFree waits for the device: no kernel still reads the old device table
+        cudaCheck(cudaFreeHost(g_gpu.adamw_table_host));
+        cudaCheck(cudaFree(g_gpu.adamw_table_device));
+        cudaCheck(cudaMallocHost((void**)&g_gpu.adamw_table_host, bytes));
+        cudaCheck(cudaMalloc((void**)&g_gpu.adamw_table_device, bytes));
+        g_gpu.adamw_table_cap = bytes;
     }
-    if (gt == ZERO3_BF16)
-        adamw_update<__nv_bfloat16>(master, out, (const __nv_bfloat16*)grad, m, v, n, lr, beta1, beta2, t, eps,
-                                    weight_decay, grad_scale, g_gpu.compute);
-    else
-        adamw_update<float>(master, out, (const float*)grad, m, v, n, lr, beta1, beta2, t, eps, weight_decay,
-                            grad_scale, g_gpu.compute);
+    memcpy(g_gpu.adamw_table_host, segs, seg_bytes);
+    adamw_chunk_table(segs, nsegs, (AdamwChunk*)(g_gpu.adamw_table_host + seg_bytes));
+    cudaCheck(cudaMemcpyAsync(g_gpu.adamw_table_device, g_gpu.adamw_table_host, bytes, cudaMemcpyHostToDevice,
+                              g_gpu.compute));
+    cudaCheck(cudaEventRecord(g_gpu.adamw_uploaded, g_gpu.compute));
+    g_gpu.adamw_nsegs = nsegs;
+    g_gpu.adamw_nchunks = nchunks;
+}
+
+// The whole step's AdamW in one kernel launch (gpu/shard_math.cuh: adamw_multi_kernel).
+static void gpu_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
+                      float beta1, float beta2, float eps, float grad_scale, int t) {
+    // params in a precision other than floatX would be written with the wrong width (params ==
+    // master, fp32 builds, are skipped by the kernel)
+    if (pt != ZERO3_F32 && zero3_dtype_size(pt) != sizeof(floatX))
+        fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
+    if (nsegs == 0) return;
+    adamw_table_upload(segs, nsegs);
+    const Zero3AdamSegment* d_segs = (const Zero3AdamSegment*)g_gpu.adamw_table_device;
+    const AdamwChunk* d_chunks = (const AdamwChunk*)(g_gpu.adamw_table_device + (size_t)nsegs * sizeof(Zero3AdamSegment));
+    const AdamwHyper h = adamw_hyper(lr, beta1, beta2, t, eps, grad_scale);
+    if (gt == ZERO3_BF16) adamw_multi_update<__nv_bfloat16>(d_segs, d_chunks, g_gpu.adamw_nchunks, h, g_gpu.compute);
+    else adamw_multi_update<float>(d_segs, d_chunks, g_gpu.adamw_nchunks, h, g_gpu.compute);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -425,6 +465,8 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     cudaCheck(cudaMallocHost((void**)&g_gpu.sumsq_host, GPU_SUMSQ_SLOTS * sizeof(float)));
     cudaCheck(cudaMalloc((void**)&g_gpu.scalar_device, sizeof(double)));
     cudaCheck(cudaMallocHost((void**)&g_gpu.scalar_host, sizeof(double)));
+    cudaCheck(cudaEventCreateWithFlags(&g_gpu.adamw_uploaded, cudaEventDisableTiming));
+    cudaCheck(cudaEventRecord(g_gpu.adamw_uploaded, g_gpu.compute));   // "no upload pending"
 
     // NCCL for N > 1 (ZERO3_FORCE_NCCL=1 uses it on one rank too, to test that path)
     if (g_gpu.world > 1 || env_int("ZERO3_FORCE_NCCL", 0)) {
@@ -487,6 +529,9 @@ static void gpu_backend_finish(void) {
     cudaCheck(cudaFreeHost(g_gpu.sumsq_host));
     cudaCheck(cudaFree(g_gpu.scalar_device));
     cudaCheck(cudaFreeHost(g_gpu.scalar_host));
+    cudaCheck(cudaFreeHost(g_gpu.adamw_table_host));
+    cudaCheck(cudaFree(g_gpu.adamw_table_device));
+    cudaCheck(cudaEventDestroy(g_gpu.adamw_uploaded));
     cudaCheck(cudaStreamDestroy(g_gpu.compute));
     cudaCheck(cudaStreamDestroy(g_gpu.comm_stream));
 #ifdef USE_MPI

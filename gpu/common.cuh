@@ -40,6 +40,17 @@ static inline void cuda_check_impl(cudaError_t err, const char* what, const char
 // after every kernel launch: catches bad launch configurations at the line that made them
 #define cudaCheckLaunch() cuda_check_impl(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
 
+// one line on stderr and exit: a shape the kernels cannot handle is a programming error upstream
+#define gpu_require(cond, ...)                                                     \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            fprintf(stderr, "gpu kernel precondition failed (%s): ", #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                          \
+            fprintf(stderr, "\n");                                                 \
+            exit(EXIT_FAILURE);                                                    \
+        }                                                                          \
+    } while (0)
+
 // ------------------------------------------------------------------------------------------------
 // Scalar conversions. Device code writes to_float(x) / from_float<T>(f) so the same kernel text
 // compiles for float and bf16 storage; bf16 conversion rounds to nearest even.
@@ -139,5 +150,5 @@ static inline int device_sm_count() {
     return count;
 }
 
-// is this device pointer aligned to `bytes`?
-static inline bool is_aligned(const void* p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+// is this pointer aligned to `bytes`? (host code asks it of device pointers; kernels too)
+__host__ __device__ inline bool is_aligned(const void* p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }

@@ -1,26 +1,16 @@
 // gpu/kernels.cuh: the GPT-2 kernels other than the matmuls (gpu/matmul.cuh) and attention
-// (gpu/attention.cuh). Same math and layouts as the CPU trainer (llm.c conventions):
+// (gpu/attention.cuh); the engine's shard math (AdamW, accumulate, casts, the norm's sum of squares)
+// is in gpu/shard_math.cuh. Same math and layouts as the CPU trainer (llm.c conventions):
 //   activations (B,T,C) row-major; weights (OC,C); tokens int32; logits (B,T,Vp) with V real columns.
 // Every launcher takes the stream it runs on and checks the shape conditions its kernel relies on
 // (vector width, alignment); it never synchronizes.
 //
 // Determinism: no kernel here uses floating-point atomics. Where many threads contribute to one
-// sum (parameter gradients, norms) each contribution goes to a fixed partial slot and a second
+// sum (parameter gradients) each contribution goes to a fixed partial slot and a second
 // kernel adds the partials in index order, so two runs on the same input give the same bits.
 #pragma once
 #include <math.h>
 #include "common.cuh"
-
-// one line on stderr and exit: a shape the kernels cannot handle is a programming error upstream
-#define gpu_require(cond, ...)                                                     \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            fprintf(stderr, "gpu kernel precondition failed (%s): ", #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                          \
-            fprintf(stderr, "\n");                                                 \
-            exit(EXIT_FAILURE);                                                    \
-        }                                                                          \
-    } while (0)
 
 // block max, the companion of block_sum in common.cuh (same calling rules)
 __device__ inline float block_max(float x, float* scratch) {
@@ -425,7 +415,7 @@ static void gelu_backward_inplace(floatX* d, const floatX* inp, size_t N, cudaSt
 }
 
 // ================================================================================================
-// Residual and elementwise add
+// Residual add
 
 // out(N) = a(N) + b(N)
 __global__ void residual_forward_kernel(floatX* out, const floatX* a, const floatX* b, size_t N) {
@@ -441,44 +431,6 @@ static void residual_forward(floatX* out, const floatX* a, const floatX* b, size
     gpu_require(N % XVEC_SIZE == 0, "residual_forward: N=%zu not a multiple of %d", N, XVEC_SIZE);
     const int block = 256;
     residual_forward_kernel<<<(unsigned)CEIL_DIV(N / XVEC_SIZE, (size_t)block), block, 0, stream>>>(out, a, b, N);
-    cudaCheckLaunch();
-}
-
-// dst(N) += scale * src(N), any storage types, fp32 arithmetic. Scalar (not vector) accesses so that
-// it works on any shard slice, aligned or not.
-template <typename Tdst, typename Tsrc>
-__global__ void accumulate_kernel(Tdst* dst, const Tsrc* src, size_t N, float scale) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = from_float<Tdst>(to_float(dst[i]) + scale * to_float(src[i]));
-}
-
-template <typename Tdst, typename Tsrc>
-static void accumulate(Tdst* dst, const Tsrc* src, size_t N, float scale, cudaStream_t stream) {
-    if (N == 0) return;
-    const int block = 256;
-    unsigned grid = (unsigned)(CEIL_DIV(N, (size_t)block) < 65536 ? CEIL_DIV(N, (size_t)block) : 65536);
-    accumulate_kernel<Tdst, Tsrc><<<grid, block, 0, stream>>>(dst, src, N, scale);
-    cudaCheckLaunch();
-}
-
-// dst(N) += src(N) in the working precision
-static void add_inplace(floatX* dst, const floatX* src, size_t N, cudaStream_t stream) {
-    accumulate<floatX, floatX>(dst, src, N, 1.0f, stream);
-}
-
-// dst(N) = (Tdst) src(N): fp32 <-> floatX casts (bf16 rounds to nearest even)
-template <typename Tdst, typename Tsrc>
-__global__ void cast_kernel(Tdst* dst, const Tsrc* src, size_t N) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = from_float<Tdst>(to_float(src[i]));
-}
-
-template <typename Tdst, typename Tsrc>
-static void cast_copy(Tdst* dst, const Tsrc* src, size_t N, cudaStream_t stream) {
-    if (N == 0) return;
-    const int block = 256;
-    unsigned grid = (unsigned)(CEIL_DIV(N, (size_t)block) < 65536 ? CEIL_DIV(N, (size_t)block) : 65536);
-    cast_kernel<Tdst, Tsrc><<<grid, block, 0, stream>>>(dst, src, N);
     cudaCheckLaunch();
 }
 
@@ -595,86 +547,5 @@ __global__ void loss_accumulate_kernel(float* sum, const float* losses, int n) {
 }
 static void loss_accumulate(float* sum, const float* losses, int n, cudaStream_t stream) {
     loss_accumulate_kernel<<<1, 1024, 0, stream>>>(sum, losses, n);
-    cudaCheckLaunch();
-}
-
-// ================================================================================================
-// AdamW on a shard
-
-// One element per thread (grid-stride). master: fp32 weights; params: the working copy in floatX,
-// rewritten from master (NULL to skip, e.g. when they are the same fp32 buffer); grads in Tgrad,
-// multiplied by grad_scale (the clipping coefficient) first. bias_correction1/2 = 1 - beta^t.
-// Decoupled decay first, as torch.optim.AdamW (and the CPU backend): p *= 1 - lr * weight_decay,
-// then p -= lr * mhat / (sqrt(vhat) + eps).
-template <typename Tgrad>
-__global__ void adamw_kernel(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
-                             float lr, float beta1, float beta2, float bias_correction1, float bias_correction2,
-                             float eps, float weight_decay, float grad_scale) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float g = grad_scale * to_float(grads[i]);
-        const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        const float mhat = mi / bias_correction1, vhat = vi / bias_correction2;
-        const float p = master[i] * (1.0f - lr * weight_decay);
-        const float p_new = p - lr * mhat / (sqrtf(vhat) + eps);
-        master[i] = p_new;
-        if (params != NULL) params[i] = from_float<floatX>(p_new);
-    }
-}
-
-template <typename Tgrad>
-static void adamw_update(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
-                         float lr, float beta1, float beta2, int t, float eps, float weight_decay,
-                         float grad_scale, cudaStream_t stream) {
-    if (n == 0) return;
-    // bias corrections in double on the host: 1 - 0.95^t loses digits in fp32 when t is small
-    const float bc1 = (float)(1.0 - pow((double)beta1, (double)t));
-    const float bc2 = (float)(1.0 - pow((double)beta2, (double)t));
-    const int block = 512;
-    const size_t blocks = CEIL_DIV(n, (size_t)block);
-    unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
-    adamw_kernel<Tgrad><<<grid, block, 0, stream>>>(master, params, grads, m, v, n, lr, beta1, beta2, bc1, bc2,
-                                                    eps, weight_decay, grad_scale);
-    cudaCheckLaunch();
-}
-
-// ================================================================================================
-// Sum of squares, deterministic two-pass reduction (for the global gradient norm)
-
-// A fixed grid (independent of the device) makes the element-to-thread assignment, and so the
-// rounding, the same everywhere.
-#define SUMSQ_BLOCKS 256
-#define SUMSQ_THREADS 512
-
-// partials[blockIdx.x] = sum of x[i]^2 over the grid-stride elements of this block
-template <typename T>
-__global__ void sumsq_partial_kernel(float* partials, const T* x, size_t n) {
-    __shared__ float scratch[32];
-    float acc = 0.0f;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float xi = to_float(x[i]);
-        acc += xi * xi;
-    }
-    const float total = block_sum(acc, scratch);
-    if (threadIdx.x == 0) partials[blockIdx.x] = total;
-}
-
-// out[0] = (accumulate ? out[0] : 0) + sum of partials[0..nparts), in a fixed order. One block.
-__global__ void sumsq_final_kernel(float* out, const float* partials, int nparts, int accumulate) {
-    __shared__ float scratch[32];
-    float acc = 0.0f;
-    for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partials[i];
-    const float total = block_sum(acc, scratch);
-    if (threadIdx.x == 0) out[0] = (accumulate ? out[0] : 0.0f) + total;
-}
-
-// out[0] (device, fp32) = [out[0] +] sum x[i]^2. scratch: SUMSQ_BLOCKS floats.
-template <typename T>
-static void sum_squares(float* out, const T* x, size_t n, float* scratch, int accumulate, cudaStream_t stream) {
-    sumsq_partial_kernel<T><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, stream>>>(scratch, x, n);
-    cudaCheckLaunch();
-    sumsq_final_kernel<<<1, SUMSQ_THREADS, 0, stream>>>(out, scratch, SUMSQ_BLOCKS, accumulate);
     cudaCheckLaunch();
 }

@@ -2,12 +2,15 @@
 # The GPU kernels of issue 14 run under the CPU emulator of CUDA (dev/cuda/emu), every output element
 # against its CPU reference, in BF16 and FP32: fused flash attention forward and backward (also
 # against the materialized path), the classifier's forward (loss + logsumexp) / elementwise backward
-# split and the device-side loss sum, and the matmuls through the cached cuBLASLt plans. The
+# split and the device-side loss sum, the matmuls through the cached cuBLASLt plans, and the
+# engine's shard math (gpu/shard_math.cuh): the one-launch multi-tensor AdamW over misaligned, odd
+# segments (bitwise against the one-tensor kernel), the vectorized sum of squares (the same bits
+# aligned or not), accumulate and casts at aligned and misaligned offsets. The
 # attention check runs a second time under another warp schedule (EMU_SCHED_SEED), since a missing
 # __syncthreads shows up as a wrong result only under some schedules. No GPU and no nvcc needed.
 . "$(dirname "$0")/lib.sh"
 start=$(date +%s)
-dev/cuda/emu/run_dev_checks.sh attention classifier matmul || fail "emulated kernel checks"
+dev/cuda/emu/run_dev_checks.sh attention classifier matmul adamw norm residual || fail "emulated kernel checks"
 for p in bf16 fp32; do
   EMU_SCHED_SEED=7 OMP_NUM_THREADS=2 dev/cuda/bin/emu/attention_$p > "$work/att_$p.log" 2>&1 ||
     { grep -E "FAIL|emulator|outside" "$work/att_$p.log" | head; fail "attention_$p under EMU_SCHED_SEED=7"; }

@@ -28,15 +28,16 @@ static void t_zero(void *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
 // AdamW that records which elements it touched with which decay, by their file index
 static unsigned char *g_decayed;     // per file element: 1 + decay flag when updated
 static Zero3 *g_z;
-static void t_adamw(void *ctx, float *master, float *m, float *v, const void *grad, Zero3DType gt, void *params,
-                    Zero3DType pt, size_t n, float lr, float b1, float b2, float eps, float wd, float scale, int t) {
+static void t_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
+                    float b1, float b2, float eps, float scale, int t) {
     // master holds each element's file index + 1 (set by the test), so we can tell which it is
-    for (size_t i = 0; i < n; i++) {
-        long idx = (long)master[i] - 1;
-        if (idx < 0) { failures++; fprintf(stderr, "FAIL: AdamW touched padding\n"); continue; }
-        if (g_decayed[idx]) { failures++; fprintf(stderr, "FAIL: element %ld updated twice\n", idx); }
-        g_decayed[idx] = 1 + (wd > 0.0f);
-    }
+    for (int s = 0; s < nsegs; s++)
+        for (size_t i = 0; i < segs[s].n; i++) {
+            long idx = (long)segs[s].master[i] - 1;
+            if (idx < 0) { failures++; fprintf(stderr, "FAIL: AdamW touched padding\n"); continue; }
+            if (g_decayed[idx]) { failures++; fprintf(stderr, "FAIL: element %ld updated twice\n", idx); }
+            g_decayed[idx] = 1 + (segs[s].weight_decay > 0.0f);
+        }
 }
 
 typedef struct { float *dst; size_t base; unsigned char *seen; int dup; } MarkArg;

@@ -40,8 +40,8 @@ static double b_scalar(void *ctx, double x) { return x; }
 static void b_sumsq_add(void *ctx, const void *x, size_t n, Zero3DType t) {}
 static double b_sumsq_total(void *ctx) { return 1.0; }
 static void b_add(void *ctx, void *dst, const void *src, size_t n, Zero3DType t) {}
-static void b_adamw(void *ctx, float *master, float *m, float *v, const void *g, Zero3DType gt, void *p, Zero3DType pt,
-                    size_t n, float lr, float b1, float b2, float eps, float wd, float scale, int t) {}
+static void b_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
+                    float b1, float b2, float eps, float scale, int t) {}
 
 static Zero3Backend recording_backend(void) {
     Zero3Backend be;
