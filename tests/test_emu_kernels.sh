@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU kernels of issue 14 run under the CPU emulator of CUDA (dev/cuda/emu), every output element
-# against its CPU reference, in BF16 and FP32: fused flash attention forward and backward (also
-# against the materialized path), the classifier's forward (loss + logsumexp) / elementwise backward
+# against its CPU reference, in BF16 and FP32: fused flash attention forward and backward, the
+# portable kernels and (BF16) the tensor-core ones on the emulator's WMMA (also against the
+# materialized path and each other, each run twice for determinism), the classifier's forward (loss + logsumexp) / elementwise backward
 # split and the device-side loss sum, and the matmuls through the cached cuBLASLt plans. The
 # attention check runs a second time under another warp schedule (EMU_SCHED_SEED), since a missing
 # __syncthreads shows up as a wrong result only under some schedules. No GPU and no nvcc needed.
