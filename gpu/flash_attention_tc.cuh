@@ -12,8 +12,8 @@
 // Tiling. A block is 4 warps (128 threads) and owns a tile of 64 rows, 16 per warp: query rows in
 // the forward and dq kernels, key rows in the dk/dv kernel. Its own rows' operands (q and dout, or
 // k and v) are loaded once into each warp's A fragments and stay in registers; the other side
-// streams through shared memory in tiles of 64 rows, fetched into registers one tile ahead so the
-// global loads of tile i+1 are in flight while tile i is multiplied:
+// streams through shared memory in tiles of 64 rows (one buffer), fetched into registers one tile
+// ahead so the global loads of tile i+1 are in flight while tile i is multiplied:
 //     forward (grid ceil(T/64) x NH x B):  per key tile
 //         S = Q K^T (16 x 64 per warp) -> shared memory; two lanes per row run the online softmax
 //         (row max, p = exp(s - m), l, the rescale exp(m_old - m_new)); P -> bf16 in shared memory;
@@ -34,8 +34,9 @@
 // accumulator fragment once; fragments of the same kind share the mapping, so coord.x[e] names
 // the position of x[e] in every accumulator. (2) An accumulator becomes a bf16 A operand (P, dS)
 // or an output row through shared memory: stored as fp32 to a 16x16 scratch, then each lane
-// converts 8 consecutive elements of one row (one 16-byte store). tests: dev/cuda/attention.cu, and
-// the CPU emulator's mma.h (dev/cuda/emu) scrambles the mapping on purpose.
+// converts 8 consecutive elements of one row (one 16-byte store). Under the CPU emulator
+// (dev/cuda/emu/include/mma.h) the mapping is scrambled on purpose, so code that assumed one fails
+// there; dev/cuda/attention.cu checks every output element against a double-precision reference.
 //
 // Rounding (bf16 build): S, dP and all sums are fp32; P is rounded to bf16 before P V (while the
 // row sum l adds the unrounded fp32 p), and P^T, dS, dS^T are rounded to bf16 before their
