@@ -113,7 +113,7 @@ dev/ref/clip_tokens.bin: dev/ref/small_tokens.bin
 # ---------------------------------------------------------------- GPU (BEGIN GPU SECTION)
 # The GPU trainer and its test, built with nvcc into the repository root:
 #   make train_gpt2_zero3cu test_gpt2cu [PRECISION=BF16|FP32] [DDP=1] [USE_MPI=0] [GPU_COMPUTE_CAPABILITY=90]
-#        [ATTENTION=flash|materialized]
+#        [ATTENTION=flash|portable|materialized]
 #   make cuda_kernels      build and run every kernel check in dev/cuda (needs a GPU)
 #   make gpu_check         scripts/gpu_check.sh: the whole GPU check (docs/DESIGN.md section 5)
 # NCCL: the CUDA toolkit's by default; NCCL_HOME=DIR for another one, e.g. the nvidia/nccl folder of
@@ -132,13 +132,17 @@ endif
 ifeq ($(DDP),1)
 NVCC_DEFS += -DZERO3_DDP_ONLY
 endif
-# ATTENTION=flash (default): fused attention, no T x T matrix (gpu/flash_attention.cuh);
+# ATTENTION=flash (default): fused attention, no T x T matrix: on tensor cores in BF16 builds
+#   (gpu/flash_attention_tc.cuh), the portable fp32 kernels in FP32 builds (gpu/flash_attention.cuh);
+# ATTENTION=portable: the portable fused kernels in BF16 builds too;
 # ATTENTION=materialized: scores and probabilities in memory, cuBLAS batched GEMMs (gpu/attention.cuh)
 ATTENTION ?= flash
 ifeq ($(ATTENTION),materialized)
 NVCC_DEFS += -DATTENTION_MATERIALIZED
+else ifeq ($(ATTENTION),portable)
+NVCC_DEFS += -DATTENTION_PORTABLE
 else ifneq ($(ATTENTION),flash)
-$(error ATTENTION must be flash or materialized, got '$(ATTENTION)')
+$(error ATTENTION must be flash, portable or materialized, got '$(ATTENTION)')
 endif
 ifeq ($(USE_MPI),1)
 NVCC_DEFS += -DUSE_MPI

@@ -16,6 +16,7 @@
 #include "gpu/kernels.cuh"
 #include "gpu/attention.cuh"
 #include "gpu/flash_attention.cuh"
+#include "gpu/flash_attention_tc.cuh"
 #include "gpu/matmul.cuh"
 #include "gpu/backend_nccl.cuh"
 #include "host/model.h"
@@ -32,7 +33,9 @@
 // datt (B,NH,T,T). Global fp32: lnf_mean, lnf_rstd, losses (B,T), partials (reduction scratch),
 // att_d (B,NH,T), lse (B,T: each row's logsumexp of the logits, from the forward to the backward),
 // loss_sum (1: the deferred mean losses of this step's micro-steps).
-// Attention: the fused flash path (gpu/flash_attention.cuh, the default) keeps only att_lse per
+// Attention: the fused flash path (the default: on tensor cores in BF16 builds, gpu/flash_attention_tc.cuh;
+// the portable kernels of gpu/flash_attention.cuh in FP32 builds or with -DATTENTION_PORTABLE, make
+// ATTENTION=portable; the same memory either way) keeps only att_lse per
 // layer and needs att_d as scratch; att, qkvr, dqkvr, vacc, dvacc and datt are then empty. The
 // materialized path (-DATTENTION_MATERIALIZED, make ATTENTION=materialized) keeps att (B,NH,T,T)
 // per layer and uses that scratch; att_lse and att_d are then empty.
@@ -43,10 +46,16 @@ enum { G_ENCODED, G_LNF, G_LOGITS, G_PROJ, G_QKVR, G_DQKVR, G_VACC, G_DVACC, G_D
 enum { H_LNF_MEAN, H_LNF_RSTD, H_LOSSES, H_PARTIALS, H_ATT_D, H_LSE, H_LOSS_SUM, H_GLOBAL };
 #if defined(ATTENTION_MATERIALIZED)
 #define ATTENTION_FLASH 0
+#define ATTENTION_TC 0
 #define ATTENTION_NAME "materialized attention"
+#elif defined(ENABLE_FP32) || defined(ATTENTION_PORTABLE)
+#define ATTENTION_FLASH 1
+#define ATTENTION_TC 0
+#define ATTENTION_NAME "flash attention (portable)"
 #else
 #define ATTENTION_FLASH 1
-#define ATTENTION_NAME "flash attention"
+#define ATTENTION_TC 1
+#define ATTENTION_NAME "flash attention (tensor cores)"
 #endif
 
 struct Model {
@@ -247,7 +256,9 @@ void model_block_forward(Model* m, int l, const GPT2BlockParams* w) {
     floatX* proj = m->g[G_PROJ];   // attproj / fcproj output, consumed at once by the residual add
     layernorm_forward(l_ln1, st[F_LN1_MEAN], st[F_LN1_RSTD], residual, w->ln1w, w->ln1b, BT, C, s);
     matmul_forward(&m->mm, l_qkv, NULL, l_ln1, w->qkvw, w->qkvb, BT, C, 3 * C, s);
-#if ATTENTION_FLASH
+#if ATTENTION_TC
+    flash_attention_tc_forward(l_atty, st[F_ATT_LSE], l_qkv, B, T, C, NH, s);
+#elif ATTENTION_FLASH
     flash_attention_forward(l_atty, st[F_ATT_LSE], l_qkv, B, T, C, NH, s);
 #else
     attention_forward(l_atty, a[A_ATT], m->g[G_QKVR], m->g[G_VACC], l_qkv, B, T, C, NH, m->mm.blas, s);
@@ -338,7 +349,9 @@ void model_block_backward(Model* m, int l, const GPT2BlockParams* w, const GPT2B
     layernorm_backward(dres, dw->ln2w, dw->ln2b, partials, dln, a[A_RESIDUAL2], w->ln2w, st[F_LN2_MEAN], st[F_LN2_RSTD], BT, C, s);
     // attention: residual2 = residual + attproj, the same split
     matmul_backward(&m->mm, g[G_DATTY], dw->attprojw, dw->attprojb, partials, dres, a[A_ATTY], w->attprojw, NULL, BT, C, C, s);
-#if ATTENTION_FLASH
+#if ATTENTION_TC
+    flash_attention_tc_backward(g[G_DQKV], m->h[H_ATT_D], g[G_DATTY], a[A_QKV], a[A_ATTY], st[F_ATT_LSE], B, T, C, NH, s);
+#elif ATTENTION_FLASH
     flash_attention_backward(g[G_DQKV], m->h[H_ATT_D], g[G_DATTY], a[A_QKV], a[A_ATTY], st[F_ATT_LSE], B, T, C, NH, s);
 #else
     attention_backward(g[G_DQKV], g[G_QKVR], g[G_DQKVR], g[G_DVACC], g[G_DATT], g[G_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH,

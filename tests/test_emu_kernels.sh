@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The GPU kernels of issue 14 run under the CPU emulator of CUDA (dev/cuda/emu), every output element
-# against its CPU reference, in BF16 and FP32: fused flash attention forward and backward (also
-# against the materialized path), the classifier's forward (loss + logsumexp) / elementwise backward
-# split and the device-side loss sum, the matmuls through the cached cuBLASLt plans, and the
-# engine's shard math (gpu/shard_math.cuh): the one-launch multi-tensor AdamW over misaligned, odd
-# segments (bitwise against the one-tensor kernel), the vectorized sum of squares (the same bits
-# aligned or not), accumulate and casts at aligned and misaligned offsets. The
+# against its CPU reference, in BF16 and FP32: fused flash attention forward and backward, the
+# portable kernels and (BF16) the tensor-core ones on the emulator's WMMA (also against the
+# materialized path and each other, each run twice for determinism), the classifier's forward
+# (loss + logsumexp) / elementwise backward split and the device-side loss sum, the matmuls through
+# the cached cuBLASLt plans, and the engine's shard math (gpu/shard_math.cuh): the one-launch
+# multi-tensor AdamW over misaligned, odd segments (bitwise against the one-tensor kernel), the
+# vectorized sum of squares (the same bits aligned or not), accumulate and casts at aligned and
+# misaligned offsets. The
 # attention check runs a second time under another warp schedule (EMU_SCHED_SEED), since a missing
 # __syncthreads shows up as a wrong result only under some schedules. No GPU and no nvcc needed.
 . "$(dirname "$0")/lib.sh"

@@ -1,10 +1,13 @@
 // Check of causal self-attention forward and backward: the materialized path (gpu/attention.cuh:
-// permutes, batched GEMMs, causal softmax) and the fused flash path (gpu/flash_attention.cuh), each
-// against a double-precision CPU reference, and the flash outputs against the materialized ones.
+// permutes, batched GEMMs, causal softmax), the portable fused path (gpu/flash_attention.cuh) and, in
+// BF16 builds, the tensor-core fused path (gpu/flash_attention_tc.cuh), each against a
+// double-precision CPU reference, the fused ones also against the materialized results and each
+// other, run twice for bitwise determinism.
 // Build: make -C dev/cuda bin/attention_bf16 (or _fp32); run: dev/cuda/bin/attention_bf16
 #include "common.h"
 #include "../../gpu/attention.cuh"
 #include "../../gpu/flash_attention.cuh"
+#include "../../gpu/flash_attention_tc.cuh"
 
 // qkv(B,T,3C) = [q | k | v], head h at columns h*HS..; everything in double
 struct AttRef {
@@ -70,20 +73,59 @@ static AttRef cpu_attention(const std::vector<float>& qkv, const std::vector<flo
     return r;
 }
 
-// The flash path on one shape: forward (out, lse) and backward (dqkv) against the CPU reference;
-// with `mat_out` / `mat_dqkv` (the materialized path's results on the same inputs) also against those.
-static void check_flash(const char* tag, int B, int T, int C, int NH, uint64_t seed, const std::vector<float>* mat_out,
-                        const std::vector<float>* mat_dqkv) {
+// A fused path: its forward and backward (the same interface) and its tolerances against the
+// double-precision reference (each path states why, where it is defined below).
+struct FlashTolerances {
+    double out_atol, out_rtol, out_fro;     // out: per element |err| <= atol + rtol |ref|, normwise bound
+    double dqkv_atol, dqkv_rtol, dqkv_fro;  // dqkv: atol relative to max |dqkv|
+};
+struct FlashPath {
+    const char* name;
+    void (*forward)(floatX*, float*, const floatX*, int, int, int, int, cudaStream_t);
+    void (*backward)(floatX*, float*, const floatX*, const floatX*, const floatX*, const float*, int, int, int, int,
+                     cudaStream_t);
+    FlashTolerances tol;
+};
+// Portable path (fp32 FMAs inside, only inputs and outputs floatX): fp32 builds ~1e-6 relative;
+// bf16 builds round out once on store (2^-9 relative), and out and dout enter D = dout . out rounded,
+// dqkv is rounded once on store.
+static const FlashPath kPortable = {"flash_attention", flash_attention_forward, flash_attention_backward,
+                                    {TOL(1e-5, 1e-2), TOL(1e-4, 1e-2), TOL(1e-5, 5e-3),
+                                     TOL(1e-5, 1.5e-2), TOL(1e-4, 3e-2), TOL(1e-5, 8e-3)}};
+#if defined(ENABLE_BF16)
+// Tensor-core path (bf16 only): on top of the portable path's roundings, P is rounded to bf16 before
+// P V (2^-9 relative per probability, while the row sum uses the fp32 p), and P^T and dS are rounded
+// to bf16 before dV = P^T dout, dQ = dS K, dK = dS^T Q. Each rounding is unbiased and averages out
+// over a row's keys, so normwise the error stays near one rounding (~3e-3); single elements where
+// terms cancel get wider per-element bounds.
+static const FlashPath kTensorCore = {"flash_attention_tc", flash_attention_tc_forward, flash_attention_tc_backward,
+                                      {1.5e-2, 2e-2, 6e-3, 2e-2, 4e-2, 1e-2}};
+#endif
+struct FlashResult {
+    std::vector<float> out, dqkv;
+};
+struct FlashOther {  // another path's results on the same inputs, to compare with
+    const char* name;
+    const FlashResult* result;
+};
+
+// every element the same bits (the outputs are finite: compare() has passed them)
+static bool same_bits(const char* what, const std::vector<float>& a, const std::vector<float>& b) {
+    const bool same = a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    if (!same) fprintf(stderr, "  %s: not deterministic (two runs differ)\n", what);
+    return same;
+}
+
+// A fused path on one shape: forward (out, lse) and backward (dqkv) against the CPU reference, each
+// run twice for bitwise determinism, and against `others` (other paths' results on the same inputs:
+// same seed, same draws). Returns its results.
+static FlashResult check_flash(const FlashPath& path, const char* tag, int B, int T, int C, int NH, uint64_t seed,
+                               const std::vector<FlashOther>& others) {
     const int HS = C / NH;
     const size_t BTC = (size_t)B * T * C, nlse = flash_attention_lse_floats(B, T, NH);
     Rng rng(seed);
     std::vector<float> qkv = random_floatX(3 * BTC, -1.0f, 1.0f, rng);
     std::vector<float> dout = random_floatX(BTC, -1.0f, 1.0f, rng);
-    if (mat_out) {  // the same inputs as the materialized check (same seed, same draws)
-        Rng r2(2024);
-        qkv = random_floatX(3 * BTC, -1.0f, 1.0f, r2);
-        dout = random_floatX(BTC, -1.0f, 1.0f, r2);
-    }
     AttRef ref = cpu_attention(qkv, dout, B, T, C, NH);
     // lse reference: log sum_j exp(s_j), from the reference probabilities' normalizer
     std::vector<double> ref_lse(nlse);
@@ -107,47 +149,65 @@ static void check_flash(const char* tag, int B, int T, int C, int NH, uint64_t s
     floatX *d_out = device_alloc<floatX>(BTC), *d_dqkv = device_alloc<floatX>(3 * BTC);
     float *d_lse = device_alloc<float>(nlse), *d_D = device_alloc<float>(flash_attention_scratch_floats(B, T, NH));
     cudaStream_t stream = 0;
-    // causal: half the T x T scores, two T x T x HS products forward, five backward (s, dp, dq, dk, dv)
+    // FLOPs, causal: the T(T+1)/2 visible (query, key) pairs counted as T^2/2; per pair and head
+    // dimension 2 FLOPs (multiply, add) in each of two products forward (S = Q K^T, O = P V), five
+    // backward (S, dP, dQ, dK, dV). What the math needs: the tensor-core path also multiplies the
+    // masked half of each diagonal 16x16 block, the portable path does not.
     const double fwd_flops = 2.0 * 2.0 * B * NH * (double)T * T * HS / 2.0, bwd_flops = 2.5 * fwd_flops;
+    // bytes: forward reads qkv, writes out and lse; backward reads qkv, out, dout, lse, writes dqkv,
+    // and D once written and once read
     const double fwd_bytes = (3.0 * BTC + BTC) * sizeof(floatX) + nlse * 4.0;
-    const double bwd_bytes = (3.0 * BTC + 2.0 * BTC + 3.0 * BTC) * sizeof(floatX) + 2.0 * nlse * 4.0;
-    char name[96];
-    // Tolerances: everything is fp32 inside, only the inputs and outputs are floatX: fp32 builds
-    // ~1e-6 relative; bf16 builds round the output once (2^-8 relative, 4e-3 of |out| <= 1)
+    const double bwd_bytes = (3.0 * BTC + 2.0 * BTC + 3.0 * BTC) * sizeof(floatX) + 3.0 * nlse * 4.0;
+    const FlashTolerances& tol = path.tol;
+    FlashResult res;
+    char name[96], what[128];
     {
-        poison(d_out, BTC);
-        poison(d_lse, nlse);
-        flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, stream);
-        std::vector<float> got = from_device_floatX(d_out, BTC);
-        double e1, e2, e3 = 0.0;
-        bool ok = compare_normwise("flash_forward.out", got, ref.out, TOL(1e-5, 1e-2), TOL(1e-4, 1e-2), TOL(1e-5, 5e-3), &e1);
-        ok = compare("flash_forward.lse", from_device_float(d_lse, nlse), ref_lse, 1e-5, 1e-5, &e2) && ok;
-        if (mat_out) {
-            std::vector<double> m(mat_out->begin(), mat_out->end());
-            ok = compare_normwise("flash_forward.out vs materialized", got, m, TOL(1e-5, 3e-2), TOL(1e-4, 4e-2),
-                                  TOL(1e-5, 1.5e-2), &e3) && ok;
+        std::vector<float> first;
+        for (int run = 0; run < 2; run++) {
+            poison(d_out, BTC);
+            poison(d_lse, nlse);
+            path.forward(d_out, d_lse, d_qkv, B, T, C, NH, stream);
+            (run == 0 ? first : res.out) = from_device_floatX(d_out, BTC);
         }
-        float ms = time_ms([&] { flash_attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, stream); });
-        snprintf(name, sizeof name, "flash_attention_forward%s", tag);
+        double e1, e2, e3 = 0.0;
+        snprintf(what, sizeof what, "%s_forward.out", path.name);
+        bool ok = compare_normwise(what, res.out, ref.out, tol.out_atol, tol.out_rtol, tol.out_fro, &e1);
+        ok = same_bits(what, first, res.out) && ok;
+        snprintf(what, sizeof what, "%s_forward.lse", path.name);
+        ok = compare(what, from_device_float(d_lse, nlse), ref_lse, 1e-5, 1e-5, &e2) && ok;
+        for (const FlashOther& o : others) {
+            std::vector<double> m(o.result->out.begin(), o.result->out.end());
+            snprintf(what, sizeof what, "%s_forward.out vs %s", path.name, o.name);
+            double e;
+            ok = compare_normwise(what, res.out, m, TOL(1e-5, 3e-2), TOL(1e-4, 4e-2), TOL(1e-5, 1.5e-2), &e) && ok;
+            e3 = fmax(e3, e);
+        }
+        float ms = time_ms([&] { path.forward(d_out, d_lse, d_qkv, B, T, C, NH, stream); });
+        snprintf(name, sizeof name, "%s_forward%s", path.name, tag);
         report(name, ok, fmax(e1, fmax(e2, e3)), ms, fwd_bytes, fwd_flops);
     }
     {
-        poison(d_dqkv, 3 * BTC);
-        poison(d_D, nlse);
-        flash_attention_backward(d_dqkv, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, stream);
-        std::vector<float> got = from_device_floatX(d_dqkv, 3 * BTC);
+        std::vector<float> first;
+        for (int run = 0; run < 2; run++) {
+            poison(d_dqkv, 3 * BTC);
+            poison(d_D, nlse);
+            path.backward(d_dqkv, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, stream);
+            (run == 0 ? first : res.dqkv) = from_device_floatX(d_dqkv, 3 * BTC);
+        }
         const double scale = max_abs(ref.dqkv);
         double e1, e2 = 0.0;
-        // bf16: out and dout enter D = dout . out rounded; dqkv is rounded once on store
-        bool ok = compare_normwise("flash_backward.dqkv", got, ref.dqkv, TOL(1e-5, 1.5e-2) * scale, TOL(1e-4, 3e-2),
-                                   TOL(1e-5, 8e-3), &e1);
-        if (mat_dqkv) {
-            std::vector<double> m(mat_dqkv->begin(), mat_dqkv->end());
-            ok = compare_normwise("flash_backward.dqkv vs materialized", got, m, TOL(1e-5, 3e-2) * scale,
-                                  TOL(1e-4, 6e-2), TOL(1e-5, 2e-2), &e2) && ok;
+        snprintf(what, sizeof what, "%s_backward.dqkv", path.name);
+        bool ok = compare_normwise(what, res.dqkv, ref.dqkv, tol.dqkv_atol * scale, tol.dqkv_rtol, tol.dqkv_fro, &e1);
+        ok = same_bits(what, first, res.dqkv) && ok;
+        for (const FlashOther& o : others) {
+            std::vector<double> m(o.result->dqkv.begin(), o.result->dqkv.end());
+            snprintf(what, sizeof what, "%s_backward.dqkv vs %s", path.name, o.name);
+            double e;
+            ok = compare_normwise(what, res.dqkv, m, TOL(1e-5, 3e-2) * scale, TOL(1e-4, 6e-2), TOL(1e-5, 2e-2), &e) && ok;
+            e2 = fmax(e2, e);
         }
-        float ms = time_ms([&] { flash_attention_backward(d_dqkv, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, stream); });
-        snprintf(name, sizeof name, "flash_attention_backward%s", tag);
+        float ms = time_ms([&] { path.backward(d_dqkv, d_D, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, stream); });
+        snprintf(name, sizeof name, "%s_backward%s", path.name, tag);
         report(name, ok, fmax(e1, e2), ms, bwd_bytes, bwd_flops);
     }
     cudaCheck(cudaFree(d_qkv));
@@ -156,6 +216,7 @@ static void check_flash(const char* tag, int B, int T, int C, int NH, uint64_t s
     cudaCheck(cudaFree(d_dqkv));
     cudaCheck(cudaFree(d_lse));
     cudaCheck(cudaFree(d_D));
+    return res;
 }
 
 int main() {
@@ -224,12 +285,20 @@ int main() {
         report("attention_backward", ok, maxerr, ms, (20.0 * BTC + 7.0 * natt) * sizeof(floatX), 2.0 * fwd_flops);
     }
     cublasCheck(cublasDestroy(handle));
-    // the flash path: on the same inputs (against the CPU and the materialized results), then at
-    // head size 64 (GPT-2's) with T not a multiple of the tile sizes
+    // the fused paths: on the same inputs (against the CPU, the materialized results and each other),
+    // then at head size 64 (GPT-2's) with T not a multiple of the tile sizes
     {
-        std::vector<float> mat_out = from_device_floatX(d_out, BTC), mat_dqkv = from_device_floatX(d_dqkv, 3 * BTC);
-        check_flash("", B, T, C, NH, 2024, &mat_out, &mat_dqkv);
-        check_flash("[HS=64]", SIZE(2, 1), SIZE(1000, 88), SIZE(1024, 128), SIZE(16, 2), 7, NULL, NULL);
+        const FlashResult mat = {from_device_floatX(d_out, BTC), from_device_floatX(d_dqkv, 3 * BTC)};
+        const FlashResult portable = check_flash(kPortable, "", B, T, C, NH, 2024, {{"materialized", &mat}});
+        const int B2 = SIZE(2, 1), T2 = SIZE(1000, 88), C2 = SIZE(1024, 128), NH2 = SIZE(16, 2);
+        const FlashResult portable64 = check_flash(kPortable, "[HS=64]", B2, T2, C2, NH2, 7, {});
+#if defined(ENABLE_BF16)
+        check_flash(kTensorCore, "", B, T, C, NH, 2024, {{"materialized", &mat}, {"portable", &portable}});
+        check_flash(kTensorCore, "[HS=64]", B2, T2, C2, NH2, 7, {{"portable", &portable64}});
+#else
+        (void)portable;
+        (void)portable64;
+#endif
     }
     return finish();
 }

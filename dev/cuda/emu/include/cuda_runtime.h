@@ -475,6 +475,11 @@ inline bool is_pinned(const void* p) { return inside(pinned(), p, [](size_t b) {
 // Device intrinsics and math
 
 inline void __syncthreads() { emu::syncthreads(); }
+// a rendezvous of the warp's lanes (the mask is taken to be the whole warp, the only use here)
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    (void)mask;
+    emu::warp_barrier();
+}
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask, int width = 32) {
     (void)mask; (void)width;
     return emu::shfl_xor(v, lane_mask);
