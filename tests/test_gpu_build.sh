@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU target compiles for sm_90 (H100/H200) without errors and without register spills:
 # the dev/cuda kernel checks (BF16 and FP32), and train_gpt2_zero3cu / test_gpt2cu in BF16, FP32
-# and DDP=1 (USE_MPI=0, as on the GPU machine). Nothing runs: CI has no GPU. Without nvcc: SKIP.
+# and DDP=1 (USE_MPI=0, as on the GPU machine), the trainer with ATTENTION=portable and materialized. Nothing runs: CI has no GPU. Without nvcc: SKIP.
 # The builds go to a scratch copy of the sources, so the repository's own binaries are untouched.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -33,6 +33,20 @@ if [ -f train_gpt2_zero3.cu ] && [ -f test_gpt2.cu ]; then
       echo "ok: train_gpt2_zero3cu test_gpt2cu PRECISION=$1 DDP=$2 USE_MPI=0"
     else
       echo "FAIL: PRECISION=$1 DDP=$2 USE_MPI=0"; grep -E "error|Error" "$scratch/build_$1_$2.log" | head -20; fail=1
+    fi
+  done
+fi
+
+# the trainer with the other attention paths (BF16): only their call sites differ, the kernels are
+# compiled above in dev/cuda/attention.cu
+if [ -f train_gpt2_zero3.cu ]; then
+  for att in portable materialized; do
+    rm -f "$scratch/train_gpt2_zero3cu"
+    if make -C "$scratch" -j"$jobs" NVCC="$NVCC" PRECISION=BF16 ATTENTION="$att" USE_MPI=0 train_gpt2_zero3cu \
+         > "$scratch/build_att_$att.log" 2>&1 && [ -x "$scratch/train_gpt2_zero3cu" ]; then
+      echo "ok: train_gpt2_zero3cu PRECISION=BF16 ATTENTION=$att USE_MPI=0"
+    else
+      echo "FAIL: ATTENTION=$att"; grep -E "error|Error" "$scratch/build_att_$att.log" | head -20; fail=1
     fi
   done
 fi
