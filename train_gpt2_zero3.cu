@@ -28,8 +28,8 @@
 //   fch (B,T,4C) (pre-GELU)  fch_gelu (B,T,4C)  residual3 (B,T,C)
 // fp32 per layer: ln1_mean, ln1_rstd, ln2_mean, ln2_rstd (B,T); att_lse (B,NH,T).
 // Global floatX: encoded, lnf (B,T,C), logits (B,T,Vp) (overwritten by dlogits in backward),
-// and scratch reused by every layer: proj (attproj/fcproj output), qkvr, dqkvr (3 x (B,T,C) in head
-// order), vacc, dvacc (B,T,C), dresidual, dln, datty (B,T,C), dqkv (B,T,3C), dfch (B,T,4C),
+// and scratch reused by every layer: qkvr, dqkvr (3 x (B,T,C) in head order), vacc, dvacc (B,T,C),
+// dresidual, dln, datty (B,T,C), dqkv (B,T,3C), dfch (B,T,4C),
 // datt (B,NH,T,T). Global fp32: lnf_mean, lnf_rstd, losses (B,T), partials (reduction scratch),
 // att_d (B,NH,T), lse (B,T: each row's logsumexp of the logits, from the forward to the backward),
 // loss_sum (1: the deferred mean losses of this step's micro-steps).
@@ -41,7 +41,7 @@
 // per layer and uses that scratch; att_lse and att_d are then empty.
 enum { A_LN1, A_QKV, A_ATTY, A_ATT, A_RESIDUAL2, A_LN2, A_FCH, A_FCH_GELU, A_RESIDUAL3, A_PER_LAYER };
 enum { F_LN1_MEAN, F_LN1_RSTD, F_LN2_MEAN, F_LN2_RSTD, F_ATT_LSE, F_PER_LAYER };
-enum { G_ENCODED, G_LNF, G_LOGITS, G_PROJ, G_QKVR, G_DQKVR, G_VACC, G_DVACC, G_DRESIDUAL, G_DLN, G_DATTY, G_DQKV,
+enum { G_ENCODED, G_LNF, G_LOGITS, G_QKVR, G_DQKVR, G_VACC, G_DVACC, G_DRESIDUAL, G_DLN, G_DATTY, G_DQKV,
        G_DFCH, G_DATT, G_GLOBAL };
 enum { H_LNF_MEAN, H_LNF_RSTD, H_LOSSES, H_PARTIALS, H_ATT_D, H_LSE, H_LOSS_SUM, H_GLOBAL };
 #if defined(ATTENTION_MATERIALIZED)
@@ -253,7 +253,6 @@ void model_block_forward(Model* m, int l, const GPT2BlockParams* w) {
     const floatX* residual = block_input(m, l);
     floatX *l_ln1 = a[A_LN1], *l_qkv = a[A_QKV], *l_atty = a[A_ATTY], *l_residual2 = a[A_RESIDUAL2];
     floatX *l_ln2 = a[A_LN2], *l_fch = a[A_FCH], *l_fch_gelu = a[A_FCH_GELU], *l_residual3 = a[A_RESIDUAL3];
-    floatX* proj = m->g[G_PROJ];   // attproj / fcproj output, consumed at once by the residual add
     layernorm_forward(l_ln1, st[F_LN1_MEAN], st[F_LN1_RSTD], residual, w->ln1w, w->ln1b, BT, C, s);
     matmul_forward(&m->mm, l_qkv, NULL, l_ln1, w->qkvw, w->qkvb, BT, C, 3 * C, s);
 #if ATTENTION_TC
@@ -263,13 +262,12 @@ void model_block_forward(Model* m, int l, const GPT2BlockParams* w) {
 #else
     attention_forward(l_atty, a[A_ATT], m->g[G_QKVR], m->g[G_VACC], l_qkv, B, T, C, NH, m->mm.blas, s);
 #endif
-    matmul_forward(&m->mm, proj, NULL, l_atty, w->attprojw, w->attprojb, BT, C, C, s);
-    residual_forward(l_residual2, residual, proj, (size_t)BT * C, s);
+    // the projections add themselves to the residual stream in their GEMM's epilogue (gpu/matmul.cuh)
+    matmul_residual_forward(&m->mm, l_residual2, residual, l_atty, w->attprojw, w->attprojb, BT, C, C, s);
     layernorm_forward(l_ln2, st[F_LN2_MEAN], st[F_LN2_RSTD], l_residual2, w->ln2w, w->ln2b, BT, C, s);
     // fc with GELU: fch gets the pre-activation, fch_gelu the output (fused in the epilogue where possible)
     matmul_forward(&m->mm, l_fch_gelu, l_fch, l_ln2, w->fcw, w->fcb, BT, C, 4 * C, s);
-    matmul_forward(&m->mm, proj, NULL, l_fch_gelu, w->fcprojw, w->fcprojb, BT, 4 * C, C, s);
-    residual_forward(l_residual3, l_residual2, proj, (size_t)BT * C, s);
+    matmul_residual_forward(&m->mm, l_residual3, l_residual2, l_fch_gelu, w->fcprojw, w->fcprojb, BT, 4 * C, C, s);
 }
 
 void model_final_norm_forward(Model* m, const GPT2HeadParams* w) {

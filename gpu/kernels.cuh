@@ -190,7 +190,9 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
 // Layer norm (eps 1e-5, biased variance, fp32 statistics)
 
 // One warp per row: out(N,C) = (x - mean) * rstd * weight + bias; mean(N), rstd(N) kept for backward.
-// The row is read three times (mean, variance, output); the re-reads hit L1.
+// The row is read three times (mean, variance, output); the re-reads hit L1, so HBM sees x read and
+// out written once. Occupancy on sm_90: 32 registers, no shared memory, so 8 blocks of 256 threads
+// (64 warps) fit an SM: full. At N = 16384 rows the grid is 2048 blocks, about two waves of 132 SMs.
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp,
                                          const floatX* weight, const floatX* bias, int N, int C) {
     const int lane = threadIdx.x % WARP_SIZE;
@@ -240,127 +242,173 @@ static void layernorm_forward(floatX* out, float* mean, float* rstd, const float
     cudaCheckLaunch();
 }
 
-// Layer norm backward, one pass over the rows. With norm = (x - mean) * rstd and dnorm = weight * dout:
-//   dinp   += rstd * (dnorm - mean_c(dnorm) - norm * mean_c(dnorm * norm))
+// Layer norm backward. With norm = (x - mean) * rstd and dnorm = weight * dout, per row (N,C):
+//   dinp    += rstd * (dnorm - mean_c(dnorm) - norm * mean_c(dnorm * norm))
 //   dweight += sum_rows dout * norm,   dbias += sum_rows dout
-// Block `blk` covers rows [blk*rows_per_block, ...); thread i owns channels [i*V, (i+1)*V) for the
-// whole block (V = XVEC_SIZE; threads past C idle but join the reductions). The per-channel sums stay
-// in registers across the block's rows and land in partials(gridDim.x, 2, C); the reduce kernel
-// below adds the partials in block order. blockDim.x = C/V rounded up to a warp multiple.
-__global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
-                                          const floatX* weight, const float* mean, const float* rstd,
-                                          int N, int C, int rows_per_block) {
-    __shared__ float red[2][2][32];  // [row parity][sum_dnorm, sum_dnorm_norm][warp]
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    const int nwarps = blockDim.x / WARP_SIZE;
-    const int c0 = threadIdx.x * XVEC_SIZE;
-    const bool active = c0 < C;
+// The two parts need different mappings, and the kernel runs both over the same rows:
+//   dinp needs whole-row sums: one warp per row (shuffle sums, no block barrier), lane l taking the
+//   16-byte vectors l, l + 32, ... of the row, as in the forward. The row's dout and x are read
+//   twice, for the sums and then for dinp; the second read hits L1.
+//   dweight/dbias need per-channel sums over rows, and need only the forward's mean and rstd, not
+//   the row sums: thread t owns channel vectors t, t + blockDim, ... (VECS of them) and keeps their
+//   sums in registers over all the block's rows (a warp per row would need 2C sums per warp: 48
+//   registers per lane at C = 768, and a quarter of the occupancy).
+// A block (LN_BWD_WARPS warps) takes rows_per_block rows in rounds of one row per warp; a barrier
+// after each round keeps the channel pass on the rows the warps just read, so its reads (the third of
+// dout and x) should hit L1/L2 and HBM see dout, x and dinp (read + write) once: 4 * N*C floatX (not
+// yet measured on a GPU). At the end thread t writes its
+// vectors' sums to partials(gridDim.x, 2, C) and layernorm_backward_reduce_kernel adds the blocks in
+// block order. Every sum has a fixed order and the grid depends on N only: the same bits on every run
+// and every device, with no atomics.
+// Why: the previous kernel had one thread per 8 channels (C/8 = 96 threads per block) and a block
+// barrier per row, ~4 such blocks per SM on an H200: 18% occupancy. Occupancy now: layernorm_backward.
+#define LN_BWD_WARPS 8
+#define LN_BWD_THREADS (LN_BWD_WARPS * WARP_SIZE)
+#define LN_BWD_MAX_VECS 2  // C up to 2 * 256 * XVEC_SIZE: 4096 in BF16, 2048 in FP32
+#define LN_BWD_TARGET_BLOCKS 512
 
-    float w[XVEC_SIZE], dw[XVEC_SIZE], db[XVEC_SIZE];
-    xvec wv;
-    if (active) wv = load16(weight + c0);
-#pragma unroll
-    for (int k = 0; k < XVEC_SIZE; k++) {
-        w[k] = active ? to_float(wv[k]) : 0.0f;
-        dw[k] = 0.0f;
-        db[k] = 0.0f;
-    }
-
-    const int row_begin = blockIdx.x * rows_per_block;
-    const int row_end = min(N, row_begin + rows_per_block);
-    for (int row = row_begin; row < row_end; row++) {
-        const float m = mean[row], s = rstd[row];
-        const size_t off = (size_t)row * C + c0;
-        float norm[XVEC_SIZE], dnorm[XVEC_SIZE];
-        float sum_dnorm = 0.0f, sum_dnorm_norm = 0.0f;
-        if (active) {
-            xvec dv = load16(dout + off), xv = load16(inp + off);
-#pragma unroll
-            for (int k = 0; k < XVEC_SIZE; k++) {
-                const float d = to_float(dv[k]);
-                norm[k] = (to_float(xv[k]) - m) * s;
-                dnorm[k] = w[k] * d;
-                sum_dnorm += dnorm[k];
-                sum_dnorm_norm += dnorm[k] * norm[k];
-                db[k] += d;
-                dw[k] += d * norm[k];
-            }
-        }
-        // block-wide sums of the two row statistics. Alternating between two shared slots by row
-        // parity needs only one barrier per row: a thread can only rewrite a slot after passing the
-        // next row's barrier, which every thread reaches only after reading that slot.
-        sum_dnorm = warp_sum(sum_dnorm);
-        sum_dnorm_norm = warp_sum(sum_dnorm_norm);
-        const int parity = row & 1;
-        if (lane == 0) {
-            red[parity][0][warp] = sum_dnorm;
-            red[parity][1][warp] = sum_dnorm_norm;
-        }
-        __syncthreads();
-        float total_dnorm = 0.0f, total_dnorm_norm = 0.0f;
-        for (int i = 0; i < nwarps; i++) {
-            total_dnorm += red[parity][0][i];
-            total_dnorm_norm += red[parity][1][i];
-        }
-        const float mean_dnorm = total_dnorm / C, mean_dnorm_norm = total_dnorm_norm / C;
-        if (active) {
-            xvec g = load16(dinp + off);
-#pragma unroll
-            for (int k = 0; k < XVEC_SIZE; k++)
-                g[k] = from_float<floatX>(to_float(g[k]) + s * (dnorm[k] - mean_dnorm - norm[k] * mean_dnorm_norm));
-            store16(dinp + off, g);
-        }
-    }
-    if (active) {
-        float* pw = partials + (size_t)blockIdx.x * 2 * C + c0;
-        float* pb = pw + C;
+// dinp of one row, by one warp (every lane calls it)
+__device__ inline void layernorm_backward_row(floatX* dinp_row, const floatX* dout_row, const floatX* inp_row,
+                                              const floatX* weight, float mean, float rstd, int C) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    float sum_dnorm = 0.0f, sum_dnorm_norm = 0.0f;
+    for (int c = lane * XVEC_SIZE; c < C; c += WARP_SIZE * XVEC_SIZE) {
+        const xvec dv = load16(dout_row + c), xv = load16(inp_row + c), wv = load16(weight + c);
 #pragma unroll
         for (int k = 0; k < XVEC_SIZE; k++) {
-            pw[k] = dw[k];
-            pb[k] = db[k];
+            const float norm = (to_float(xv[k]) - mean) * rstd, dnorm = to_float(wv[k]) * to_float(dv[k]);
+            sum_dnorm += dnorm;
+            sum_dnorm_norm += dnorm * norm;
+        }
+    }
+    const float mean_dnorm = warp_sum(sum_dnorm) / C, mean_dnorm_norm = warp_sum(sum_dnorm_norm) / C;
+    for (int c = lane * XVEC_SIZE; c < C; c += WARP_SIZE * XVEC_SIZE) {
+        const xvec dv = load16(dout_row + c), xv = load16(inp_row + c), wv = load16(weight + c);
+        xvec g = load16(dinp_row + c);
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            const float norm = (to_float(xv[k]) - mean) * rstd, dnorm = to_float(wv[k]) * to_float(dv[k]);
+            g[k] = from_float<floatX>(to_float(g[k]) + rstd * (dnorm - mean_dnorm - norm * mean_dnorm_norm));
+        }
+        store16(dinp_row + c, g);
+    }
+}
+
+template <int VECS>
+__global__ void __launch_bounds__(LN_BWD_THREADS)
+layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp, const floatX* weight,
+                          const float* mean, const float* rstd, int N, int C, int rows_per_block) {
+    const int warp = threadIdx.x / WARP_SIZE;
+    float dweight_sum[VECS][XVEC_SIZE], dbias_sum[VECS][XVEC_SIZE];
+#pragma unroll
+    for (int v = 0; v < VECS; v++)
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            dweight_sum[v][k] = 0.0f;
+            dbias_sum[v][k] = 0.0f;
+        }
+    const int row_begin = blockIdx.x * rows_per_block, row_end = min(N, row_begin + rows_per_block);
+    for (int round_begin = row_begin; round_begin < row_end; round_begin += LN_BWD_WARPS) {
+        const int row = round_begin + warp;
+        if (row < row_end)
+            layernorm_backward_row(dinp + (size_t)row * C, dout + (size_t)row * C, inp + (size_t)row * C, weight,
+                                   mean[row], rstd[row], C);
+        __syncthreads();  // the round's rows are in L1: the channel pass reads them there
+        const int round_end = min(row_end, round_begin + LN_BWD_WARPS);
+#pragma unroll
+        for (int v = 0; v < VECS; v++) {
+            const int c = (v * LN_BWD_THREADS + threadIdx.x) * XVEC_SIZE;
+            if (c >= C) break;
+            for (int r = round_begin; r < round_end; r++) {
+                const float m = mean[r], s = rstd[r];
+                const xvec dv = load16(dout + (size_t)r * C + c), xv = load16(inp + (size_t)r * C + c);
+#pragma unroll
+                for (int k = 0; k < XVEC_SIZE; k++) {
+                    const float d = to_float(dv[k]);
+                    dbias_sum[v][k] += d;
+                    dweight_sum[v][k] += d * (to_float(xv[k]) - m) * s;
+                }
+            }
+        }
+    }
+    float* block_dweight = partials + (size_t)blockIdx.x * 2 * C;
+    float* block_dbias = block_dweight + C;
+#pragma unroll
+    for (int v = 0; v < VECS; v++) {
+        const int c = (v * LN_BWD_THREADS + threadIdx.x) * XVEC_SIZE;
+        if (c >= C) break;
+#pragma unroll
+        for (int k = 0; k < XVEC_SIZE; k++) {
+            block_dweight[c + k] = dweight_sum[v][k];
+            block_dbias[c + k] = dbias_sum[v][k];
         }
     }
 }
 
 // dweight[c] += sum over blocks of partials[blk][0][c]; dbias[c] likewise from [blk][1][c].
+// Block (32, LN_REDUCE_ROWS) covers 32 of the 2C columns: thread (x, y) adds the blocks y,
+// y + LN_REDUCE_ROWS, ... in order, then thread (x, 0) adds the LN_REDUCE_ROWS sums in order. (One
+// thread per column walking all nblocks, as before, left 2C/256 = 6 blocks to read the 3 MB.)
+#define LN_REDUCE_ROWS 16
 __global__ void layernorm_backward_reduce_kernel(floatX* dweight, floatX* dbias, const float* partials,
                                                  int nblocks, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float sw = 0.0f, sb = 0.0f;
-    for (int blk = 0; blk < nblocks; blk++) {
-        sw += partials[(size_t)blk * 2 * C + c];
-        sb += partials[(size_t)blk * 2 * C + C + c];
-    }
-    dweight[c] = from_float<floatX>(to_float(dweight[c]) + sw);
-    dbias[c] = from_float<floatX>(to_float(dbias[c]) + sb);
+    __shared__ float sums[LN_REDUCE_ROWS][WARP_SIZE];
+    const int col = blockIdx.x * WARP_SIZE + threadIdx.x;  // in [0, 2C): dweight then dbias
+    float s = 0.0f;
+    if (col < 2 * C)
+        for (int blk = threadIdx.y; blk < nblocks; blk += LN_REDUCE_ROWS) s += partials[(size_t)blk * 2 * C + col];
+    sums[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y != 0 || col >= 2 * C) return;
+    float total = 0.0f;
+    for (int y = 0; y < LN_REDUCE_ROWS; y++) total += sums[y][threadIdx.x];
+    floatX* grad = col < C ? dweight + col : dbias + (col - C);
+    *grad = from_float<floatX>(to_float(*grad) + total);
 }
 
 // The block count depends only on N, so the partition (and hence the rounding) is the same on
 // every device and every run.
-#define LN_BWD_TARGET_BLOCKS 512
-static inline int layernorm_backward_blocks(int N) {
-    int rows_per_block = CEIL_DIV(N, LN_BWD_TARGET_BLOCKS);
-    return CEIL_DIV(N, rows_per_block);
-}
+static inline int layernorm_backward_rows_per_block(int N) { return CEIL_DIV(N, LN_BWD_TARGET_BLOCKS); }
+static inline int layernorm_backward_blocks(int N) { return CEIL_DIV(N, layernorm_backward_rows_per_block(N)); }
 // fp32 scratch the backward needs, in floats
 static inline size_t layernorm_backward_scratch_floats(int N, int C) {
     return (size_t)layernorm_backward_blocks(N) * 2 * C;
 }
 
+// launches layernorm_backward_kernel<VECS> with the least VECS that covers C
+template <int VECS>
+static void layernorm_backward_launch(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
+                                      const floatX* weight, const float* mean, const float* rstd, int N, int C,
+                                      cudaStream_t stream) {
+    if constexpr (VECS < LN_BWD_MAX_VECS) {
+        if (C > VECS * LN_BWD_THREADS * XVEC_SIZE) {
+            layernorm_backward_launch<VECS + 1>(dinp, partials, dout, inp, weight, mean, rstd, N, C, stream);
+            return;
+        }
+    }
+    layernorm_backward_kernel<VECS><<<layernorm_backward_blocks(N), LN_BWD_THREADS, 0, stream>>>(
+        dinp, partials, dout, inp, weight, mean, rstd, N, C, layernorm_backward_rows_per_block(N));
+    cudaCheckLaunch();
+}
+
 // dinp(N,C) += ..., dweight(C) += ..., dbias(C) += ...; scratch: layernorm_backward_scratch_floats(N,C) floats
+// Occupancy on sm_90 (ptxas): 64 registers at VECS = 1 in both precisions (73 / 70 at VECS = 2), no
+// spills, no shared memory: 4 blocks of 256 threads, 32 warps, per SM (50%). The grid is sized to
+// that: LN_BWD_TARGET_BLOCKS = 512 against 132 SMs x 4 = 528 slots, so every block is resident in
+// one wave. What feeds HBM is loads in flight, not warps: a warp issues its row's dout and x loads at
+// once (3 KB at C = 768 in BF16), ~96 KB per SM, while 4.8 TB/s at an assumed ~1 us of loaded latency
+// needs ~36 KB per SM. 64 warps per SM would need <= 32 registers (ptxas spills there) and twice the
+// blocks, i.e. twice the partials (12% of the kernel's bytes instead of 6%).
 static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                                const floatX* inp, const floatX* weight, const float* mean, const float* rstd,
                                int N, int C, cudaStream_t stream) {
     gpu_require(C % XVEC_SIZE == 0, "layernorm_backward: C=%d not a multiple of %d", C, XVEC_SIZE);
-    gpu_require(C / XVEC_SIZE <= 1024, "layernorm_backward: C=%d too wide for one block", C);
-    const int rows_per_block = CEIL_DIV(N, LN_BWD_TARGET_BLOCKS);
-    const int nblocks = CEIL_DIV(N, rows_per_block);
-    const int block = CEIL_DIV(C / XVEC_SIZE, WARP_SIZE) * WARP_SIZE;
-    layernorm_backward_kernel<<<nblocks, block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd,
-                                                             N, C, rows_per_block);
-    cudaCheckLaunch();
-    layernorm_backward_reduce_kernel<<<CEIL_DIV(C, 256), 256, 0, stream>>>(dweight, dbias, scratch, nblocks, C);
+    gpu_require(C <= LN_BWD_MAX_VECS * LN_BWD_THREADS * XVEC_SIZE, "layernorm_backward: C=%d above %d", C,
+                LN_BWD_MAX_VECS * LN_BWD_THREADS * XVEC_SIZE);
+    layernorm_backward_launch<1>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream);
+    const dim3 reduce_block(WARP_SIZE, LN_REDUCE_ROWS);
+    layernorm_backward_reduce_kernel<<<CEIL_DIV(2 * C, WARP_SIZE), reduce_block, 0, stream>>>(
+        dweight, dbias, scratch, layernorm_backward_blocks(N), C);
     cudaCheckLaunch();
 }
 
@@ -411,26 +459,6 @@ static void gelu_backward_inplace(floatX* d, const floatX* inp, size_t N, cudaSt
     gpu_require(N % XVEC_SIZE == 0, "gelu_backward: N=%zu not a multiple of %d", N, XVEC_SIZE);
     const int block = 256;
     gelu_backward_inplace_kernel<<<(unsigned)CEIL_DIV(N / XVEC_SIZE, (size_t)block), block, 0, stream>>>(d, inp, N);
-    cudaCheckLaunch();
-}
-
-// ================================================================================================
-// Residual add
-
-// out(N) = a(N) + b(N)
-__global__ void residual_forward_kernel(floatX* out, const floatX* a, const floatX* b, size_t N) {
-    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;
-    if (i >= N) return;
-    xvec x = load16(a + i), y = load16(b + i), o;
-#pragma unroll
-    for (int k = 0; k < XVEC_SIZE; k++) o[k] = from_float<floatX>(to_float(x[k]) + to_float(y[k]));
-    store16(out + i, o);
-}
-
-static void residual_forward(floatX* out, const floatX* a, const floatX* b, size_t N, cudaStream_t stream) {
-    gpu_require(N % XVEC_SIZE == 0, "residual_forward: N=%zu not a multiple of %d", N, XVEC_SIZE);
-    const int block = 256;
-    residual_forward_kernel<<<(unsigned)CEIL_DIV(N / XVEC_SIZE, (size_t)block), block, 0, stream>>>(out, a, b, N);
     cudaCheckLaunch();
 }
 

@@ -1,6 +1,6 @@
-// gpu/matmul.cuh: the linear layers, through cuBLASLt, and the bias gradient kernel.
+// gpu/matmul.cuh: the linear layers, through cuBLASLt, and the bias gradient kernel (its fallback).
 //
-//   forward:  out(BT,OC) = inp(BT,C) W(OC,C)^T + bias(OC)          [optionally GELU'd, see below]
+//   forward:  out(BT,OC) = inp(BT,C) W(OC,C)^T + bias(OC) [+ residual(BT,OC)]   [or GELU'd, see below]
 //   backward: dinp(BT,C) = dout(BT,OC) W(OC,C)                       [optionally times gelu'(pre)]
 //             dW(OC,C) += dout^T inp,   dbias(OC) += column sums of dout
 //
@@ -13,10 +13,38 @@
 // epilogue of dinp (DGELU). cuBLASLt implements the tanh approximation, the one GPT-2 uses. When no
 // algorithm supports the epilogue for a shape/precision, we fall back to the plain GEMM plus our own
 // GELU kernels: same math, one more pass over memory.
+//
+// Residual fusion (the forward's fewer passes over the residual stream). The two projections that
+// end a block's halves feed the residual stream: residual2 = residual + attproj(atty), residual3 =
+// residual2 + fcproj(fch_gelu). cuBLASLt computes D = alpha op(A) op(B) + beta C (+ bias) with C and
+// D distinct matrices of one layout, so with beta = 1 and C = the incoming residual, the GEMM writes
+// the next residual directly, rounded to floatX once (bias and residual added in fp32 first).
+// Bytes through HBM per residual add, X = BT*C*sizeof(floatX) (B=16 T=1024 C=768 bf16: X = 25.2 MB),
+// counting the projection's output, the add and the layernorm that reads the sum (ln2, or the next
+// block's ln1):
+//   (a) projection to scratch, residual kernel, layernorm:   write X; read 2X write X; read X write X = 6X
+//   (b) residual in the projection's epilogue (this file):   read X (C) write X (D); read X write X   = 4X
+//   (c) llm.c's fused residual+layernorm kernel:              write X; read 2X, write 2X              = 5X
+// (b) moves the least and keeps ZeRO-3's unit boundaries: (c) would need, for residual3, the NEXT
+// block's ln1 weights at the end of this block, which the engine gathers only around that block.
+// Per layer (two adds) (b) saves 4X = 101 MB against (a), one kernel launch per add and the proj
+// scratch; 12 layers: 1.21 GB per forward, ~0.25 ms at the H200's 4.8 TB/s (an estimate from
+// bytes, doubled with recompute).
+//
+// Bias gradient fusion: the dW GEMM reads dout anyway, as its B operand (k = BT rows); cuBLASLt's
+// BGRADB epilogue writes the column sums of op(B) over k, i.e. dbias, from that same pass. It
+// overwrites (no +=) and stores in the output type, so it goes to scratch and one OC-long add
+// accumulates it into dbias (in BF16 that is two roundings instead of one, both of 2^-9: exact when
+// dbias starts at zero). Its summation order is fixed by the algorithm the plan caches: bitwise the
+// same run to run on one GPU model and cuBLAS version, like the GEMMs themselves. Without an algorithm
+// for it, bias_backward below (partial sums + ordered reduce) reads dout once more. Saved per layer
+// at B=16 T=1024: qkv, attproj, fc, fcproj read 9*BT*C floatX once less, 226 MB; 12 layers: 2.7 GB
+// per step, ~0.57 ms at 4.8 TB/s (estimate).
 #pragma once
 #include <cublasLt.h>
 #include "common.cuh"
 #include "kernels.cuh"
+#include "shard_math.cuh"  // add_inplace (the bias gradient)
 #include "attention.cuh"  // cublasCheck, CUBLAS_FLOATX
 
 #define MATMUL_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -28,7 +56,7 @@
 // between calls, and they are set on the cached descriptor just before each launch.
 typedef struct {
     int m, n, k, lda, ldb, ldd, transA, transB, epi, has_bias;
-    uint32_t alignA, alignB, alignD;
+    uint32_t alignA, alignB, alignC, alignD;
     int ok;                                  // 0: cuBLASLt had no algorithm (the caller falls back)
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t layA, layB, layD;
@@ -42,6 +70,8 @@ typedef struct {
     size_t workspace_bytes;
     int gelu_fusion;         // 1: try the GELU epilogues first; 0: always the unfused path
     long gelu_fallbacks;     // times a GELU epilogue was asked for but no algorithm had it
+    int bias_grad_fusion;    // 1: try the BGRADB epilogue in the dW GEMM first; 0: always bias_backward
+    long bias_grad_fallbacks;  // times BGRADB was asked for but no algorithm had it
     MatmulPlan plans[MATMUL_MAX_PLANS];
     int nplans;
     long plan_misses;        // plans built (the rest of the calls reused one)
@@ -62,6 +92,8 @@ static void matmul_init(MatmulContext* ctx) {
     ctx->gelu_fusion = 1;
 #endif
     ctx->gelu_fallbacks = 0;
+    ctx->bias_grad_fusion = 1;
+    ctx->bias_grad_fallbacks = 0;
     ctx->nplans = 0;
     ctx->plan_misses = 0;
 }
@@ -89,25 +121,32 @@ static inline uint32_t pointer_alignment(const void* p) {
     return a;
 }
 
-typedef enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_DGELU } MatmulEpilogue;
+typedef enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_DGELU, EPI_BGRADB } MatmulEpilogue;
 
-// D(m x n, ldd) = alpha * op(A) op(B) + beta * D, column-major, with an optional epilogue:
+// D(m x n, ldd) = alpha * op(A) op(B) + beta * C, column-major, C of D's layout (C = NULL: C is D
+// itself, which with beta = 1 accumulates into D), with an optional epilogue:
 //   EPI_BIAS:     + bias(m)
 //   EPI_GELU_AUX: aux = result (+ bias(m) if bias != NULL), D = gelu(aux); aux has ld = ldd
 //   EPI_DGELU:    D = result * gelu'(aux), aux the saved pre-activation, ld = ldd
+//   EPI_BGRADB:   bias_grad(n) = sum over k of op(B) (column sums of op(B)), overwritten
 // A is stored k x m (transA) or m x k; B is stored n x k (transB) or k x n.
 // Returns false if cuBLASLt has no algorithm for this combination (the caller falls back).
-static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* bias,
-                      floatX* aux, MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB, int lda,
-                      int ldb, int ldd, float alpha, float beta, cudaStream_t stream) {
-    const int has_bias = bias != NULL && (epi == EPI_BIAS || epi == EPI_GELU_AUX);
-    const uint32_t alignA = pointer_alignment(A), alignB = pointer_alignment(B), alignD = pointer_alignment(D);
+static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* C,
+                      const floatX* bias, floatX* bias_grad, floatX* aux, MatmulEpilogue epi, int m, int n, int k,
+                      bool transA, bool transB, int lda, int ldb, int ldd, float alpha, float beta,
+                      cudaStream_t stream) {
+    if (C == NULL) C = D;
+    // the epilogue's vector: read (bias) or written (bias gradient); cuBLASLt has one pointer for both
+    const floatX* vec = epi == EPI_BGRADB ? bias_grad : bias;
+    const int has_bias = vec != NULL && (epi == EPI_BIAS || epi == EPI_GELU_AUX || epi == EPI_BGRADB);
+    const uint32_t alignA = pointer_alignment(A), alignB = pointer_alignment(B), alignC = pointer_alignment(C),
+                   alignD = pointer_alignment(D);
     MatmulPlan* p = NULL;
     for (int i = 0; i < ctx->nplans && p == NULL; i++) {
         MatmulPlan* c = &ctx->plans[i];
         if (c->m == m && c->n == n && c->k == k && c->lda == lda && c->ldb == ldb && c->ldd == ldd &&
             c->transA == (int)transA && c->transB == (int)transB && c->epi == (int)epi && c->has_bias == has_bias &&
-            c->alignA == alignA && c->alignB == alignB && c->alignD == alignD)
+            c->alignA == alignA && c->alignB == alignB && c->alignC == alignC && c->alignD == alignD)
             p = c;
     }
     if (p == NULL) {
@@ -122,7 +161,7 @@ static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floa
         memset(p, 0, sizeof(*p));
         p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->ldd = ldd;
         p->transA = transA; p->transB = transB; p->epi = epi; p->has_bias = has_bias;
-        p->alignA = alignA; p->alignB = alignB; p->alignD = alignD;
+        p->alignA = alignA; p->alignB = alignB; p->alignC = alignC; p->alignD = alignD;
         cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
@@ -131,6 +170,7 @@ static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floa
         if (epi == EPI_BIAS) epilogue = CUBLASLT_EPILOGUE_BIAS;
         if (epi == EPI_GELU_AUX) epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
         if (epi == EPI_DGELU) epilogue = CUBLASLT_EPILOGUE_DGELU;
+        if (epi == EPI_BGRADB) epilogue = CUBLASLT_EPILOGUE_BGRADB;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
         if (epi == EPI_GELU_AUX || epi == EPI_DGELU) {
             const int64_t aux_ld = ldd;
@@ -138,7 +178,7 @@ static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floa
         }
         // the heuristic sees the pointers' attributes as set for this first call
         if (has_bias)
-            cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+            cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
         if (epi == EPI_GELU_AUX || epi == EPI_DGELU)
             cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
         cublasCheck(cublasLtMatrixLayoutCreate(&p->layA, CUBLAS_FLOATX, transA ? k : m, transA ? m : k, lda));
@@ -150,7 +190,7 @@ static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floa
                                                          &ctx->workspace_bytes, sizeof(ctx->workspace_bytes)));
         cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof(alignA)));
         cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof(alignB)));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD, sizeof(alignD)));
+        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof(alignC)));
         cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD, sizeof(alignD)));
         cublasLtMatmulHeuristicResult_t heuristic;
         int found = 0;
@@ -163,20 +203,21 @@ static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floa
     if (!p->ok) return false;
     // this call's bias and aux (the plan is keyed on their presence and on the operands' alignment)
     if (has_bias)
-        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
     if (epi == EPI_GELU_AUX || epi == EPI_DGELU)
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    // C and D are the same buffer: beta = 1 accumulates into it (the weight gradients)
-    cublasCheck(cublasLtMatmul(ctx->lt, p->desc, &alpha, A, p->layA, B, p->layB, &beta, D, p->layD, D, p->layD,
+    // C has D's layout (the same descriptor): D itself (weight gradients, +=) or the incoming residual
+    cublasCheck(cublasLtMatmul(ctx->lt, p->desc, &alpha, A, p->layA, B, p->layB, &beta, C, p->layD, D, p->layD,
                                &p->algo, ctx->workspace, ctx->workspace_bytes, stream));
     return true;
 }
 
-// a GEMM that must run: no algorithm is a fatal configuration error
-static void matmul_lt_required(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* bias,
-                               MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB, int lda, int ldb,
-                               int ldd, float beta, cudaStream_t stream) {
-    if (!matmul_lt(ctx, D, A, B, bias, NULL, epi, m, n, k, transA, transB, lda, ldb, ldd, 1.0f, beta, stream)) {
+// a GEMM that must run: no algorithm is a fatal configuration error. C: as in matmul_lt.
+static void matmul_lt_required(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* C,
+                               const floatX* bias, MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB,
+                               int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
+    if (!matmul_lt(ctx, D, A, B, C, bias, NULL, NULL, epi, m, n, k, transA, transB, lda, ldb, ldd, 1.0f, beta,
+                   stream)) {
         fprintf(stderr, "cuBLASLt: no algorithm for a %dx%dx%d GEMM (%s, transA=%d transB=%d)\n", m, n, k,
                 PRECISION_NAME, (int)transA, (int)transB);
         exit(EXIT_FAILURE);
@@ -188,22 +229,34 @@ static void matmul_lt_required(MatmulContext* ctx, floatX* D, const floatX* A, c
 static void matmul_forward(MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
                            const floatX* weight, const floatX* bias, int BT, int C, int OC, cudaStream_t stream) {
     if (pre_gelu == NULL) {
-        matmul_lt_required(ctx, out, weight, inp, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C, C, OC,
-                           0.0f, stream);
+        matmul_lt_required(ctx, out, weight, inp, NULL, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C,
+                           C, OC, 0.0f, stream);
         return;
     }
     if (ctx->gelu_fusion &&
-        matmul_lt(ctx, out, weight, inp, bias, pre_gelu, EPI_GELU_AUX, OC, BT, C, true, false, C, C, OC, 1.0f, 0.0f,
-                  stream))
+        matmul_lt(ctx, out, weight, inp, NULL, bias, NULL, pre_gelu, EPI_GELU_AUX, OC, BT, C, true, false, C, C, OC,
+                  1.0f, 0.0f, stream))
         return;
     if (ctx->gelu_fusion) ctx->gelu_fallbacks++;
-    matmul_lt_required(ctx, pre_gelu, weight, inp, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C, C,
-                       OC, 0.0f, stream);
+    matmul_lt_required(ctx, pre_gelu, weight, inp, NULL, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C,
+                       C, OC, 0.0f, stream);
     gelu_forward(out, pre_gelu, (size_t)BT * OC, stream);
 }
 
+// out(BT,OC) = residual(BT,OC) + inp(BT,C) weight(OC,C)^T [+ bias(OC)]: a projection that ends in the
+// residual stream, the add done in the GEMM's epilogue (C = residual, beta = 1; see the header).
+// out and residual must be different buffers (the residual stream keeps every block's output).
+static void matmul_residual_forward(MatmulContext* ctx, floatX* out, const floatX* residual, const floatX* inp,
+                                    const floatX* weight, const floatX* bias, int BT, int C, int OC,
+                                    cudaStream_t stream) {
+    gpu_require(out != residual, "matmul_residual_forward: out and residual are the same buffer");
+    matmul_lt_required(ctx, out, weight, inp, residual, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C,
+                       C, OC, 1.0f, stream);
+}
+
 // ------------------------------------------------------------------------------------------------
-// Bias gradient: dbias(OC) += sum over rows of dout(BT,OC), deterministic.
+// Bias gradient without the epilogue (the fallback when cuBLASLt has no BGRADB algorithm):
+// dbias(OC) += sum over rows of dout(BT,OC), deterministic.
 // Kernel 1: block (32, 8) covers 32 vectors of columns and a chunk of rows; each thread sums its
 // vector over every 8th row of the chunk, the 8 row-lanes are added in order through shared memory,
 // and the block's column sums go to partials(nchunks, OC). Kernel 2 adds the chunks in order.
@@ -242,7 +295,8 @@ __global__ void bias_backward_reduce_kernel(floatX* dbias, const float* partials
     dbias[col] = from_float<floatX>(to_float(dbias[col]) + s);
 }
 
-// fp32 scratch the backward of a layer with a bias needs, in floats
+// fp32 scratch the backward of a layer with a bias needs, in floats (the fallback's partials; the
+// BGRADB path uses the first OC floatX of it)
 static inline size_t matmul_backward_scratch_floats(int BT, int OC) {
     return (size_t)CEIL_DIV(BT, BIAS_ROWS_PER_CHUNK) * OC;
 }
@@ -257,7 +311,26 @@ static void bias_backward(floatX* dbias, float* scratch, const floatX* dout, int
     cudaCheckLaunch();
 }
 
-// Backward of matmul_forward:
+// dweight(OC,C) += dout^T inp and, with dbias != NULL, dbias(OC) += column sums of dout: one GEMM
+// with the BGRADB epilogue into scratch plus an OC-long add, else the GEMM and bias_backward.
+// dweight^T(C x OC) += inp^T(C x BT) dout(BT x OC): A = inp as stored (C x BT), B = dout^T stored (OC x BT);
+// BGRADB sums op(B) = dout over k = BT, one value per column of D = per output channel.
+static void matmul_weight_backward(MatmulContext* ctx, floatX* dweight, floatX* dbias, float* scratch,
+                                   const floatX* dout, const floatX* inp, int BT, int C, int OC, cudaStream_t stream) {
+    if (dbias != NULL && ctx->bias_grad_fusion) {
+        floatX* bias_grad = (floatX*)scratch;  // OC floatX: fits, the scratch holds >= OC floats
+        if (matmul_lt(ctx, dweight, inp, dout, NULL, NULL, bias_grad, NULL, EPI_BGRADB, C, OC, BT, false, true, C, OC,
+                      C, 1.0f, 1.0f, stream)) {
+            add_inplace(dbias, bias_grad, (size_t)OC, stream);
+            return;
+        }
+        ctx->bias_grad_fallbacks++;
+    }
+    if (dbias != NULL) bias_backward(dbias, scratch, dout, BT, OC, stream);
+    matmul_lt_required(ctx, dweight, inp, dout, NULL, NULL, EPI_NONE, C, OC, BT, false, true, C, OC, C, 1.0f, stream);
+}
+
+// Backward of matmul_forward (and of matmul_residual_forward, whose residual's gradient is dout itself):
 //   dinp(BT,C)   = dout(BT,OC) weight(OC,C)                   (overwritten; NULL to skip)
 //                  with pre_gelu != NULL: times gelu'(pre_gelu(BT,C)) -- i.e. dinp is then the gradient
 //                  of the *previous* layer's pre-activation (the fc layer whose gelu fed this one)
@@ -266,16 +339,14 @@ static void bias_backward(floatX* dbias, float* scratch, const floatX* dout, int
 static void matmul_backward(MatmulContext* ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                             const floatX* dout, const floatX* inp, const floatX* weight, const floatX* pre_gelu,
                             int BT, int C, int OC, cudaStream_t stream) {
-    if (dbias != NULL) bias_backward(dbias, scratch, dout, BT, OC, stream);
-    // dweight^T(C x OC) += inp^T(C x BT) dout(BT x OC): A = inp as stored (C x BT), B = dout^T stored (OC x BT)
-    matmul_lt_required(ctx, dweight, inp, dout, NULL, EPI_NONE, C, OC, BT, false, true, C, OC, C, 1.0f, stream);
+    matmul_weight_backward(ctx, dweight, dbias, scratch, dout, inp, BT, C, OC, stream);
     if (dinp == NULL) return;
     // dinp^T(C x BT) = weight^T(C x OC) dout^T(OC x BT): both as stored
     if (pre_gelu != NULL && ctx->gelu_fusion &&
-        matmul_lt(ctx, dinp, weight, dout, NULL, (floatX*)pre_gelu, EPI_DGELU, C, BT, OC, false, false, C, OC, C, 1.0f,
-                  0.0f, stream))
+        matmul_lt(ctx, dinp, weight, dout, NULL, NULL, NULL, (floatX*)pre_gelu, EPI_DGELU, C, BT, OC, false, false, C,
+                  OC, C, 1.0f, 0.0f, stream))
         return;
     if (pre_gelu != NULL && ctx->gelu_fusion) ctx->gelu_fallbacks++;
-    matmul_lt_required(ctx, dinp, weight, dout, NULL, EPI_NONE, C, BT, OC, false, false, C, OC, C, 0.0f, stream);
+    matmul_lt_required(ctx, dinp, weight, dout, NULL, NULL, EPI_NONE, C, BT, OC, false, false, C, OC, C, 0.0f, stream);
     if (pre_gelu != NULL) gelu_backward_inplace(dinp, pre_gelu, (size_t)BT * C, stream);
 }

@@ -1,4 +1,6 @@
-// Check of layer norm forward and backward (gpu/kernels.cuh).
+// Check of layer norm forward and backward (gpu/kernels.cuh), at GPT-2 124M's shape and at a wide
+// one (C above 256 vectors: the backward's channel pass gives each thread two vectors) with a row
+// count that fills no block evenly.
 // Build: make -C dev/cuda bin/layernorm_bf16 (or _fp32); run: dev/cuda/bin/layernorm_bf16
 #include "common.h"
 #include "../../gpu/kernels.cuh"
@@ -30,11 +32,10 @@ static LnRef cpu_layernorm_forward(const std::vector<float>& x, const std::vecto
     return r;
 }
 
-int main() {
-    print_device();
-    const int B = SIZE(8, 2), T = SIZE(1024, 512), C = SIZE(768, 288), N = B * T;
+// forward and backward on random (N,C) inputs; `tag` names the shape in the KERNEL lines
+static void check_layernorm(int N, int C, const char* tag, Rng& rng) {
     const size_t NC = (size_t)N * C;
-    Rng rng(42);
+    char name[96];
 
     // rows with their own offset and spread, so centring and scaling are really exercised
     std::vector<float> x(NC);
@@ -70,7 +71,8 @@ int main() {
         ok = compare("layernorm_forward.mean", from_device_float(d_mean, N), ref.mean, 1e-6, 1e-5, &e2) && ok;
         ok = compare("layernorm_forward.rstd", from_device_float(d_rstd, N), ref.rstd, 1e-6, 1e-5, &e3) && ok;
         float ms = time_ms([&] { layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, stream); });
-        report("layernorm_forward", ok, fmax(e1, fmax(e2, e3)), ms, (2.0 * NC + 2.0 * C) * sizeof(floatX) + 8.0 * N, 7.0 * NC);  // mean, var, normalize, scale, shift
+        snprintf(name, sizeof name, "layernorm_forward%s", tag);
+        report(name, ok, fmax(e1, fmax(e2, e3)), ms, (2.0 * NC + 2.0 * C) * sizeof(floatX) + 8.0 * N, 7.0 * NC);  // mean, var, normalize, scale, shift
     }
 
     // ---- backward (uses the GPU's mean/rstd, which were just checked against the reference)
@@ -101,6 +103,7 @@ int main() {
                 ref_db[c] += db_rows[(size_t)n * C + c];
             }
 
+        poison(d_scratch, layernorm_backward_scratch_floats(N, C));  // every partial the reduce reads is written
         layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_x, d_w, d_mean, d_rstd, N, C, stream);
         std::vector<float> got_dinp = from_device_floatX(d_dinp, NC);
         std::vector<float> got_dw = from_device_floatX(d_dw, C), got_db = from_device_floatX(d_db, C);
@@ -127,8 +130,24 @@ int main() {
         float ms = time_ms([&] {
             layernorm_backward(d_dinp, d_dw, d_db, d_scratch, d_dout, d_x, d_w, d_mean, d_rstd, N, C, stream);
         });
-        // dout, x read; dinp read + written; stats read
-        report("layernorm_backward", ok, fmax(e1, fmax(e2, e3)), ms, 4.0 * NC * sizeof(floatX) + 8.0 * N, 12.0 * NC);
+        // dout, x read; dinp read + written; stats read (the fp32 partials, 2C per block written and
+        // read again, come on top: 512 blocks, 6 MB at C = 768, 6% more)
+        snprintf(name, sizeof name, "layernorm_backward%s", tag);
+        report(name, ok, fmax(e1, fmax(e2, e3)), ms, 4.0 * NC * sizeof(floatX) + 8.0 * N, 12.0 * NC);
     }
+    for (void* p : {(void*)d_x, (void*)d_w, (void*)d_b, (void*)d_dout, (void*)d_dinp, (void*)d_dw, (void*)d_db,
+                    (void*)d_out, (void*)d_mean, (void*)d_rstd, (void*)d_scratch})
+        cudaCheck(cudaFree(p));
+}
+
+int main() {
+    print_device();
+    Rng rng(42);
+    // GPT-2 124M's rows (B=8, T=1024) and channels; under the emulator 5200 rows of 288, which makes
+    // 11 rows per block: a full round of 8 rows, a partial one, and a last block of 8 rows
+    check_layernorm(SIZE(8 * 1024, 5200), SIZE(768, 288), "", rng);
+    // wide: 4032 / 2016 channels (BF16 / FP32), 504 vectors, put two vectors on the threads of the
+    // backward's channel pass (and 203 rows, one per block, under the emulator)
+    check_layernorm(SIZE(1000, 203), 2 * XVEC_SIZE * 256 - XVEC_SIZE * 8, "_wide", rng);
     return finish();
 }

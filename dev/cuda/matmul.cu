@@ -1,5 +1,7 @@
-// Check of the linear layers (gpu/matmul.cuh): cuBLASLt forward with bias and GELU epilogues,
-// backward (dinp, dweight accumulation, deterministic dbias), DGELU epilogue; fused and unfused paths.
+// Check of the linear layers (gpu/matmul.cuh): cuBLASLt forward with bias and GELU epilogues, the
+// projections' residual add in the epilogue (C = residual, beta = 1), backward (dinp, dweight
+// accumulation, dbias from the BGRADB epilogue or from the deterministic kernels), DGELU epilogue;
+// fused (every epilogue on) and unfused paths.
 // Each GPT-2 shape is checked at a reduced row count (the CPU reference is a double GEMM) and timed
 // at B*T = 8192 (GPT-2 124M at B=8, T=1024).
 // Build: make -C dev/cuda bin/matmul_bf16 (or _fp32); run: dev/cuda/bin/matmul_bf16
@@ -49,6 +51,7 @@ struct Shape {
     bool bias;
     bool gelu_out;  // forward applies GELU to the output (the fc layer)
     bool gelu_in;   // the input came through a GELU: backward multiplies dinp by gelu'(pre) (fcproj)
+    bool residual;  // the output adds to the residual stream in the epilogue (attproj, fcproj)
 };
 
 static bool check(const char* what, const std::vector<float>& got, const std::vector<double>& ref, bool epilogue,
@@ -72,9 +75,12 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
     std::vector<float> db0 = random_floatX(OC, -1.0f, 1.0f, rng);
     // pre-activation of the input (for gelu_in): GPT-2's range
     std::vector<float> pre_in = random_floatX((size_t)bench_BT * C, -4.0f, 4.0f, rng);
+    // the residual stream the projection adds to (GPT-2's residuals grow to tens)
+    std::vector<float> residual = random_floatX(s.residual ? (size_t)bench_BT * OC : 0, -20.0f, 20.0f, rng);
     floatX *d_inp = to_device_floatX(inp), *d_w = to_device_floatX(w), *d_bias = to_device_floatX(bias);
     floatX *d_dout = to_device_floatX(dout), *d_dw = to_device_floatX(dw0), *d_db = to_device_floatX(db0);
     floatX* d_pre_in = to_device_floatX(pre_in);
+    floatX* d_residual = to_device_floatX(residual);
     floatX *d_out = device_alloc<floatX>((size_t)bench_BT * OC), *d_pre = device_alloc<floatX>((size_t)bench_BT * OC);
     floatX* d_dinp = device_alloc<floatX>((size_t)bench_BT * C);
     float* d_scratch = device_alloc<float>(matmul_backward_scratch_floats(bench_BT, OC));
@@ -93,7 +99,7 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
     for (int i = 0; i < BT; i++)
         for (int o = 0; o < OC; o++) ref_db[o] += dout[(size_t)i * OC + o];
 
-    const int saved_fusion = ctx->gelu_fusion;
+    const int saved_gelu_fusion = ctx->gelu_fusion, saved_bias_grad_fusion = ctx->bias_grad_fusion;
     char name[128];
     // ---- forward (with GELU: both the fused epilogue and the unfused path)
     for (int fused = 0; fused <= (s.gelu_out ? 1 : 0); fused++) {
@@ -121,10 +127,30 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
                2.0 * bench_BT * C * OC);
     }
 
-    // ---- backward (with gelu_in: both the DGELU epilogue and the unfused path)
-    for (int fused = 0; fused <= (s.gelu_in ? 1 : 0); fused++) {
+    // ---- forward into the residual stream: out = residual + inp W^T + bias, rounded once (the sum
+    // is formed in fp32 in the epilogue), so the tolerances are those of the plain forward
+    if (s.residual) {
+        std::vector<double> ref_out(ref_pre);
+        for (int i = 0; i < BT; i++)
+            for (int o = 0; o < OC; o++) ref_out[(size_t)i * OC + o] += residual[(size_t)i * OC + o];
+        poison(d_out, (size_t)BT * OC);
+        matmul_residual_forward(ctx, d_out, d_residual, d_inp, d_w, b, BT, C, OC, stream);
+        double maxerr = 0.0;
+        bool ok = check("out", from_device_floatX(d_out, (size_t)BT * OC), ref_out, false, &maxerr);
+        float ms = time_ms([&] { matmul_residual_forward(ctx, d_out, d_residual, d_inp, d_w, b, bench_BT, C, OC, stream); });
+        snprintf(name, sizeof(name), "matmul_residual_forward_%s", s.name);
+        // bytes: inp, weight, residual read, out written (the unfused way adds a residual kernel:
+        // out written and read again, residual read, sum written: 2 * BT*OC more)
+        report(name, ok, maxerr, ms, ((double)bench_BT * C + (double)C * OC + 2.0 * bench_BT * OC) * sizeof(floatX),
+               2.0 * bench_BT * C * OC);
+    }
+
+    // ---- backward (with gelu_in or a bias: with the DGELU / BGRADB epilogues and the unfused path)
+    const bool has_epilogue = s.gelu_in || s.bias;
+    for (int fused = 0; fused <= (has_epilogue ? 1 : 0); fused++) {
         ctx->gelu_fusion = fused;
-        const long fallbacks = ctx->gelu_fallbacks;
+        ctx->bias_grad_fusion = fused;
+        const long fallbacks = ctx->gelu_fallbacks, bias_grad_fallbacks = ctx->bias_grad_fallbacks;
         upload_floatX(d_dw, dw0);
         upload_floatX(d_db, db0);
         poison(d_dinp, (size_t)BT * C);
@@ -146,6 +172,8 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
         }
         if (s.gelu_in && fused && ctx->gelu_fallbacks != fallbacks)
             printf("  note: no cuBLASLt algorithm with the DGELU epilogue here: the unfused path ran\n");
+        if (s.bias && fused && ctx->bias_grad_fallbacks != bias_grad_fallbacks)
+            printf("  note: no cuBLASLt algorithm with the BGRADB epilogue here: bias_backward ran\n");
         // determinism of the accumulated gradients
         upload_floatX(d_dw, dw0);
         upload_floatX(d_db, db0);
@@ -157,12 +185,15 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
         float ms = time_ms([&] {
             matmul_backward(ctx, d_dinp, d_dw, dbias, d_scratch, d_dout, d_inp, d_w, pre, bench_BT, C, OC, stream);
         });
-        snprintf(name, sizeof(name), "matmul_backward_%s%s", s.name, s.gelu_in ? (fused ? "_fused" : "_unfused") : "");
-        // bytes: dout, inp, weight read, dinp written, dweight read and written
+        snprintf(name, sizeof(name), "matmul_backward_%s%s", s.name, has_epilogue ? (fused ? "_fused" : "_unfused") : "");
+        // bytes: dout, inp, weight read, dinp written, dweight read and written (dbias: OC, nothing);
+        // the unfused path reads dout once more for dbias (and dinp twice more without DGELU): its
+        // time against the fused one shows what the epilogues save
         report(name, ok, maxerr, ms, (2.0 * bench_BT * C + (double)bench_BT * OC + 3.0 * C * OC) * sizeof(floatX),
                4.0 * bench_BT * C * OC);
     }
-    ctx->gelu_fusion = saved_fusion;
+    ctx->gelu_fusion = saved_gelu_fusion;
+    ctx->bias_grad_fusion = saved_bias_grad_fusion;
     cudaCheck(cudaFree(d_inp));
     cudaCheck(cudaFree(d_w));
     cudaCheck(cudaFree(d_bias));
@@ -170,6 +201,7 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
     cudaCheck(cudaFree(d_dw));
     cudaCheck(cudaFree(d_db));
     cudaCheck(cudaFree(d_pre_in));
+    cudaCheck(cudaFree(d_residual));
     cudaCheck(cudaFree(d_out));
     cudaCheck(cudaFree(d_pre));
     cudaCheck(cudaFree(d_dinp));
@@ -183,11 +215,11 @@ int main() {
     Rng rng(12345);
     const int bench_BT = SIZE(8 * 1024, 64);
     const Shape shapes[] = {
-        {"qkv", SIZE(2048, 64), SIZE(768, 72), SIZE(2304, 216), true, false, false},
-        {"attproj", SIZE(2048, 64), SIZE(768, 72), SIZE(768, 72), true, false, false},
-        {"fc", SIZE(2048, 64), SIZE(768, 72), SIZE(3072, 288), true, true, false},
-        {"fcproj", SIZE(2048, 64), SIZE(3072, 288), SIZE(768, 72), true, false, true},
-        {"lmhead", SIZE(128, 16), SIZE(768, 72), SIZE(50304, 1024), false, false, false},
+        {"qkv", SIZE(2048, 64), SIZE(768, 72), SIZE(2304, 216), true, false, false, false},
+        {"attproj", SIZE(2048, 64), SIZE(768, 72), SIZE(768, 72), true, false, false, true},
+        {"fc", SIZE(2048, 64), SIZE(768, 72), SIZE(3072, 288), true, true, false, false},
+        {"fcproj", SIZE(2048, 64), SIZE(3072, 288), SIZE(768, 72), true, false, true, true},
+        {"lmhead", SIZE(128, 16), SIZE(768, 72), SIZE(50304, 1024), false, false, false, false},
     };
     printf("checked at the row count in each shape; timed at B*T = %d\n", bench_BT);
     for (const Shape& s : shapes) run_shape(&ctx, s, bench_BT, rng);

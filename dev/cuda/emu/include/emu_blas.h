@@ -1,8 +1,9 @@
 // cuBLAS and cuBLASLt for the CPU emulator (dev/cuda/emu): column-major GEMMs with fp32
 // accumulation, inputs and outputs in fp32 or bf16 (rounded on store), and the cuBLASLt epilogues
-// this project uses (BIAS, GELU_AUX[_BIAS], DGELU, with GELU in its tanh form). The argument checks
-// a real library would make (matrix shapes that do not agree, too-small leading dimensions, aux
-// layout, pointers less aligned than declared) abort with a message instead of computing garbage.
+// this project uses (BIAS, GELU_AUX[_BIAS], DGELU, with GELU in its tanh form, and BGRADB), with C
+// either D itself or another matrix of D's layout. The argument checks a real library would make
+// (matrix shapes that do not agree, too-small leading dimensions, aux layout, C's layout against
+// D's, pointers less aligned than declared) abort with a message instead of computing garbage.
 // The checks run when a call is made; the GEMM itself is queued on the call's stream (the handle's
 // stream for cuBLAS, the argument for cuBLASLt) with copies of alpha, beta and the descriptors, as
 // the real libraries read them at call time.
@@ -149,6 +150,8 @@ typedef enum {
     CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4,
     CUBLASLT_EPILOGUE_DGELU = 64 | 128,
     CUBLASLT_EPILOGUE_DGELU_BGRAD = 64 | 128 | 16,
+    CUBLASLT_EPILOGUE_BGRADA = 256,
+    CUBLASLT_EPILOGUE_BGRADB = 512,
 } cublasLtEpilogue_t;
 typedef enum {
     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
@@ -230,6 +233,17 @@ inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
 namespace emu {
 inline bool lt_gelu(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 inline bool lt_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+// C is read (beta != 0) as a matrix of D's shape, type and leading dimension: this project passes one
+// layout for both. When C is D (in place) the real library requires exactly that; out of place it
+// allows another ld, which this emulator does not (it would catch a caller that mixed them up).
+inline void lt_check_c(const EmuLtLayout* C, const EmuLtLayout* D, const void* c, const void* d, size_t elem) {
+    if (C->type != D->type) die("cublasLtMatmul: C type %d differs from D type %d", (int)C->type, (int)D->type);
+    if (C->ld != D->ld) die("cublasLtMatmul: C ld %ld differs from D ld %ld", (long)C->ld, (long)D->ld);
+    if (c == d) return;
+    const char *c0 = (const char*)c, *d0 = (const char*)d;
+    const size_t bytes = ((size_t)(D->cols - 1) * D->ld + D->rows) * elem;
+    if (c0 < d0 + bytes && d0 < c0 + bytes) die("cublasLtMatmul: C and D overlap without being the same matrix");
+}
 // The shape checks a matmul call must pass; m, n, k from the layouts as cuBLASLt derives them.
 inline void lt_shapes(const EmuLtDesc* d, const EmuLtLayout* A, const EmuLtLayout* B, const EmuLtLayout* C,
                       const EmuLtLayout* D, int* m, int* n, int* k) {
@@ -254,10 +268,13 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
     int m, n, k;
     emu::lt_shapes(d, A, B, C, D, &m, &n, &k);
     *returned = 0;
-    // EMU_LT_NO_GELU=1 plays a library without the GELU epilogues, to exercise the fallbacks
+    // EMU_LT_NO_GELU=1 / EMU_LT_NO_BGRAD=1 play a library without the GELU / bias-gradient epilogues,
+    // to exercise the fallbacks
     const char* no_gelu = getenv("EMU_LT_NO_GELU");
     const bool gelu = emu::lt_gelu(d->epilogue) || d->epilogue == CUBLASLT_EPILOGUE_DGELU;
     if (gelu && no_gelu && atoi(no_gelu)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const char* no_bgrad = getenv("EMU_LT_NO_BGRAD");
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB && no_bgrad && atoi(no_bgrad)) return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(&results[0], 0, sizeof(results[0]));
     results[0].algo.data[0] = 0xE3u;
     memcpy(&results[0].algo.data[1], p->align, sizeof(p->align));  // remembered for the alignment check
@@ -281,12 +298,13 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     for (int i = 0; i < 4; i++)
         if ((uintptr_t)ptrs[i] % align[i] != 0)
             emu::die("cublasLtMatmul: matrix %c at %p is not %u-byte aligned as declared", "ABCD"[i], ptrs[i], align[i]);
-    if (C != D && *(const float*)beta != 0.0f) emu::die("cublasLtMatmul: emulator expects C == D when beta != 0");
+    emu::lt_check_c(Cl, Dl, C, D, Dl->type == CUDA_R_32F ? 4 : 2);
     const uint32_t e = d->epilogue;
     if (emu::lt_bias(e) && !d->bias) emu::die("cublasLtMatmul: bias epilogue without a bias pointer");
-    const bool gelu = emu::lt_gelu(e), dgelu = e == CUBLASLT_EPILOGUE_DGELU;
-    if (e != CUBLASLT_EPILOGUE_DEFAULT && !emu::lt_bias(e) && !gelu && !dgelu)
+    const bool gelu = emu::lt_gelu(e), dgelu = e == CUBLASLT_EPILOGUE_DGELU, bgradb = e == CUBLASLT_EPILOGUE_BGRADB;
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && !emu::lt_bias(e) && !gelu && !dgelu && !bgradb)
         emu::die("cublasLtMatmul: epilogue %u not emulated", e);
+    if (bgradb && !d->bias) emu::die("cublasLtMatmul: BGRADB epilogue without a bias (gradient) pointer");
     if (gelu || dgelu) {
         if (!d->aux) emu::die("cublasLtMatmul: GELU epilogue without an aux pointer");
         if (d->aux_ld < m || d->aux_ld % 8 != 0)
@@ -306,6 +324,16 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
         std::vector<float> out((size_t)m * n);
         emu::gemm_core(desc.transa != 0, desc.transb != 0, m, n, k, a, A, la.type, la.ld, B, lb.type, lb.ld, b, C,
                        lc.type, lc.ld, [&](int r, int c, float v) { out[(size_t)r + (size_t)c * m] = v; });
+        // BGRADB: bias_grad(j) = sum over p < k of op(B)(p, j), in fp32 in index order, stored in the
+        // bias type (by default D's, as the library stores it), overwriting
+        if (bgradb) {
+            for (int j = 0; j < n; j++) {
+                float sum = 0.0f;
+                for (int p = 0; p < k; p++)
+                    sum += emu::load_elem(B, lb.type, desc.transb ? (size_t)j + (size_t)p * lb.ld : (size_t)p + (size_t)j * lb.ld);
+                emu::store_elem((void*)desc.bias, bias_t, (size_t)j, sum);
+            }
+        }
         for (int c = 0; c < n; c++)
             for (int r = 0; r < m; r++) {
                 float v = out[(size_t)r + (size_t)c * m];
