@@ -61,10 +61,36 @@
 #if defined(ENABLE_BF16)
 #include <mma.h>
 
-#define TC_TILE 64                  // rows of every tile: a block's own rows and each streamed tile
-#define TC_WARPS (TC_TILE / 16)     // one warp per 16 own rows
-#define TC_THREADS (TC_WARPS * WARP_SIZE)
-#define TC_PAD 8                    // bf16 padding per shared row: rows shift by 16 bytes, fewer bank conflicts
+#define TC_PAD 8  // bf16 padding per shared row: rows shift by 16 bytes, fewer bank conflicts
+
+// A kernel variant's shape, all compile-time: HSP the padded head dimension (32 or 64); RPW rows
+// per warp (16 or 32: one or two 16-row A fragments); WARPS warps per block, which owns BR = RPW *
+// WARPS rows; BC rows per streamed tile (a multiple of RPW, so a warp's rows sit in one tile when
+// the block stages its own rows through it)
+template <int HSP_, int RPW_, int WARPS_, int BC_>
+struct TcShape {
+    static constexpr int HSP = HSP_, RPW = RPW_, WARPS = WARPS_, BC = BC_;
+    static constexpr int MF = RPW / 16;              // 16-row fragments per warp
+    static constexpr int LPR = WARP_SIZE / RPW;      // lanes per row in the row-wise loops (softmax, D)
+    static constexpr int THREADS = WARPS * WARP_SIZE;
+    static constexpr int BR = RPW * WARPS;           // own rows per block
+    static constexpr int NB = BC / 16;               // 16-row blocks of a streamed tile
+    static constexpr int DB = HSP / 16;              // 16-column blocks of the head dimension
+    static constexpr int LD = HSP + TC_PAD;          // row stride of a head tile in shared memory
+    static constexpr int LDP = BC + TC_PAD;          // row stride of a warp's P / dS (its rows x a tile)
+    static_assert(RPW == 16 || RPW == 32, "one or two fragments of rows per warp");
+    static_assert(BC % RPW == 0 && BC % 16 == 0, "a warp's rows lie in one tile");
+    static_assert(BC * HSP / 8 % THREADS == 0, "a tile is a whole number of 16-byte vectors per thread");
+    static_assert(THREADS >= 2 * BC, "the dk/dv kernel's threads carry one lse or D each");
+};
+// The variants: 16 rows per warp with 64-row tiles (the first version), and 32 rows per warp with
+// 32-row tiles (half the shared-memory reads per FLOP; the tile shrinks so that the static shared
+// memory stays under 48 KB). dev/cuda/attention.cu checks and times both; TcDefault is used by the
+// trainer (see "Which variant" above).
+template <int HSP> using TcRows16 = TcShape<HSP, 16, 4, 64>;
+template <int HSP> using TcRows32 = TcShape<HSP, 32, 4, 32>;
+template <int HSP> using TcDefault = TcRows32<HSP>;
+template <int HSP> using TcDkdvDefault = TcRows16<HSP>;
 
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> TcFragA;
 // B operand from a row-major tile X: TcFragB reads B = X (element (k,n) at x[k*ld + n]); TcFragBT
@@ -76,18 +102,17 @@ typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> TcF
 // ------------------------------------------------------------------------------------------------
 // Building blocks
 
-// A 64 x HSP tile of a head in registers, 16-byte vectors spread over the block's threads
-template <int HSP>
+// A BC x HSP tile of a head in registers, 16-byte vectors spread over the block's threads
+template <class S>
 struct TcTileRegs {
-    xvec v[TC_TILE * HSP / 8 / TC_THREADS];
+    xvec v[S::BC * S::HSP / 8 / S::THREADS];
 };
-// rows [row0, row0 + 64) of src (row stride `stride`, HS columns); rows past T and columns past HS are zeros
-template <int HSP>
-__device__ inline void tc_tile_fetch(TcTileRegs<HSP>& regs, const floatX* src, size_t stride, int row0, int T,
-                                     int HS) {
+// rows [row0, row0 + BC) of src (row stride `stride`, HS columns); rows past T and columns past HS are zeros
+template <class S>
+__device__ inline void tc_tile_fetch(TcTileRegs<S>& regs, const floatX* src, size_t stride, int row0, int T, int HS) {
 #pragma unroll
-    for (int i = 0; i < TC_TILE * HSP / 8 / TC_THREADS; i++) {
-        const int e = threadIdx.x + i * TC_THREADS, r = e / (HSP / 8), c = e % (HSP / 8) * 8;
+    for (int i = 0; i < S::BC * S::HSP / 8 / S::THREADS; i++) {
+        const int e = threadIdx.x + i * S::THREADS, r = e / (S::HSP / 8), c = e % (S::HSP / 8) * 8;
         if (row0 + r < T && c < HS) {
             regs.v[i] = load16(src + (size_t)(row0 + r) * stride + c);
         } else {
@@ -96,56 +121,80 @@ __device__ inline void tc_tile_fetch(TcTileRegs<HSP>& regs, const floatX* src, s
         }
     }
 }
-template <int HSP>
-__device__ inline void tc_tile_put(floatX (*tile)[HSP + TC_PAD], const TcTileRegs<HSP>& regs) {
+template <class S>
+__device__ inline void tc_tile_put(floatX (*tile)[S::LD], const TcTileRegs<S>& regs) {
 #pragma unroll
-    for (int i = 0; i < TC_TILE * HSP / 8 / TC_THREADS; i++) {
-        const int e = threadIdx.x + i * TC_THREADS;
-        store16(&tile[e / (HSP / 8)][e % (HSP / 8) * 8], regs.v[i]);
+    for (int i = 0; i < S::BC * S::HSP / 8 / S::THREADS; i++) {
+        const int e = threadIdx.x + i * S::THREADS;
+        store16(&tile[e / (S::HSP / 8)][e % (S::HSP / 8) * 8], regs.v[i]);
     }
 }
 
 // the 16x16 coordinate matrix, element (r,c) = 16r + c (exact in fp32); a fragment loaded from it
 // tells each lane where its accumulator elements sit: row tc_row(coord, e), column tc_col(coord, e)
+template <class S>
 __device__ inline void tc_fill_coord(float (*coord)[16]) {
-    for (int i = threadIdx.x; i < 256; i += TC_THREADS) coord[i / 16][i % 16] = (float)i;
+    for (int i = threadIdx.x; i < 256; i += S::THREADS) coord[i / 16][i % 16] = (float)i;
 }
 __device__ inline int tc_row(const TcFragC& coord, int e) { return (int)coord.x[e] >> 4; }
 __device__ inline int tc_col(const TcFragC& coord, int e) { return (int)coord.x[e] & 15; }
 
-// this warp's 16 rows of a tile (HSP columns) as A fragments, one per 16 columns
-template <int HSP>
-__device__ inline void tc_load_rows(TcFragA (&a)[HSP / 16], const floatX (*tile)[HSP + TC_PAD], int warp) {
+// The block's own rows [row0, row0 + BR) of src (zeros past T and HS) as each warp's A fragments:
+// a[i][kk] = rows RPW*warp + 16i.. of the block, columns 16kk... Staged through `tile`, BC rows at
+// a time; the warps whose rows are in the staged rows load them. Block-collective; on return the
+// tile may be overwritten only after a __syncthreads (the warps' last loads read it).
+template <class S>
+__device__ inline void tc_own_fragments(TcFragA (&a)[S::MF][S::DB], floatX (*tile)[S::LD], const floatX* src,
+                                        size_t stride, int row0, int T, int HS, int warp) {
+    for (int c0 = 0; c0 < S::BR; c0 += S::BC) {
+        TcTileRegs<S> regs;
+        tc_tile_fetch<S>(regs, src, stride, row0 + c0, T, HS);
+        __syncthreads();  // every warp is done with the tile (the previous rows, or what the kernel did before)
+        tc_tile_put<S>(tile, regs);
+        __syncthreads();  // the rows are complete
+        const int first = S::RPW * warp - c0;  // this warp's first row within the staged rows
+        if (first >= 0 && first < S::BC) {     // uniform across the warp
 #pragma unroll
-    for (int kk = 0; kk < HSP / 16; kk++) nvcuda::wmma::load_matrix_sync(a[kk], &tile[16 * warp][16 * kk], HSP + TC_PAD);
-}
-
-// acc = A X^T for one 16 x 16 block: A = the warp's 16 x HSP rows (fragments), X = 16 rows of a tile
-// starting at x (HSP columns): dot products of the warp's rows with 16 of the tile's rows
-template <int HSP>
-__device__ inline void tc_mma_abt(TcFragC& acc, const TcFragA (&a)[HSP / 16], const floatX* x) {
-    nvcuda::wmma::fill_fragment(acc, 0.0f);
+            for (int i = 0; i < S::MF; i++)
 #pragma unroll
-    for (int kk = 0; kk < HSP / 16; kk++) {
-        TcFragBT xt;
-        nvcuda::wmma::load_matrix_sync(xt, x + 16 * kk, HSP + TC_PAD);
-        nvcuda::wmma::mma_sync(acc, a[kk], xt, acc);
+                for (int kk = 0; kk < S::DB; kk++)
+                    nvcuda::wmma::load_matrix_sync(a[i][kk], &tile[first + 16 * i][16 * kk], S::LD);
+        }
     }
 }
 
-// acc += P X over the 16-blocks n_begin..n_end-1: P = the warp's 16 x 64 bf16 matrix at p (row
-// stride TC_TILE + TC_PAD), X = a 64 x HSP tile; acc[d] holds columns 16d..16d+15 of the result
-template <int HSP>
-__device__ inline void tc_mma_ab(TcFragC (&acc)[HSP / 16], const floatX* p, const floatX (*x)[HSP + TC_PAD],
+// acc[i] = A_i X^T for one 16 x 16 block per fragment: A_i = the warp's rows 16i..16i+15 (HSP
+// columns, fragments), X = 16 rows of a tile starting at x: dot products of the warp's rows with 16
+// of the tile's rows. Each B fragment is loaded once from shared memory and feeds all MF products.
+template <class S>
+__device__ inline void tc_mma_abt(TcFragC (&acc)[S::MF], const TcFragA (&a)[S::MF][S::DB], const floatX* x) {
+#pragma unroll
+    for (int i = 0; i < S::MF; i++) nvcuda::wmma::fill_fragment(acc[i], 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < S::DB; kk++) {
+        TcFragBT xt;
+        nvcuda::wmma::load_matrix_sync(xt, x + 16 * kk, S::LD);
+#pragma unroll
+        for (int i = 0; i < S::MF; i++) nvcuda::wmma::mma_sync(acc[i], a[i][kk], xt, acc[i]);
+    }
+}
+
+// acc += P X over the 16-blocks n_begin..n_end-1: P = the warp's RPW x BC bf16 matrix at p (row
+// stride LDP), X = a BC x HSP tile; acc[i][d] holds rows 16i.., columns 16d.. of the result. Each
+// B fragment (X) is loaded once and feeds all MF products.
+template <class S>
+__device__ inline void tc_mma_ab(TcFragC (&acc)[S::MF][S::DB], const floatX* p, const floatX (*x)[S::LD],
                                  int n_begin, int n_end) {
     for (int n = n_begin; n < n_end; n++) {
-        TcFragA pa;
-        nvcuda::wmma::load_matrix_sync(pa, p + 16 * n, TC_TILE + TC_PAD);
+        TcFragA pa[S::MF];
 #pragma unroll
-        for (int d = 0; d < HSP / 16; d++) {
+        for (int i = 0; i < S::MF; i++) nvcuda::wmma::load_matrix_sync(pa[i], p + 16 * i * S::LDP + 16 * n, S::LDP);
+#pragma unroll
+        for (int d = 0; d < S::DB; d++) {
             TcFragB xb;
-            nvcuda::wmma::load_matrix_sync(xb, &x[16 * n][16 * d], HSP + TC_PAD);
-            nvcuda::wmma::mma_sync(acc[d], pa, xb, acc[d]);
+            nvcuda::wmma::load_matrix_sync(xb, &x[16 * n][16 * d], S::LD);
+#pragma unroll
+            for (int i = 0; i < S::MF; i++) nvcuda::wmma::mma_sync(acc[i][d], pa[i], xb, acc[i][d]);
         }
     }
 }
@@ -166,344 +215,393 @@ __device__ inline void tc_store_bf16(floatX* dst, size_t ld, const TcFragC& acc,
     __syncwarp();  // every lane has read the scratch (and its row of dst is written, for the warp's loads)
 }
 
+// the warp's RPW x HSP result (fragments acc[i][d]), times `scale`, as bf16 rows row0.. of dst (row
+// stride ld): rows at or past T and columns at or past HS are not written
+template <class S>
+__device__ inline void tc_store_rows(floatX* dst, size_t ld, TcFragC (&acc)[S::MF][S::DB], float scale,
+                                     float* scratch, int row0, int T, int HS) {
+#pragma unroll
+    for (int i = 0; i < S::MF; i++)
+#pragma unroll
+        for (int d = 0; d < S::DB; d++) {
+#pragma unroll
+            for (int e = 0; e < acc[i][d].num_elements; e++) acc[i][d].x[e] *= scale;
+            tc_store_bf16(dst + (size_t)16 * i * ld + 16 * d, ld, acc[i][d], scratch, T - row0 - 16 * i, HS - 16 * d);
+        }
+}
+
 // acc *= factor[row] for each element's row (factor: 16 floats in shared memory)
 __device__ inline void tc_scale_rows(TcFragC& acc, const TcFragC& coord, const float* factor) {
 #pragma unroll
     for (int e = 0; e < acc.num_elements; e++) acc.x[e] *= factor[tc_row(coord, e)];
 }
 
+// 16-row blocks 0..n-1 of a streamed tile starting at row t0 hold a row at or before `last` (the
+// warp's last own row): what a warp of the forward or dq kernel multiplies (0: the tile is entirely
+// in its future)
+template <class S>
+__device__ inline int tc_blocks_up_to(int t0, int last) {
+    return last < t0 ? 0 : min(S::NB, (last - t0) / 16 + 1);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Forward
 
-template <int HSP>
+template <class S>
 struct TcForwardSmem {
-    alignas(32) floatX k[TC_TILE][HSP + TC_PAD];       // the key tile (first, once: this block's queries)
-    alignas(32) floatX v[TC_TILE][HSP + TC_PAD];       // the value tile
-    alignas(32) float s[TC_WARPS][16][TC_TILE + 4];    // each warp's scores; at the end its output scratch
-    alignas(32) floatX p[TC_WARPS][16][TC_TILE + TC_PAD];  // each warp's probabilities, the A operand of P V
+    alignas(32) floatX k[S::BC][S::LD];                   // the key tile (first: the block's queries, staged)
+    alignas(32) floatX v[S::BC][S::LD];                   // the value tile
+    alignas(32) float s[S::WARPS][S::RPW][S::BC + 4];     // each warp's scores; at the end its output scratch
+    alignas(32) floatX p[S::WARPS][S::RPW][S::LDP];       // each warp's probabilities, the A operand of P V
     alignas(32) float coord[16][16];
-    float row_factor[TC_WARPS][16];                    // per row: the rescale exp(m_old - m_new); at the end 1/l
+    float row_factor[S::WARPS][S::RPW];                   // per row: the rescale exp(m_old - m_new); at the end 1/l
 };
 
-// grid (ceil(T/64), NH, B), block 128
-template <int HSP>
-__global__ void __launch_bounds__(TC_THREADS) flash_attention_tc_forward_kernel(floatX* out, float* lse,
+// grid (ceil(T/BR), NH, B), block THREADS
+template <class S>
+__global__ void __launch_bounds__(S::THREADS) flash_attention_tc_forward_kernel(floatX* out, float* lse,
                                                                                 const floatX* qkv, int T, int C,
                                                                                 int NH, float scale) {
-    __shared__ TcForwardSmem<HSP> sm;
-    constexpr int DB = HSP / 16;  // 16-column blocks of the head dimension
+    __shared__ TcForwardSmem<S> sm;
+    constexpr int MF = S::MF, DB = S::DB, LPR = S::LPR;
     const int HS = C / NH, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;  // this block's query tile: the longest first
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int row0 = qt * TC_TILE + 16 * warp;  // this warp's first query
-    const int r = lane / 2, half = lane % 2;     // the softmax's two lanes per row
+    const int row0 = qt * S::BR + S::RPW * warp;  // this warp's first query
+    const int r = lane / LPR, part = lane % LPR;    // the softmax: LPR lanes per row
     const int query = row0 + r;
     const size_t stride = (size_t)3 * C;
     const floatX* qhead = qkv + (size_t)b * T * stride + (size_t)h * HS;
 
-    TcTileRegs<HSP> kregs, vregs;
-    tc_fill_coord(sm.coord);
-    tc_tile_fetch<HSP>(kregs, qhead, stride, qt * TC_TILE, T, HS);
-    tc_tile_put<HSP>(sm.k, kregs);
-    __syncthreads();  // queries and coordinates in shared memory
-    TcFragA qf[DB];
-    tc_load_rows<HSP>(qf, sm.k, warp);
-    TcFragC coord, o[DB];
+    tc_fill_coord<S>(sm.coord);
+    TcFragA qf[MF][DB];
+    tc_own_fragments<S>(qf, sm.k, qhead, stride, qt * S::BR, T, HS, warp);  // (its barriers publish coord)
+    TcFragC coord, o[MF][DB];
     nvcuda::wmma::load_matrix_sync(coord, &sm.coord[0][0], 16, nvcuda::wmma::mem_row_major);
 #pragma unroll
-    for (int d = 0; d < DB; d++) nvcuda::wmma::fill_fragment(o[d], 0.0f);
-    float m = -INFINITY, l = 0.0f;  // this lane's row: running max and sum (both lanes of a row agree)
+    for (int i = 0; i < MF; i++)
+#pragma unroll
+        for (int d = 0; d < DB; d++) nvcuda::wmma::fill_fragment(o[i][d], 0.0f);
+    float m = -INFINITY, l = 0.0f;  // this lane's row: running max and sum (the LPR lanes of a row agree)
 
-    tc_tile_fetch<HSP>(kregs, qhead + C, stride, 0, T, HS);
-    tc_tile_fetch<HSP>(vregs, qhead + 2 * C, stride, 0, T, HS);
-    for (int kt = 0; kt <= qt; kt++) {
+    // key tiles holding a key at or before the block's last query (and before T)
+    const int ntiles = min(CEIL_DIV(qt * S::BR + S::BR, S::BC), CEIL_DIV(T, S::BC));
+    TcTileRegs<S> kregs, vregs;
+    tc_tile_fetch<S>(kregs, qhead + C, stride, 0, T, HS);
+    tc_tile_fetch<S>(vregs, qhead + 2 * C, stride, 0, T, HS);
+    for (int kt = 0; kt < ntiles; kt++) {
         __syncthreads();  // every warp is done with the previous tile (the first time: with its queries)
-        tc_tile_put<HSP>(sm.k, kregs);
-        tc_tile_put<HSP>(sm.v, vregs);
+        tc_tile_put<S>(sm.k, kregs);
+        tc_tile_put<S>(sm.v, vregs);
         __syncthreads();  // key tile kt complete
-        if (kt < qt) {    // the next tile's loads fly while this one is multiplied
-            tc_tile_fetch<HSP>(kregs, qhead + C, stride, (kt + 1) * TC_TILE, T, HS);
-            tc_tile_fetch<HSP>(vregs, qhead + 2 * C, stride, (kt + 1) * TC_TILE, T, HS);
+        if (kt + 1 < ntiles) {  // the next tile's loads fly while this one is multiplied
+            tc_tile_fetch<S>(kregs, qhead + C, stride, (kt + 1) * S::BC, T, HS);
+            tc_tile_fetch<S>(vregs, qhead + 2 * C, stride, (kt + 1) * S::BC, T, HS);
         }
-        const int k0 = kt * TC_TILE;
-        const int nblk = kt == qt ? warp + 1 : TC_WARPS;  // 16-key blocks not entirely in this warp's future
+        const int k0 = kt * S::BC;
+        const int nblk = tc_blocks_up_to<S>(k0, row0 + S::RPW - 1);
+        if (nblk == 0) continue;  // every key of the tile is in this warp's future (uniform across the warp)
         for (int n = 0; n < nblk; n++) {  // S = Q K^T
-            TcFragC s;
-            tc_mma_abt<HSP>(s, qf, &sm.k[16 * n][0]);
-            nvcuda::wmma::store_matrix_sync(&sm.s[warp][0][16 * n], s, TC_TILE + 4, nvcuda::wmma::mem_row_major);
+            TcFragC s[MF];
+            tc_mma_abt<S>(s, qf, &sm.k[16 * n][0]);
+#pragma unroll
+            for (int i = 0; i < MF; i++)
+                nvcuda::wmma::store_matrix_sync(&sm.s[warp][16 * i][16 * n], s[i], S::BC + 4, nvcuda::wmma::mem_row_major);
         }
         __syncwarp();  // the warp's scores are in its scratch
-        // online softmax of row r: lane `half` takes columns half, half + 2, ...
+        // online softmax of row r: lane `part` takes columns part, part + LPR, ... Every row sees key
+        // k0 (k0 <= row0: both are multiples of RPW), so the new max is finite.
         const float* srow = sm.s[warp][r];
         floatX* prow = sm.p[warp][r];
         float mx = -INFINITY;
-        for (int c = half; c < 16 * nblk; c += 2)
+        for (int c = part; c < 16 * nblk; c += LPR)
             if (k0 + c <= query) mx = fmaxf(mx, srow[c] * scale);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        const float m_new = fmaxf(m, mx);  // finite: key k0 <= query is always visible
+        if (LPR == 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float m_new = fmaxf(m, mx);
         float sum = 0.0f;
-        for (int c = half; c < 16 * nblk; c += 2) {
+        for (int c = part; c < 16 * nblk; c += LPR) {
             const float p = k0 + c <= query ? expf(srow[c] * scale - m_new) : 0.0f;
             sum += p;
             prow[c] = from_float<floatX>(p);
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        if (LPR == 2) sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
         l = l * rescale + sum;
         m = m_new;
-        if (half == 0) sm.row_factor[warp][r] = rescale;
+        if (part == 0) sm.row_factor[warp][r] = rescale;
         __syncwarp();  // P and the rescale factors are written
 #pragma unroll
-        for (int d = 0; d < DB; d++) tc_scale_rows(o[d], coord, sm.row_factor[warp]);
-        tc_mma_ab<HSP>(o, &sm.p[warp][0][0], sm.v, 0, nblk);  // O += P V
+        for (int i = 0; i < MF; i++)
+#pragma unroll
+            for (int d = 0; d < DB; d++) tc_scale_rows(o[i][d], coord, &sm.row_factor[warp][16 * i]);
+        tc_mma_ab<S>(o, &sm.p[warp][0][0], sm.v, 0, nblk);  // O += P V
     }
     __syncwarp();  // every lane is done with the last tile's factors and scores
-    if (half == 0) sm.row_factor[warp][r] = 1.0f / l;
+    if (part == 0) sm.row_factor[warp][r] = 1.0f / l;
     __syncwarp();
-    floatX* orow = out + ((size_t)b * T + row0) * C + (size_t)h * HS;
 #pragma unroll
-    for (int d = 0; d < DB; d++) {
-        tc_scale_rows(o[d], coord, sm.row_factor[warp]);
-        tc_store_bf16(orow + 16 * d, C, o[d], &sm.s[warp][0][0], T - row0, HS - 16 * d);
-    }
-    if (half == 0 && query < T) lse[((size_t)b * NH + h) * T + query] = m + logf(l);
+    for (int i = 0; i < MF; i++)
+#pragma unroll
+        for (int d = 0; d < DB; d++) tc_scale_rows(o[i][d], coord, &sm.row_factor[warp][16 * i]);
+    tc_store_rows<S>(out + ((size_t)b * T + row0) * C + (size_t)h * HS, C, o, 1.0f, &sm.s[warp][0][0], row0, T, HS);
+    if (part == 0 && query < T) lse[((size_t)b * NH + h) * T + query] = m + logf(l);
 }
 
 // ------------------------------------------------------------------------------------------------
 // Backward: dq (and D) over query tiles
 
-template <int HSP>
+template <class S>
 struct TcDqSmem {
-    alignas(32) floatX k[TC_TILE][HSP + TC_PAD];         // the key tile (first, once: this block's queries)
-    alignas(32) floatX v[TC_TILE][HSP + TC_PAD];         // the value tile (first, once: this block's dout)
-    alignas(32) floatX ds[TC_WARPS][16][TC_TILE + TC_PAD];  // each warp's dS, the A operand of dS K
-    alignas(32) float scratch[TC_WARPS][16][16];
+    alignas(32) floatX k[S::BC][S::LD];                   // the key tile (first: the block's queries and dout, staged)
+    alignas(32) floatX v[S::BC][S::LD];                   // the value tile
+    alignas(32) floatX ds[S::WARPS][S::RPW][S::LDP];      // each warp's dS, the A operand of dS K
+    alignas(32) float scratch[S::WARPS][16][16];
     alignas(32) float coord[16][16];
-    float lse[TC_WARPS][16], D[TC_WARPS][16];            // of each warp's rows
+    float lse[S::WARPS][S::RPW], D[S::WARPS][S::RPW];     // of each warp's rows
 };
 
-// D_t = dout_t . out_t for this lane's row (zero if the row is past T): lane `half` takes one half of
-// the columns; both lanes of the row get the sum. Called by every lane (the shuffle needs the warp).
-template <int HSP>
-__device__ inline float tc_row_dot(const floatX* a, const floatX* b, bool valid, int HS, int half) {
+// D_t = dout_t . out_t for this lane's row (zero if the row is past T): with LPR = 2 lanes per row,
+// lane `part` takes one half of the columns and both get the sum. Called by every lane (the
+// shuffle needs the warp).
+template <class S>
+__device__ inline float tc_row_dot(const floatX* a, const floatX* b, bool valid, int HS, int part) {
+    constexpr int W = S::HSP / S::LPR;  // columns per lane
     float dot = 0.0f;
 #pragma unroll
-    for (int c = half * HSP / 2; c < (half + 1) * HSP / 2; c += 8) {
+    for (int c = part * W; c < (part + 1) * W; c += 8) {
         if (!valid || c >= HS) break;
         const xvec x = load16(a + c), y = load16(b + c);
 #pragma unroll
         for (int k = 0; k < 8; k++) dot += to_float(x[k]) * to_float(y[k]);
     }
-    return dot + __shfl_xor_sync(0xffffffffu, dot, 1);
+    if (S::LPR == 2) dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    return dot;
 }
 
-// grid (ceil(T/64), NH, B), block 128. dq into dqkv's q part, D into Dbuf (B,NH,T).
-template <int HSP>
-__global__ void __launch_bounds__(TC_THREADS) flash_attention_tc_backward_dq_kernel(
+// grid (ceil(T/BR), NH, B), block THREADS. dq into dqkv's q part, D into Dbuf (B,NH,T).
+template <class S>
+__global__ void __launch_bounds__(S::THREADS) flash_attention_tc_backward_dq_kernel(
     floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* out, const floatX* qkv, const float* lse, int T,
     int C, int NH, float scale) {
-    __shared__ TcDqSmem<HSP> sm;
-    constexpr int DB = HSP / 16;
+    __shared__ TcDqSmem<S> sm;
+    constexpr int MF = S::MF, DB = S::DB;
     const int HS = C / NH, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int row0 = qt * TC_TILE + 16 * warp;
+    const int row0 = qt * S::BR + S::RPW * warp;
     const size_t stride = (size_t)3 * C;
     const floatX* qhead = qkv + (size_t)b * T * stride + (size_t)h * HS;
     const floatX* dohead = dout + (size_t)b * T * C + (size_t)h * HS;
     const size_t bh = (size_t)b * NH + h;
 
-    TcTileRegs<HSP> kregs, vregs;
-    tc_fill_coord(sm.coord);
-    tc_tile_fetch<HSP>(kregs, qhead, stride, qt * TC_TILE, T, HS);
-    tc_tile_fetch<HSP>(vregs, dohead, C, qt * TC_TILE, T, HS);
-    tc_tile_put<HSP>(sm.k, kregs);
-    tc_tile_put<HSP>(sm.v, vregs);
-    {  // lse and D of the warp's rows, two lanes per row
-        const int r = lane / 2, query = row0 + r;
-        const float D = tc_row_dot<HSP>(dohead + (size_t)query * C, out + ((size_t)b * T + query) * C + (size_t)h * HS,
-                                        query < T, HS, lane % 2);
-        if (lane % 2 == 0) {
+    tc_fill_coord<S>(sm.coord);
+    {  // lse and D of the warp's rows, LPR lanes per row (read by this warp only, after the barriers below)
+        const int r = lane / S::LPR, query = row0 + r;
+        const float D = tc_row_dot<S>(dohead + (size_t)query * C, out + ((size_t)b * T + query) * C + (size_t)h * HS,
+                                      query < T, HS, lane % S::LPR);
+        if (lane % S::LPR == 0) {
             sm.D[warp][r] = D;
             sm.lse[warp][r] = query < T ? lse[bh * T + query] : 0.0f;
             if (query < T) Dbuf[bh * T + query] = D;
         }
     }
-    __syncthreads();  // queries, dout rows, coordinates, lse and D in shared memory
-    TcFragA qf[DB], dof[DB];
-    tc_load_rows<HSP>(qf, sm.k, warp);
-    tc_load_rows<HSP>(dof, sm.v, warp);
-    TcFragC coord, dq[DB];
+    TcFragA qf[MF][DB], dof[MF][DB];
+    tc_own_fragments<S>(qf, sm.k, qhead, stride, qt * S::BR, T, HS, warp);
+    tc_own_fragments<S>(dof, sm.k, dohead, C, qt * S::BR, T, HS, warp);
+    TcFragC coord, dq[MF][DB];
     nvcuda::wmma::load_matrix_sync(coord, &sm.coord[0][0], 16, nvcuda::wmma::mem_row_major);
 #pragma unroll
-    for (int d = 0; d < DB; d++) nvcuda::wmma::fill_fragment(dq[d], 0.0f);
+    for (int i = 0; i < MF; i++)
+#pragma unroll
+        for (int d = 0; d < DB; d++) nvcuda::wmma::fill_fragment(dq[i][d], 0.0f);
 
-    tc_tile_fetch<HSP>(kregs, qhead + C, stride, 0, T, HS);
-    tc_tile_fetch<HSP>(vregs, qhead + 2 * C, stride, 0, T, HS);
-    for (int kt = 0; kt <= qt; kt++) {
+    const int ntiles = min(CEIL_DIV(qt * S::BR + S::BR, S::BC), CEIL_DIV(T, S::BC));
+    TcTileRegs<S> kregs, vregs;
+    tc_tile_fetch<S>(kregs, qhead + C, stride, 0, T, HS);
+    tc_tile_fetch<S>(vregs, qhead + 2 * C, stride, 0, T, HS);
+    for (int kt = 0; kt < ntiles; kt++) {
         __syncthreads();  // every warp is done with the previous tile (the first time: with q and dout)
-        tc_tile_put<HSP>(sm.k, kregs);
-        tc_tile_put<HSP>(sm.v, vregs);
+        tc_tile_put<S>(sm.k, kregs);
+        tc_tile_put<S>(sm.v, vregs);
         __syncthreads();  // key and value tile kt complete
-        if (kt < qt) {
-            tc_tile_fetch<HSP>(kregs, qhead + C, stride, (kt + 1) * TC_TILE, T, HS);
-            tc_tile_fetch<HSP>(vregs, qhead + 2 * C, stride, (kt + 1) * TC_TILE, T, HS);
+        if (kt + 1 < ntiles) {
+            tc_tile_fetch<S>(kregs, qhead + C, stride, (kt + 1) * S::BC, T, HS);
+            tc_tile_fetch<S>(vregs, qhead + 2 * C, stride, (kt + 1) * S::BC, T, HS);
         }
-        const int k0 = kt * TC_TILE;
-        const int nblk = kt == qt ? warp + 1 : TC_WARPS;
+        const int k0 = kt * S::BC;
+        const int nblk = tc_blocks_up_to<S>(k0, row0 + S::RPW - 1);
         for (int n = 0; n < nblk; n++) {
-            TcFragC s, dp;
-            tc_mma_abt<HSP>(s, qf, &sm.k[16 * n][0]);   // S = Q K^T
-            tc_mma_abt<HSP>(dp, dof, &sm.v[16 * n][0]); // dP = dout V^T
+            TcFragC s[MF], dp[MF];
+            tc_mma_abt<S>(s, qf, &sm.k[16 * n][0]);    // S = Q K^T
+            tc_mma_abt<S>(dp, dof, &sm.v[16 * n][0]);  // dP = dout V^T
 #pragma unroll
-            for (int e = 0; e < s.num_elements; e++) {   // dS = P * (dP - D), into s
-                const int r = tc_row(coord, e), key = k0 + 16 * n + tc_col(coord, e);
-                const float p = key <= row0 + r ? expf(s.x[e] * scale - sm.lse[warp][r]) : 0.0f;
-                s.x[e] = p * (dp.x[e] - sm.D[warp][r]);
+            for (int i = 0; i < MF; i++) {
+#pragma unroll
+                for (int e = 0; e < s[i].num_elements; e++) {  // dS = P * (dP - D), into s
+                    const int r = 16 * i + tc_row(coord, e), key = k0 + 16 * n + tc_col(coord, e);
+                    const float p = key <= row0 + r ? expf(s[i].x[e] * scale - sm.lse[warp][r]) : 0.0f;
+                    s[i].x[e] = p * (dp[i].x[e] - sm.D[warp][r]);
+                }
+                tc_store_bf16(&sm.ds[warp][16 * i][16 * n], S::LDP, s[i], &sm.scratch[warp][0][0], 16, 16);
             }
-            tc_store_bf16(&sm.ds[warp][0][16 * n], TC_TILE + TC_PAD, s, &sm.scratch[warp][0][0], 16, 16);
         }
-        tc_mma_ab<HSP>(dq, &sm.ds[warp][0][0], sm.k, 0, nblk);  // dQ += dS K
+        tc_mma_ab<S>(dq, &sm.ds[warp][0][0], sm.k, 0, nblk);  // dQ += dS K
     }
-    floatX* dqrow = dqkv + ((size_t)b * T + row0) * stride + (size_t)h * HS;
-#pragma unroll
-    for (int d = 0; d < DB; d++) {
-#pragma unroll
-        for (int e = 0; e < dq[d].num_elements; e++) dq[d].x[e] *= scale;
-        tc_store_bf16(dqrow + 16 * d, stride, dq[d], &sm.scratch[warp][0][0], T - row0, HS - 16 * d);
-    }
+    tc_store_rows<S>(dqkv + ((size_t)b * T + row0) * stride + (size_t)h * HS, stride, dq, scale,
+                     &sm.scratch[warp][0][0], row0, T, HS);
 }
 
 // ------------------------------------------------------------------------------------------------
 // Backward: dk, dv over key tiles
 
-template <int HSP>
+template <class S>
 struct TcDkdvSmem {
-    alignas(32) floatX q[TC_TILE][HSP + TC_PAD];          // the query tile (first, once: this block's keys)
-    alignas(32) floatX dout[TC_TILE][HSP + TC_PAD];       // the dout tile (first, once: this block's values)
-    alignas(32) floatX p[TC_WARPS][16][TC_TILE + TC_PAD];   // each warp's P^T (its keys x the tile's queries)
-    alignas(32) floatX ds[TC_WARPS][16][TC_TILE + TC_PAD];  // each warp's dS^T
-    alignas(32) float scratch[TC_WARPS][16][16];
+    alignas(32) floatX q[S::BC][S::LD];                   // the query tile (first: the block's keys, staged)
+    alignas(32) floatX dout[S::BC][S::LD];                // the dout tile
+    alignas(32) floatX p[S::WARPS][S::RPW][S::LDP];       // each warp's P^T (its keys x the tile's queries)
+    alignas(32) floatX ds[S::WARPS][S::RPW][S::LDP];      // each warp's dS^T
+    alignas(32) float scratch[S::WARPS][16][16];
     alignas(32) float coord[16][16];
-    float lse[TC_TILE], D[TC_TILE];                       // of the query tile
+    float lse[S::BC], D[S::BC];                           // of the query tile
 };
 
-// grid (ceil(T/64), NH, B), block 128; needs D from the dq kernel. dk, dv into dqkv's k and v parts.
-template <int HSP>
-__global__ void __launch_bounds__(TC_THREADS) flash_attention_tc_backward_dkdv_kernel(
+// grid (ceil(T/BR), NH, B), block THREADS; needs D from the dq kernel. dk, dv into dqkv's k and v parts.
+template <class S>
+__global__ void __launch_bounds__(S::THREADS) flash_attention_tc_backward_dkdv_kernel(
     floatX* dqkv, const float* Dbuf, const floatX* dout, const floatX* qkv, const float* lse, int T, int C, int NH,
     float scale) {
-    __shared__ TcDkdvSmem<HSP> sm;
-    constexpr int DB = HSP / 16;
+    __shared__ TcDkdvSmem<S> sm;
+    constexpr int MF = S::MF, DB = S::DB;
     const int HS = C / NH, h = blockIdx.y, b = blockIdx.z;
-    const int kt = blockIdx.x, ntiles = gridDim.x;  // this block's key tile; query tiles kt..ntiles-1 see it
+    const int kt = blockIdx.x;  // this block's key tile (the longest first): query tiles from its first key on see it
     const int warp = threadIdx.x / WARP_SIZE;
-    const int row0 = kt * TC_TILE + 16 * warp;       // this warp's first key
+    const int row0 = kt * S::BR + S::RPW * warp;  // this warp's first key
     const size_t stride = (size_t)3 * C;
     const floatX* qhead = qkv + (size_t)b * T * stride + (size_t)h * HS;
     const floatX* dohead = dout + (size_t)b * T * C + (size_t)h * HS;
     const size_t bh = (size_t)b * NH + h;
-    // threads 0..63 carry the query tile's lse, 64..127 its D
-    const float* stat_src = threadIdx.x < TC_TILE ? lse + bh * T : Dbuf + bh * T;
-    float* stat_dst = threadIdx.x < TC_TILE ? &sm.lse[threadIdx.x] : &sm.D[threadIdx.x - TC_TILE];
-    const int stat_i = threadIdx.x % TC_TILE;
+    // threads 0..BC-1 carry the query tile's lse, BC..2BC-1 its D, the others nothing
+    const bool carries = threadIdx.x < 2 * S::BC;
+    const float* stat_src = threadIdx.x < S::BC ? lse + bh * T : Dbuf + bh * T;
+    float* stat_dst = threadIdx.x < S::BC ? &sm.lse[threadIdx.x] : &sm.D[(threadIdx.x - S::BC) % S::BC];
+    const int stat_i = threadIdx.x % S::BC;
 
-    TcTileRegs<HSP> qregs, doregs;
-    tc_fill_coord(sm.coord);
-    tc_tile_fetch<HSP>(qregs, qhead + C, stride, kt * TC_TILE, T, HS);
-    tc_tile_fetch<HSP>(doregs, qhead + 2 * C, stride, kt * TC_TILE, T, HS);
-    tc_tile_put<HSP>(sm.q, qregs);
-    tc_tile_put<HSP>(sm.dout, doregs);
-    __syncthreads();  // keys, values and coordinates in shared memory
-    TcFragA kf[DB], vf[DB];
-    tc_load_rows<HSP>(kf, sm.q, warp);
-    tc_load_rows<HSP>(vf, sm.dout, warp);
-    TcFragC coord, dk[DB], dv[DB];
+    tc_fill_coord<S>(sm.coord);
+    TcFragA kf[MF][DB], vf[MF][DB];
+    tc_own_fragments<S>(kf, sm.q, qhead + C, stride, kt * S::BR, T, HS, warp);
+    tc_own_fragments<S>(vf, sm.q, qhead + 2 * C, stride, kt * S::BR, T, HS, warp);
+    TcFragC coord, dk[MF][DB], dv[MF][DB];
     nvcuda::wmma::load_matrix_sync(coord, &sm.coord[0][0], 16, nvcuda::wmma::mem_row_major);
 #pragma unroll
-    for (int d = 0; d < DB; d++) {
-        nvcuda::wmma::fill_fragment(dk[d], 0.0f);
-        nvcuda::wmma::fill_fragment(dv[d], 0.0f);
-    }
+    for (int i = 0; i < MF; i++)
+#pragma unroll
+        for (int d = 0; d < DB; d++) {
+            nvcuda::wmma::fill_fragment(dk[i][d], 0.0f);
+            nvcuda::wmma::fill_fragment(dv[i][d], 0.0f);
+        }
 
-    tc_tile_fetch<HSP>(qregs, qhead, stride, kt * TC_TILE, T, HS);
-    tc_tile_fetch<HSP>(doregs, dohead, C, kt * TC_TILE, T, HS);
-    float stat = kt * TC_TILE + stat_i < T ? stat_src[kt * TC_TILE + stat_i] : 0.0f;
-    for (int qt = kt; qt < ntiles; qt++) {
+    const int first = kt * S::BR / S::BC, ntiles = CEIL_DIV(T, S::BC);  // the query tiles that see a key here
+    TcTileRegs<S> qregs, doregs;
+    tc_tile_fetch<S>(qregs, qhead, stride, first * S::BC, T, HS);
+    tc_tile_fetch<S>(doregs, dohead, C, first * S::BC, T, HS);
+    float stat = carries && first * S::BC + stat_i < T ? stat_src[first * S::BC + stat_i] : 0.0f;
+    for (int qt = first; qt < ntiles; qt++) {
         __syncthreads();  // every warp is done with the previous tile (the first time: with k and v)
-        tc_tile_put<HSP>(sm.q, qregs);
-        tc_tile_put<HSP>(sm.dout, doregs);
-        *stat_dst = stat;
+        tc_tile_put<S>(sm.q, qregs);
+        tc_tile_put<S>(sm.dout, doregs);
+        if (carries) *stat_dst = stat;
         __syncthreads();  // query tile qt, its dout, lse and D complete
         if (qt + 1 < ntiles) {
-            const int next = (qt + 1) * TC_TILE;
-            tc_tile_fetch<HSP>(qregs, qhead, stride, next, T, HS);
-            tc_tile_fetch<HSP>(doregs, dohead, C, next, T, HS);
-            stat = next + stat_i < T ? stat_src[next + stat_i] : 0.0f;
+            const int next = (qt + 1) * S::BC;
+            tc_tile_fetch<S>(qregs, qhead, stride, next, T, HS);
+            tc_tile_fetch<S>(doregs, dohead, C, next, T, HS);
+            stat = carries && next + stat_i < T ? stat_src[next + stat_i] : 0.0f;
         }
-        const int i0 = qt * TC_TILE;
-        const int nfirst = qt == kt ? warp : 0;  // 16-query blocks not entirely before this warp's keys
-        for (int n = nfirst; n < TC_WARPS; n++) {
-            TcFragC st, dpt;
-            tc_mma_abt<HSP>(st, kf, &sm.q[16 * n][0]);       // S^T = K Q^T
-            tc_mma_abt<HSP>(dpt, vf, &sm.dout[16 * n][0]);   // dP^T = V dout^T
+        const int i0 = qt * S::BC;
+        // 16-query blocks not entirely before this warp's first key (row0 - i0 is a multiple of 16)
+        const int nfirst = min(S::NB, max(0, (row0 - i0) / 16));
+        for (int n = nfirst; n < S::NB; n++) {
+            TcFragC st[MF], dpt[MF];
+            tc_mma_abt<S>(st, kf, &sm.q[16 * n][0]);      // S^T = K Q^T
+            tc_mma_abt<S>(dpt, vf, &sm.dout[16 * n][0]);  // dP^T = V dout^T
 #pragma unroll
-            for (int e = 0; e < st.num_elements; e++) {      // P^T into st, dS^T into dpt
-                const int c = 16 * n + tc_col(coord, e), query = i0 + c, key = row0 + tc_row(coord, e);
-                const float p = key <= query && query < T ? expf(st.x[e] * scale - sm.lse[c]) : 0.0f;
-                st.x[e] = p;
-                dpt.x[e] = p * (dpt.x[e] - sm.D[c]);
+            for (int i = 0; i < MF; i++) {
+#pragma unroll
+                for (int e = 0; e < st[i].num_elements; e++) {  // P^T into st, dS^T into dpt
+                    const int c = 16 * n + tc_col(coord, e), query = i0 + c, key = row0 + 16 * i + tc_row(coord, e);
+                    const float p = key <= query && query < T ? expf(st[i].x[e] * scale - sm.lse[c]) : 0.0f;
+                    st[i].x[e] = p;
+                    dpt[i].x[e] = p * (dpt[i].x[e] - sm.D[c]);
+                }
+                tc_store_bf16(&sm.p[warp][16 * i][16 * n], S::LDP, st[i], &sm.scratch[warp][0][0], 16, 16);
+                tc_store_bf16(&sm.ds[warp][16 * i][16 * n], S::LDP, dpt[i], &sm.scratch[warp][0][0], 16, 16);
             }
-            tc_store_bf16(&sm.p[warp][0][16 * n], TC_TILE + TC_PAD, st, &sm.scratch[warp][0][0], 16, 16);
-            tc_store_bf16(&sm.ds[warp][0][16 * n], TC_TILE + TC_PAD, dpt, &sm.scratch[warp][0][0], 16, 16);
         }
-        tc_mma_ab<HSP>(dv, &sm.p[warp][0][0], sm.dout, nfirst, TC_WARPS);  // dV += P^T dout
-        tc_mma_ab<HSP>(dk, &sm.ds[warp][0][0], sm.q, nfirst, TC_WARPS);    // dK += dS^T Q
+        tc_mma_ab<S>(dv, &sm.p[warp][0][0], sm.dout, nfirst, S::NB);  // dV += P^T dout
+        tc_mma_ab<S>(dk, &sm.ds[warp][0][0], sm.q, nfirst, S::NB);    // dK += dS^T Q
     }
     floatX* krow = dqkv + ((size_t)b * T + row0) * stride + (size_t)h * HS;
-#pragma unroll
-    for (int d = 0; d < DB; d++) {
-#pragma unroll
-        for (int e = 0; e < dk[d].num_elements; e++) dk[d].x[e] *= scale;
-        tc_store_bf16(krow + C + 16 * d, stride, dk[d], &sm.scratch[warp][0][0], T - row0, HS - 16 * d);
-        tc_store_bf16(krow + 2 * C + 16 * d, stride, dv[d], &sm.scratch[warp][0][0], T - row0, HS - 16 * d);
-    }
+    tc_store_rows<S>(krow + C, stride, dk, scale, &sm.scratch[warp][0][0], row0, T, HS);
+    tc_store_rows<S>(krow + 2 * C, stride, dv, 1.0f, &sm.scratch[warp][0][0], row0, T, HS);
 }
 
 // ------------------------------------------------------------------------------------------------
 // Host side: the same interface and shape rule as the portable path (flash_attention.cuh), whose
-// lse and scratch sizes apply unchanged.
+// lse and scratch sizes apply unchanged. Shape: a variant (TcRows16, TcRows32), instantiated for
+// the padded head dimension HS needs.
 
 // out(B,T,C) from qkv(B,T,3C); lse(B,NH,T) for the backward
-static void flash_attention_tc_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
-                                       cudaStream_t stream) {
+template <template <int> class Shape>
+static void flash_attention_tc_forward_with(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                            cudaStream_t stream) {
     flash_attention_check_shapes(T, C, NH);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
-    dim3 grid(CEIL_DIV(T, TC_TILE), NH, B);
-    if (HS <= 32) flash_attention_tc_forward_kernel<32><<<grid, TC_THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
-    else flash_attention_tc_forward_kernel<64><<<grid, TC_THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
+    if (HS <= 32) {
+        typedef Shape<32> S;
+        flash_attention_tc_forward_kernel<S><<<dim3(CEIL_DIV(T, S::BR), NH, B), S::THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
+    } else {
+        typedef Shape<64> S;
+        flash_attention_tc_forward_kernel<S><<<dim3(CEIL_DIV(T, S::BR), NH, B), S::THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
+    }
+    cudaCheckLaunch();
+}
+
+// the two backward kernels of one padded head dimension: dq (and D) with shape SQ, then dk, dv with shape SK
+template <class SQ, class SK>
+static void flash_attention_tc_backward_launch(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
+                                               const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                               float scale, cudaStream_t stream) {
+    flash_attention_tc_backward_dq_kernel<SQ><<<dim3(CEIL_DIV(T, SQ::BR), NH, B), SQ::THREADS, 0, stream>>>(
+        dqkv, Dbuf, dout, out, qkv, lse, T, C, NH, scale);
+    cudaCheckLaunch();
+    flash_attention_tc_backward_dkdv_kernel<SK><<<dim3(CEIL_DIV(T, SK::BR), NH, B), SK::THREADS, 0, stream>>>(
+        dqkv, Dbuf, dout, qkv, lse, T, C, NH, scale);
     cudaCheckLaunch();
 }
 
 // dqkv(B,T,3C) (overwritten) from dout(B,T,C), and the forward's qkv, out and lse. Dbuf: scratch.
-static void flash_attention_tc_backward(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
-                                        const floatX* out, const float* lse, int B, int T, int C, int NH,
-                                        cudaStream_t stream) {
+// ShapeDq for the dq kernel, ShapeDkdv for the dk/dv kernel.
+template <template <int> class ShapeDq, template <int> class ShapeDkdv>
+static void flash_attention_tc_backward_with(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
+                                             const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                             cudaStream_t stream) {
     flash_attention_check_shapes(T, C, NH);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
-    dim3 grid(CEIL_DIV(T, TC_TILE), NH, B);
-    if (HS <= 32) {
-        flash_attention_tc_backward_dq_kernel<32><<<grid, TC_THREADS, 0, stream>>>(dqkv, Dbuf, dout, out, qkv, lse, T, C, NH, scale);
-        cudaCheckLaunch();
-        flash_attention_tc_backward_dkdv_kernel<32><<<grid, TC_THREADS, 0, stream>>>(dqkv, Dbuf, dout, qkv, lse, T, C, NH, scale);
-    } else {
-        flash_attention_tc_backward_dq_kernel<64><<<grid, TC_THREADS, 0, stream>>>(dqkv, Dbuf, dout, out, qkv, lse, T, C, NH, scale);
-        cudaCheckLaunch();
-        flash_attention_tc_backward_dkdv_kernel<64><<<grid, TC_THREADS, 0, stream>>>(dqkv, Dbuf, dout, qkv, lse, T, C, NH, scale);
-    }
-    cudaCheckLaunch();
+    if (HS <= 32) flash_attention_tc_backward_launch<ShapeDq<32>, ShapeDkdv<32>>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, scale, stream);
+    else flash_attention_tc_backward_launch<ShapeDq<64>, ShapeDkdv<64>>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, scale, stream);
+}
+
+// the trainer's entry points: the default variant
+static void flash_attention_tc_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                       cudaStream_t stream) {
+    flash_attention_tc_forward_with<TcDefault>(out, lse, qkv, B, T, C, NH, stream);
+}
+static void flash_attention_tc_backward(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
+                                        const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                        cudaStream_t stream) {
+    flash_attention_tc_backward_with<TcDefault, TcDkdvDefault>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, stream);
 }
 
 #endif  // ENABLE_BF16
