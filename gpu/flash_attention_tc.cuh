@@ -63,13 +63,14 @@
 
 #define TC_PAD 8  // bf16 padding per shared row: rows shift by 16 bytes, fewer bank conflicts
 
-// A kernel variant's shape, all compile-time: HSP the padded head dimension (32 or 64); RPW rows
-// per warp (16 or 32: one or two 16-row A fragments); WARPS warps per block, which owns BR = RPW *
-// WARPS rows; BC rows per streamed tile (a multiple of RPW, so a warp's rows sit in one tile when
-// the block stages its own rows through it)
-template <int HSP_, int RPW_, int WARPS_, int BC_>
+// A kernel's shape, all compile-time: HSP the padded head dimension (32 or 64); RPW rows per warp
+// (16 or 32: one or two 16-row A fragments); WARPS warps per block, which owns BR = RPW * WARPS
+// rows; BC rows per streamed tile (a multiple of RPW, so a warp's rows sit in one tile when the
+// block stages its own rows through it); MINB the blocks per SM the kernel is compiled for
+// (__launch_bounds__: ptxas keeps registers <= 65536 / (MINB * THREADS), 168 for 3 blocks of 128)
+template <int HSP_, int RPW_, int WARPS_, int BC_, int MINB_>
 struct TcShape {
-    static constexpr int HSP = HSP_, RPW = RPW_, WARPS = WARPS_, BC = BC_;
+    static constexpr int HSP = HSP_, RPW = RPW_, WARPS = WARPS_, BC = BC_, MINB = MINB_;
     static constexpr int MF = RPW / 16;              // 16-row fragments per warp
     static constexpr int LPR = WARP_SIZE / RPW;      // lanes per row in the row-wise loops (softmax, D)
     static constexpr int THREADS = WARPS * WARP_SIZE;
@@ -83,14 +84,25 @@ struct TcShape {
     static_assert(BC * HSP / 8 % THREADS == 0, "a tile is a whole number of 16-byte vectors per thread");
     static_assert(THREADS >= 2 * BC, "the dk/dv kernel's threads carry one lse or D each");
 };
-// The variants: 16 rows per warp with 64-row tiles (the first version), and 32 rows per warp with
-// 32-row tiles (half the shared-memory reads per FLOP; the tile shrinks so that the static shared
-// memory stays under 48 KB). dev/cuda/attention.cu checks and times both; TcDefault is used by the
-// trainer (see "Which variant" above).
-template <int HSP> using TcRows16 = TcShape<HSP, 16, 4, 64>;
-template <int HSP> using TcRows32 = TcShape<HSP, 32, 4, 32>;
+// The variants: the shapes of the three kernels. dev/cuda/attention.cu checks and times both; the
+// trainer uses TcDefault (the header's "Which variant" says why).
+//   TcRows16: 16 rows per warp in every kernel (the first version's forward; dq and dk/dv stream
+//     32-row tiles, whose smaller register prefetch keeps them at 168 registers without spills).
+//   TcRows32: 32 rows per warp in the forward and dq kernels: every B fragment read from shared
+//     memory feeds two products, half the shared-memory reads per FLOP; the streamed tile is 32 rows
+//     (static shared memory under 48 KB). dq needs up to 255 registers: 2 blocks per SM. The dk/dv
+//     kernel stays at 16 rows: 32 would hold 192 registers of fragments (K, V, dK, dV) alone.
+template <int HSP> struct TcRows16 {
+    typedef TcShape<HSP, 16, 4, 64, 3> Forward;
+    typedef TcShape<HSP, 16, 4, 32, 3> Dq;
+    typedef TcShape<HSP, 16, 4, 32, 3> Dkdv;
+};
+template <int HSP> struct TcRows32 {
+    typedef TcShape<HSP, 32, 4, 32, 3> Forward;
+    typedef TcShape<HSP, 32, 4, 32, 2> Dq;
+    typedef TcShape<HSP, 16, 4, 32, 3> Dkdv;
+};
 template <int HSP> using TcDefault = TcRows32<HSP>;
-template <int HSP> using TcDkdvDefault = TcRows16<HSP>;
 
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> TcFragA;
 // B operand from a row-major tile X: TcFragB reads B = X (element (k,n) at x[k*ld + n]); TcFragBT
@@ -259,7 +271,7 @@ struct TcForwardSmem {
 
 // grid (ceil(T/BR), NH, B), block THREADS
 template <class S>
-__global__ void __launch_bounds__(S::THREADS) flash_attention_tc_forward_kernel(floatX* out, float* lse,
+__global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_forward_kernel(floatX* out, float* lse,
                                                                                 const floatX* qkv, int T, int C,
                                                                                 int NH, float scale) {
     __shared__ TcForwardSmem<S> sm;
@@ -380,7 +392,7 @@ __device__ inline float tc_row_dot(const floatX* a, const floatX* b, bool valid,
 
 // grid (ceil(T/BR), NH, B), block THREADS. dq into dqkv's q part, D into Dbuf (B,NH,T).
 template <class S>
-__global__ void __launch_bounds__(S::THREADS) flash_attention_tc_backward_dq_kernel(
+__global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_backward_dq_kernel(
     floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* out, const floatX* qkv, const float* lse, int T,
     int C, int NH, float scale) {
     __shared__ TcDqSmem<S> sm;
@@ -467,7 +479,7 @@ struct TcDkdvSmem {
 
 // grid (ceil(T/BR), NH, B), block THREADS; needs D from the dq kernel. dk, dv into dqkv's k and v parts.
 template <class S>
-__global__ void __launch_bounds__(S::THREADS) flash_attention_tc_backward_dkdv_kernel(
+__global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_backward_dkdv_kernel(
     floatX* dqkv, const float* Dbuf, const floatX* dout, const floatX* qkv, const float* lse, int T, int C, int NH,
     float scale) {
     __shared__ TcDkdvSmem<S> sm;
@@ -547,21 +559,21 @@ __global__ void __launch_bounds__(S::THREADS) flash_attention_tc_backward_dkdv_k
 
 // ------------------------------------------------------------------------------------------------
 // Host side: the same interface and shape rule as the portable path (flash_attention.cuh), whose
-// lse and scratch sizes apply unchanged. Shape: a variant (TcRows16, TcRows32), instantiated for
-// the padded head dimension HS needs.
+// lse and scratch sizes apply unchanged. Variant: TcRows16 or TcRows32, instantiated for the
+// padded head dimension HS needs.
 
 // out(B,T,C) from qkv(B,T,3C); lse(B,NH,T) for the backward
-template <template <int> class Shape>
+template <template <int> class Variant>
 static void flash_attention_tc_forward_with(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
                                             cudaStream_t stream) {
     flash_attention_check_shapes(T, C, NH);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     if (HS <= 32) {
-        typedef Shape<32> S;
+        typedef typename Variant<32>::Forward S;
         flash_attention_tc_forward_kernel<S><<<dim3(CEIL_DIV(T, S::BR), NH, B), S::THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
     } else {
-        typedef Shape<64> S;
+        typedef typename Variant<64>::Forward S;
         flash_attention_tc_forward_kernel<S><<<dim3(CEIL_DIV(T, S::BR), NH, B), S::THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
     }
     cudaCheckLaunch();
@@ -581,16 +593,15 @@ static void flash_attention_tc_backward_launch(floatX* dqkv, float* Dbuf, const 
 }
 
 // dqkv(B,T,3C) (overwritten) from dout(B,T,C), and the forward's qkv, out and lse. Dbuf: scratch.
-// ShapeDq for the dq kernel, ShapeDkdv for the dk/dv kernel.
-template <template <int> class ShapeDq, template <int> class ShapeDkdv>
+template <template <int> class Variant>
 static void flash_attention_tc_backward_with(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
                                              const floatX* out, const float* lse, int B, int T, int C, int NH,
                                              cudaStream_t stream) {
     flash_attention_check_shapes(T, C, NH);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
-    if (HS <= 32) flash_attention_tc_backward_launch<ShapeDq<32>, ShapeDkdv<32>>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, scale, stream);
-    else flash_attention_tc_backward_launch<ShapeDq<64>, ShapeDkdv<64>>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, scale, stream);
+    if (HS <= 32) flash_attention_tc_backward_launch<typename Variant<32>::Dq, typename Variant<32>::Dkdv>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, scale, stream);
+    else flash_attention_tc_backward_launch<typename Variant<64>::Dq, typename Variant<64>::Dkdv>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, scale, stream);
 }
 
 // the trainer's entry points: the default variant
@@ -601,7 +612,7 @@ static void flash_attention_tc_forward(floatX* out, float* lse, const floatX* qk
 static void flash_attention_tc_backward(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
                                         const floatX* out, const float* lse, int B, int T, int C, int NH,
                                         cudaStream_t stream) {
-    flash_attention_tc_backward_with<TcDefault, TcDkdvDefault>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, stream);
+    flash_attention_tc_backward_with<TcDefault>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, stream);
 }
 
 #endif  // ENABLE_BF16

@@ -99,15 +99,14 @@ static const FlashPath kPortable = {"flash_attention", flash_attention_forward, 
 // over a row's keys, so normwise the error stays near one rounding (~3e-3); single elements where
 // terms cancel get wider per-element bounds.
 // Two variants of it (gpu/flash_attention_tc.cuh), the same math in different tilings, checked and
-// timed side by side so that a GPU run shows which is faster: 16 rows per warp (64-row tiles) and 32
-// rows per warp (32-row tiles) in the forward and dq kernels; both use the dk/dv kernel's default
-// shape. The default variant is what the trainer uses.
+// timed side by side so that a GPU run shows which is faster: 16 or 32 rows per warp in the forward
+// and dq kernels (TcRows16, TcRows32). The trainer uses TcDefault, one of them.
 static const FlashTolerances kTensorCoreTol = {1.5e-2, 2e-2, 6e-3, 2e-2, 4e-2, 1e-2};
 static const FlashPath kTensorCoreVariants[] = {
     {"flash_attention_tc_rows16", flash_attention_tc_forward_with<TcRows16>,
-     flash_attention_tc_backward_with<TcRows16, TcDkdvDefault>, kTensorCoreTol},
+     flash_attention_tc_backward_with<TcRows16>, kTensorCoreTol},
     {"flash_attention_tc_rows32", flash_attention_tc_forward_with<TcRows32>,
-     flash_attention_tc_backward_with<TcRows32, TcDkdvDefault>, kTensorCoreTol},
+     flash_attention_tc_backward_with<TcRows32>, kTensorCoreTol},
 };
 #endif
 struct FlashResult {
