@@ -9,27 +9,43 @@
 // are zeros in shared memory, are masked, and are never stored. BF16 builds only (WMMA has no fp32
 // inputs; the FP32 build uses the portable path).
 //
-// Tiling. A block is 4 warps (128 threads) and owns a tile of 64 rows, 16 per warp: query rows in
-// the forward and dq kernels, key rows in the dk/dv kernel. Its own rows' operands (q and dout, or
-// k and v) are loaded once into each warp's A fragments and stay in registers; the other side
-// streams through shared memory in tiles of 64 rows (one buffer), fetched into registers one tile
-// ahead so the global loads of tile i+1 are in flight while tile i is multiplied:
-//     forward (grid ceil(T/64) x NH x B):  per key tile
-//         S = Q K^T (16 x 64 per warp) -> shared memory; two lanes per row run the online softmax
-//         (row max, p = exp(s - m), l, the rescale exp(m_old - m_new)); P -> bf16 in shared memory;
-//         O = O * rescale + P V, O in fp32 accumulator fragments for the whole loop.
+// Tiling. A kernel's shape is compile-time (TcShape): a block is WARPS warps and owns BR = RPW *
+// WARPS rows, RPW = 16 or 32 per warp (one or two 16-row A fragments): query rows in the forward
+// and dq kernels, key rows in the dk/dv kernel. Its own rows' operands (q and dout, or k and v) are
+// staged through shared memory once into each warp's A fragments and stay in registers; the other
+// side streams through shared memory in tiles of BC rows (one buffer), fetched into registers one
+// tile ahead so the global loads of tile i+1 are in flight while tile i is multiplied:
+//     forward (grid ceil(T/BR) x NH x B):  per key tile
+//         S = Q K^T (RPW x BC per warp) -> shared memory; 32/RPW lanes per row run the online
+//         softmax (row max, p = exp(s - m), l, the rescale exp(m_old - m_new)); P -> bf16 in shared
+//         memory; O = O * rescale + P V, O in fp32 accumulator fragments for the whole loop.
 //     dq (over query tiles):  per key tile  S = Q K^T, dP = dout V^T, dS = P * (dP - D), dQ += dS K;
 //         also D = rowsum(dout * out), written for the dk/dv kernel.
 //     dk, dv (over key tiles): per query tile  S^T = K Q^T, dP^T = V dout^T, dV += P^T dout,
 //         dK += dS^T Q.
-// Why this shape: 16 rows are one fragment's height, so a warp's rows need no exchange with other
-// warps; four warps share every streamed tile (loaded once per block, read by each warp from shared
-// memory); 128 threads, <= 240 registers and < 48 KB of shared memory let 2-3 blocks share an SM.
+// Why these shapes. A warp's rows are whole fragments, so they need no exchange with other warps;
+// all warps of a block share every streamed tile (fetched once per block, read by each warp from
+// shared memory). What limits a WMMA kernel here is shared memory: every B fragment a warp reads
+// (512 bytes) feeds one product per 16 own rows, so 32 rows per warp read half the bytes per FLOP
+// of 16 (forward ~84 against ~122 bytes per KFLOP, dq ~66 against ~102, counting the S and dS
+// round trips through shared memory as well). The price is registers: the dq kernel at 32 rows
+// holds Q, dout (A) and dQ (accumulators) for two fragments, up to 255 registers, 2 blocks per SM;
+// the dk/dv kernel at 32 rows would need 192 registers for K, V, dK, dV alone, so it stays at 16.
+// Streamed tiles of 32 rows keep the static shared memory under 48 KB (no opt-in) with 32 own
+// rows per warp, and halve the register prefetch (16 registers instead of 32), which brings dq and
+// dk/dv to 168 registers, 3 blocks of 4 warps per SM. The variants (TcRows16, TcRows32) are checked
+// and timed side by side by dev/cuda/attention.cu.
+// Which variant: TcDefault = TcRows32, from an estimate (no GPU measured it yet): for GPT-2 124M,
+// B=16 T=1024, shared-memory traffic per step ~60 GB (TcRows16 ~72 GB) at 128 bytes per clock per
+// SM is ~4.1 ms (~5.0 ms) at full shared-memory speed, more than the tensor cores need (~1.4 TFLOP
+// executed, ~2 ms at mma.sync's practical rate). Replace it when dev/cuda/attention.cu on a GPU says
+// otherwise.
 // Each output element has one owner and the products run in a fixed order: no atomics, the same
-// bits on every run. Causality: the query tile t sees key tiles 0..t; on the diagonal tile a warp
-// skips the 16-blocks entirely in its future (uniform across the warp), and elements above the
-// diagonal are masked element by element. Blocks of the forward and dq kernels start with the last
-// query tiles, which have the most work, so the short ones fill the tail.
+// bits on every run. Causality: the query tile t sees the key tiles up to its last query; on the
+// diagonal a warp skips the 16-blocks entirely in its future (uniform across the warp; a warp whose
+// rows all precede a tile skips the tile), and elements above the diagonal are masked element by
+// element. Blocks of the forward and dq kernels start with the last query tiles, which have the
+// most work, and those of the dk/dv kernel with the first key tiles, so the short ones fill the tail.
 //
 // Fragments are opaque: CUDA does not say which lane holds which element. Two things get around
 // that without assuming a mapping. (1) Elementwise math on accumulators needs each element's row
@@ -47,13 +63,16 @@
 // every bf16 tensor-core attention. lse is fp32 throughout.
 //
 // Synchronization: __syncthreads only around the shared tiles (every warp done reading the old
-// tile before it is overwritten; the new tile complete before anyone reads it); __syncwarp where a
-// warp's lanes hand each other data through their own scratch (scores, P, dS, row factors).
-// Shared memory per block (HSP = 64): forward 46,336 B, dq 33,280 B, dk/dv 42,496 B: static, under
-// the 48 KB that needs no opt-in.
-// Not done, for speed on sm_90: 32 rows per warp (halves the shared-memory reads of the streamed
-// tile per FLOP, the likely limit here), a second tile buffer filled by cp.async or TMA, and
-// Hopper's wgmma instead of WMMA (which compiles to mma.sync).
+// tile before it is overwritten; the new tile complete before anyone reads it: also when the block's
+// own rows are staged through it, BC rows at a time); __syncwarp where a warp's lanes hand each
+// other data through their own scratch (scores, P, dS, row factors).
+// Shared memory per block (HSP = 64): forward 46,336 B (TcRows16) / 39,424 B (TcRows32), dq
+// 19,968 / 25,600 B, dk/dv 24,832 B: static, under the 48 KB that needs no opt-in.
+// Registers (ptxas -v, sm_90, HSP = 64; no spills): forward 167 / 168, dq 168 / 255, dk/dv 168.
+// Not done, for speed on sm_90: the S and dS round trips through fp32 shared memory (needed because
+// WMMA's fragment layout is unspecified; with mma.sync's documented layout they would stay in
+// registers, the largest remaining share of shared-memory traffic), a second tile buffer filled by
+// cp.async or TMA, and Hopper's wgmma instead of WMMA (which compiles to mma.sync).
 #pragma once
 #include "common.cuh"
 #include "flash_attention.cuh"
@@ -212,16 +231,24 @@ __device__ inline void tc_mma_ab(TcFragC (&acc)[S::MF][S::DB], const floatX* p, 
 }
 
 // Writes an accumulator as bf16: element (r,c) to dst[r * ld + c], for r < rows and c < cols (cols a
-// multiple of 8). Through the warp's fp32 scratch (16x16): lane l converts row l/2, columns
-// 8(l%2)..+7, one 16-byte store. Warp-collective; the scratch is free again on return.
+// multiple of 8). Through the warp's fp32 scratch (16 rows of TC_SCRATCH_LD floats): lane l converts
+// row l%16, columns 8(l/16)..+7: two 16-byte shared loads, one 16-byte store. Rows 20 floats apart
+// put the 16-byte pieces that 8 lanes (rows r..r+7) read at once into 8 different groups of 4
+// banks: no bank conflicts (at 16 floats apart, scalar reads of rows l/2 hit 4 banks, 8-way).
+// Warp-collective; the scratch is free again on return.
+#define TC_SCRATCH_LD 20
 __device__ inline void tc_store_bf16(floatX* dst, size_t ld, const TcFragC& acc, float* scratch, int rows, int cols) {
-    nvcuda::wmma::store_matrix_sync(scratch, acc, 16, nvcuda::wmma::mem_row_major);
+    nvcuda::wmma::store_matrix_sync(scratch, acc, TC_SCRATCH_LD, nvcuda::wmma::mem_row_major);
     __syncwarp();  // the whole 16x16 is in the scratch
-    const int lane = threadIdx.x % WARP_SIZE, r = lane / 2, c = lane % 2 * 8;
+    const int lane = threadIdx.x % WARP_SIZE, r = lane % 16, c = lane / 16 * 8;
     if (r < rows && c < cols) {
+        const Vec16<float> lo = load16(scratch + r * TC_SCRATCH_LD + c), hi = load16(scratch + r * TC_SCRATCH_LD + c + 4);
         xvec v;
 #pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = from_float<floatX>(scratch[r * 16 + c + k]);
+        for (int k = 0; k < 4; k++) {
+            v[k] = from_float<floatX>(lo[k]);
+            v[4 + k] = from_float<floatX>(hi[k]);
+        }
         store16(dst + r * ld + c, v);
     }
     __syncwarp();  // every lane has read the scratch (and its row of dst is written, for the warp's loads)
@@ -242,10 +269,16 @@ __device__ inline void tc_store_rows(floatX* dst, size_t ld, TcFragC (&acc)[S::M
         }
 }
 
-// acc *= factor[row] for each element's row (factor: 16 floats in shared memory)
-__device__ inline void tc_scale_rows(TcFragC& acc, const TcFragC& coord, const float* factor) {
+// acc[d] *= factor[row] for each element's row, d = 0..N-1: fragments of the same 16 rows (factor:
+// 16 floats in shared memory, read once per element slot)
+template <int N>
+__device__ inline void tc_scale_rows(TcFragC (&acc)[N], const TcFragC& coord, const float* factor) {
 #pragma unroll
-    for (int e = 0; e < acc.num_elements; e++) acc.x[e] *= factor[tc_row(coord, e)];
+    for (int e = 0; e < TcFragC::num_elements; e++) {
+        const float f = factor[tc_row(coord, e)];
+#pragma unroll
+        for (int d = 0; d < N; d++) acc[d].x[e] *= f;
+    }
 }
 
 // 16-row blocks 0..n-1 of a streamed tile starting at row t0 hold a row at or before `last` (the
@@ -264,6 +297,7 @@ struct TcForwardSmem {
     alignas(32) floatX k[S::BC][S::LD];                   // the key tile (first: the block's queries, staged)
     alignas(32) floatX v[S::BC][S::LD];                   // the value tile
     alignas(32) float s[S::WARPS][S::RPW][S::BC + 4];     // each warp's scores; at the end its output scratch
+    static_assert(S::RPW * (S::BC + 4) >= 16 * TC_SCRATCH_LD, "a warp's scores hold an output scratch");
     alignas(32) floatX p[S::WARPS][S::RPW][S::LDP];       // each warp's probabilities, the A operand of P V
     alignas(32) float coord[16][16];
     float row_factor[S::WARPS][S::RPW];                   // per row: the rescale exp(m_old - m_new); at the end 1/l
@@ -321,17 +355,22 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_forwar
                 nvcuda::wmma::store_matrix_sync(&sm.s[warp][16 * i][16 * n], s[i], S::BC + 4, nvcuda::wmma::mem_row_major);
         }
         __syncwarp();  // the warp's scores are in its scratch
-        // online softmax of row r: lane `part` takes columns part, part + LPR, ... Every row sees key
-        // k0 (k0 <= row0: both are multiples of RPW), so the new max is finite.
+        // online softmax of row r: lane `part` takes the columns part, part + LPR, ..., starting at
+        // column (part + LPR r) mod width and wrapping around. Rows are BC + 4 floats apart (a
+        // multiple of 4 banks), so lanes reading the same column of their rows would hit 8 banks
+        // only; staggered, the warp's reads spread over the banks. Every row sees key k0 (k0 <= row0:
+        // both are multiples of RPW), so the new max is finite.
         const float* srow = sm.s[warp][r];
         floatX* prow = sm.p[warp][r];
+        const int width = 16 * nblk, start = (part + LPR * r) % width;
+        auto next = [&](int c) { return c + LPR < width ? c + LPR : c + LPR - width; };
         float mx = -INFINITY;
-        for (int c = part; c < 16 * nblk; c += LPR)
+        for (int j = 0, c = start; j < width / LPR; j++, c = next(c))
             if (k0 + c <= query) mx = fmaxf(mx, srow[c] * scale);
         if (LPR == 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         const float m_new = fmaxf(m, mx);
         float sum = 0.0f;
-        for (int c = part; c < 16 * nblk; c += LPR) {
+        for (int j = 0, c = start; j < width / LPR; j++, c = next(c)) {
             const float p = k0 + c <= query ? expf(srow[c] * scale - m_new) : 0.0f;
             sum += p;
             prow[c] = from_float<floatX>(p);
@@ -343,18 +382,14 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_forwar
         if (part == 0) sm.row_factor[warp][r] = rescale;
         __syncwarp();  // P and the rescale factors are written
 #pragma unroll
-        for (int i = 0; i < MF; i++)
-#pragma unroll
-            for (int d = 0; d < DB; d++) tc_scale_rows(o[i][d], coord, &sm.row_factor[warp][16 * i]);
+        for (int i = 0; i < MF; i++) tc_scale_rows(o[i], coord, &sm.row_factor[warp][16 * i]);
         tc_mma_ab<S>(o, &sm.p[warp][0][0], sm.v, 0, nblk);  // O += P V
     }
     __syncwarp();  // every lane is done with the last tile's factors and scores
     if (part == 0) sm.row_factor[warp][r] = 1.0f / l;
     __syncwarp();
 #pragma unroll
-    for (int i = 0; i < MF; i++)
-#pragma unroll
-        for (int d = 0; d < DB; d++) tc_scale_rows(o[i][d], coord, &sm.row_factor[warp][16 * i]);
+    for (int i = 0; i < MF; i++) tc_scale_rows(o[i], coord, &sm.row_factor[warp][16 * i]);
     tc_store_rows<S>(out + ((size_t)b * T + row0) * C + (size_t)h * HS, C, o, 1.0f, &sm.s[warp][0][0], row0, T, HS);
     if (part == 0 && query < T) lse[((size_t)b * NH + h) * T + query] = m + logf(l);
 }
@@ -367,7 +402,7 @@ struct TcDqSmem {
     alignas(32) floatX k[S::BC][S::LD];                   // the key tile (first: the block's queries and dout, staged)
     alignas(32) floatX v[S::BC][S::LD];                   // the value tile
     alignas(32) floatX ds[S::WARPS][S::RPW][S::LDP];      // each warp's dS, the A operand of dS K
-    alignas(32) float scratch[S::WARPS][16][16];
+    alignas(32) float scratch[S::WARPS][16][TC_SCRATCH_LD];
     alignas(32) float coord[16][16];
     float lse[S::WARPS][S::RPW], D[S::WARPS][S::RPW];     // of each warp's rows
 };
@@ -472,7 +507,7 @@ struct TcDkdvSmem {
     alignas(32) floatX dout[S::BC][S::LD];                // the dout tile
     alignas(32) floatX p[S::WARPS][S::RPW][S::LDP];       // each warp's P^T (its keys x the tile's queries)
     alignas(32) floatX ds[S::WARPS][S::RPW][S::LDP];      // each warp's dS^T
-    alignas(32) float scratch[S::WARPS][16][16];
+    alignas(32) float scratch[S::WARPS][16][TC_SCRATCH_LD];
     alignas(32) float coord[16][16];
     float lse[S::BC], D[S::BC];                           // of the query tile
 };
