@@ -25,21 +25,21 @@
 //         dK += dS^T Q.
 // Why these shapes. A warp's rows are whole fragments, so they need no exchange with other warps;
 // all warps of a block share every streamed tile (fetched once per block, read by each warp from
-// shared memory). What limits a WMMA kernel here is shared memory: every B fragment a warp reads
-// (512 bytes) feeds one product per 16 own rows, so 32 rows per warp read half the bytes per FLOP
-// of 16 (forward ~84 against ~122 bytes per KFLOP, dq ~66 against ~102, counting the S and dS
-// round trips through shared memory as well). The price is registers: the dq kernel at 32 rows
-// holds Q, dout (A) and dQ (accumulators) for two fragments, up to 255 registers, 2 blocks per SM;
-// the dk/dv kernel at 32 rows would need 192 registers for K, V, dK, dV alone, so it stays at 16.
-// Streamed tiles of 32 rows keep the static shared memory under 48 KB (no opt-in) with 32 own
-// rows per warp, and halve the register prefetch (16 registers instead of 32), which brings dq and
-// dk/dv to 168 registers, 3 blocks of 4 warps per SM. The variants (TcRows16, TcRows32) are checked
-// and timed side by side by dev/cuda/attention.cu.
-// Which variant: TcDefault = TcRows32, from an estimate (no GPU measured it yet): for GPT-2 124M,
-// B=16 T=1024, shared-memory traffic per step ~60 GB (TcRows16 ~72 GB) at 128 bytes per clock per
-// SM is ~4.1 ms (~5.0 ms) at full shared-memory speed, more than the tensor cores need (~1.4 TFLOP
-// executed, ~2 ms at mma.sync's practical rate). Replace it when dev/cuda/attention.cu on a GPU says
-// otherwise.
+// shared memory). What limits a WMMA kernel here is shared memory (128 bytes per clock per SM):
+// every B fragment a warp reads (512 bytes) feeds one product per 16 own rows, so 32 rows per warp
+// halve those reads per FLOP; with the S and dS round trips through shared memory and the per-row
+// scalar reads counted too, the forward moves ~102 against ~137 bytes per KFLOP, dq ~89 against ~125
+// (dk/dv ~133). The price is registers: the dq kernel at 32 rows holds Q, dout (A) and dQ
+// (accumulators) for two fragments, up to 255 registers, 2 blocks per SM; the dk/dv kernel at 32
+// rows would need 192 registers for K, V, dK, dV alone, so it stays at 16. Streamed tiles of 32 rows
+// keep the static shared memory under 48 KB (no opt-in) with 32 own rows per warp, and halve the
+// register prefetch (16 registers instead of 32), which brings dq and dk/dv at 16 rows to 168
+// registers, 3 blocks of 4 warps per SM. The variants (TcRows16, TcRows32) are checked and timed
+// side by side by dev/cuda/attention.cu.
+// Which variant: TcDefault = TcRows32, from an estimate (no GPU has measured it yet): for GPT-2
+// 124M, B=16 T=1024, ~155 GB of shared-memory traffic per step (TcRows16 ~182 GB), ~5.0 ms (~5.9
+// ms) at full shared-memory speed on an H200, more than the tensor cores need (~1.4 TFLOP executed,
+// ~2 ms at mma.sync's practical rate). Replace it when dev/cuda/attention.cu on a GPU says otherwise.
 // Each output element has one owner and the products run in a fixed order: no atomics, the same
 // bits on every run. Causality: the query tile t sees the key tiles up to its last query; on the
 // diagonal a warp skips the 16-blocks entirely in its future (uniform across the warp; a warp whose
@@ -52,8 +52,8 @@
 // and column: every warp loads a 16x16 "coordinate" matrix (element (r,c) = 16r + c) into an
 // accumulator fragment once; fragments of the same kind share the mapping, so coord.x[e] names
 // the position of x[e] in every accumulator. (2) An accumulator becomes a bf16 A operand (P, dS)
-// or an output row through shared memory: stored as fp32 to a 16x16 scratch, then each lane
-// converts 8 consecutive elements of one row (one 16-byte store). Under the CPU emulator
+// or an output row through shared memory: stored as fp32 to a per-warp scratch, then each lane
+// converts 8 consecutive elements of one row (one 16-byte store; tc_store_bf16). Under the CPU emulator
 // (dev/cuda/emu/include/mma.h) the mapping is scrambled on purpose, so code that assumed one fails
 // there; dev/cuda/attention.cu checks every output element against a double-precision reference.
 //
@@ -66,13 +66,14 @@
 // tile before it is overwritten; the new tile complete before anyone reads it: also when the block's
 // own rows are staged through it, BC rows at a time); __syncwarp where a warp's lanes hand each
 // other data through their own scratch (scores, P, dS, row factors).
-// Shared memory per block (HSP = 64): forward 46,336 B (TcRows16) / 39,424 B (TcRows32), dq
-// 19,968 / 25,600 B, dk/dv 24,832 B: static, under the 48 KB that needs no opt-in.
-// Registers (ptxas -v, sm_90, HSP = 64; no spills): forward 167 / 168, dq 168 / 255, dk/dv 168.
-// Not done, for speed on sm_90: the S and dS round trips through fp32 shared memory (needed because
-// WMMA's fragment layout is unspecified; with mma.sync's documented layout they would stay in
-// registers, the largest remaining share of shared-memory traffic), a second tile buffer filled by
-// cp.async or TMA, and Hopper's wgmma instead of WMMA (which compiles to mma.sync).
+// Shared memory per block (HSP = 64, TcRows16 / TcRows32): forward 46,336 / 39,424 B, dq 20,992 /
+// 26,624 B, dk/dv 25,856 B: static, under the 48 KB that needs no opt-in.
+// Registers (ptxas -v, sm_90, HSP = 64; no spills): forward 168 / 168, dq 167 / 254, dk/dv 168.
+// Not done, for speed on sm_90: the S, P and dS round trips through fp32 shared memory and the
+// per-element reads of lse and D (needed because WMMA's fragment layout is unspecified; with
+// mma.sync's documented layout they would stay in registers: the largest remaining share of the
+// shared-memory traffic, most of all in dk/dv, now the slowest kernel); a second tile buffer filled
+// by cp.async or TMA; Hopper's wgmma instead of WMMA (which compiles to mma.sync).
 #pragma once
 #include "common.cuh"
 #include "flash_attention.cuh"
