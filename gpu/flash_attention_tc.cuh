@@ -28,7 +28,7 @@
 // shared memory). What limits a WMMA kernel here is shared memory (128 bytes per clock per SM):
 // every B fragment a warp reads (512 bytes) feeds one product per 16 own rows, so 32 rows per warp
 // halve those reads per FLOP; with the S and dS round trips through shared memory and the per-row
-// scalar reads counted too, the forward moves ~102 against ~137 bytes per KFLOP, dq ~89 against ~125
+// scalar reads counted too, the forward moves ~102 against ~137 bytes per KFLOP, dq ~78 against ~115
 // (dk/dv ~133). The price is registers: the dq kernel at 32 rows holds Q, dout (A) and dQ
 // (accumulators) for two fragments, up to 255 registers, 2 blocks per SM; the dk/dv kernel at 32
 // rows would need 192 registers for K, V, dK, dV alone, so it stays at 16. Streamed tiles of 32 rows
@@ -37,7 +37,7 @@
 // registers, 3 blocks of 4 warps per SM. The variants (TcRows16, TcRows32) are checked and timed
 // side by side by dev/cuda/attention.cu.
 // Which variant: TcDefault = TcRows32, from an estimate (no GPU has measured it yet): for GPT-2
-// 124M, B=16 T=1024, ~155 GB of shared-memory traffic per step (TcRows16 ~182 GB), ~5.0 ms (~5.9
+// 124M, B=16 T=1024, ~150 GB of shared-memory traffic per step (TcRows16 ~178 GB), ~4.8 ms (~5.7
 // ms) at full shared-memory speed on an H200, more than the tensor cores need (~1.4 TFLOP executed,
 // ~2 ms at mma.sync's practical rate). Replace it when dev/cuda/attention.cu on a GPU says otherwise.
 // Each output element has one owner and the products run in a fixed order: no atomics, the same
@@ -68,7 +68,9 @@
 // other data through their own scratch (scores, P, dS, row factors).
 // Shared memory per block (HSP = 64, TcRows16 / TcRows32): forward 46,336 / 39,424 B, dq 20,992 /
 // 26,624 B, dk/dv 25,856 B: static, under the 48 KB that needs no opt-in.
-// Registers (ptxas -v, sm_90, HSP = 64; no spills): forward 168 / 168, dq 167 / 254, dk/dv 168.
+// Registers (ptxas -v, sm_90, HSP = 64; no spills): forward 168 / 168, dq 168 / 255, dk/dv 168
+// (which therefore reads lse and D as two 4-byte loads: the dq kernel's paired 8-byte read spilled
+// there).
 // Not done, for speed on sm_90: the S, P and dS round trips through fp32 shared memory and the
 // per-element reads of lse and D (needed because WMMA's fragment layout is unspecified; with
 // mma.sync's documented layout they would stay in registers: the largest remaining share of the
@@ -405,7 +407,9 @@ struct TcDqSmem {
     alignas(32) floatX ds[S::WARPS][S::RPW][S::LDP];      // each warp's dS, the A operand of dS K
     alignas(32) float scratch[S::WARPS][16][TC_SCRATCH_LD];
     alignas(32) float coord[16][16];
-    float lse[S::WARPS][S::RPW], D[S::WARPS][S::RPW];     // of each warp's rows
+    struct alignas(8) {                                   // lse and D of each warp's rows, side by side: the
+        float lse, D;                                     // elementwise step reads both with one 8-byte load
+    } stat[S::WARPS][S::RPW];
 };
 
 // D_t = dout_t . out_t for this lane's row (zero if the row is past T): with LPR = 2 lanes per row,
@@ -448,8 +452,8 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_backwa
         const float D = tc_row_dot<S>(dohead + (size_t)query * C, out + ((size_t)b * T + query) * C + (size_t)h * HS,
                                       query < T, HS, lane % S::LPR);
         if (lane % S::LPR == 0) {
-            sm.D[warp][r] = D;
-            sm.lse[warp][r] = query < T ? lse[bh * T + query] : 0.0f;
+            sm.stat[warp][r].lse = query < T ? lse[bh * T + query] : 0.0f;
+            sm.stat[warp][r].D = D;
             if (query < T) Dbuf[bh * T + query] = D;
         }
     }
@@ -487,8 +491,9 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_backwa
 #pragma unroll
                 for (int e = 0; e < s[i].num_elements; e++) {  // dS = P * (dP - D), into s
                     const int r = 16 * i + tc_row(coord, e), key = k0 + 16 * n + tc_col(coord, e);
-                    const float p = key <= row0 + r ? expf(s[i].x[e] * scale - sm.lse[warp][r]) : 0.0f;
-                    s[i].x[e] = p * (dp[i].x[e] - sm.D[warp][r]);
+                    const auto st = sm.stat[warp][r];
+                    const float p = key <= row0 + r ? expf(s[i].x[e] * scale - st.lse) : 0.0f;
+                    s[i].x[e] = p * (dp[i].x[e] - st.D);
                 }
                 tc_store_bf16(&sm.ds[warp][16 * i][16 * n], S::LDP, s[i], &sm.scratch[warp][0][0], 16, 16);
             }
