@@ -209,6 +209,11 @@ if skipped kernels; then record kernels SKIP 0 "GPU_CHECK_SKIP"; else
   if [ "$EMU" = 1 ]; then run kernels 240 dev/cuda/emu/run_dev_checks.sh layernorm residual
   else run kernels 120 make -C dev/cuda run; fi
   record kernels "$(status)" "$SECS" "$(why)$(grep -c '^KERNEL .* PASS' "$work/logs/kernels.log") PASS, $(grep -c '^KERNEL .* FAIL' "$work/logs/kernels.log") FAIL"
+  # every attention path's time side by side (BF16, the largest shape): which one should be the
+  # default (ATTENTION=..., and TcDefault in gpu/flash_attention_tc.cuh)
+  paths=$(grep -E '^KERNEL (flash_)?attention[a-z0-9_]*(\[HS=64\])?/BF16' "$work/logs/kernels.log" |
+          awk '{t=""; for(i=1;i<=NF;i++){if($i ~ /^time=/) t=substr($i,6); if($i ~ /TFLOP\/s$/) f=$i} printf "%s %s %s; ", $2, t, f}')
+  record attention_paths "$([ -n "$paths" ] && echo PASS || echo SKIP)" 0 "${paths:-no attention KERNEL lines}"
 fi
 
 # ------------------------------------------------------------------------------------------------
@@ -244,7 +249,7 @@ if skipped train; then record train_z3 SKIP 0 "GPU_CHECK_SKIP"; elif [ -x "$B/tr
   done
   for att in materialized portable; do
     [ -x "$B/train_bf16_$att" ] || { record "train_$att" FAIL 0 "no train_bf16_$att binary"; continue; }
-    run "train_$att" 60 "$B/train_bf16_$att" "${TRAIN[@]}" -b "${TRAIN_BS[0]}" -x 8 -z 3
+    run "train_$att" 60 "$B/train_bf16_$att" "${TRAIN[@]}" -b "${TRAIN_BS[0]}" -z 3
     record "train_$att" "$(status)" "$SECS" "$(why)ATTENTION=$att -b ${TRAIN_BS[0]}: $(step_stats "$work/logs/train_$att.log")"
   done
 else record train_z3 FAIL 0 "no train_bf16 binary or no data"; fi
