@@ -206,7 +206,7 @@ section "kernels: dev/cuda kernel checks"
 if skipped kernels; then record kernels SKIP 0 "GPU_CHECK_SKIP"; else
   # the host side of the checks uses OpenMP; the emulator's processes run one thread each
   export OMP_NUM_THREADS=$([ "$EMU" = 1 ] && echo 1 || echo "$NPROC")
-  if [ "$EMU" = 1 ]; then run kernels 240 dev/cuda/emu/run_dev_checks.sh layernorm residual
+  if [ "$EMU" = 1 ]; then run kernels 240 dev/cuda/emu/run_dev_checks.sh attention layernorm
   else run kernels 120 make -C dev/cuda run; fi
   record kernels "$(status)" "$SECS" "$(why)$(grep -c '^KERNEL .* PASS' "$work/logs/kernels.log") PASS, $(grep -c '^KERNEL .* FAIL' "$work/logs/kernels.log") FAIL"
   # every attention path's time side by side (BF16, the largest shape): which one should be the
@@ -245,7 +245,7 @@ if skipped train; then record train_z3 SKIP 0 "GPU_CHECK_SKIP"; elif [ -x "$B/tr
     stats=$(step_stats "$work/logs/train_z3_b$bs.log")
     train_tok[$bs]=$(echo "$stats" | awk '/tok\/s/{print $1}')
     train_mfu[$bs]=$(echo "$stats" | grep -o 'MFU [0-9.]*' | awk '{print $2}')
-    record "train_z3_b$bs" "$(status)" "$SECS" "$(why)BF16 stage 3 -b $bs ${TRAIN[*]}: $stats; $(grep -m1 -o 'activations [^)]*)' "$work/logs/train_z3_b$bs.log")"
+    record "train_z3_b$bs" "$(status)" "$SECS" "$(why)BF16 stage 3 -b $bs ${TRAIN[*]}: $stats; $(grep -m1 -o 'activations .*' "$work/logs/train_z3_b$bs.log" | sed 's/ *$//')"
   done
   for att in materialized portable; do
     [ -x "$B/train_bf16_$att" ] || { record "train_$att" FAIL 0 "no train_bf16_$att binary"; continue; }
