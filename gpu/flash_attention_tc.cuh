@@ -603,6 +603,14 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) flash_attention_tc_backwa
 // lse and scratch sizes apply unchanged. Variant: TcRows16 or TcRows32, instantiated for the
 // padded head dimension HS needs.
 
+// the forward kernel of one padded head dimension, with shape S
+template <class S>
+static void flash_attention_tc_forward_launch(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                              float scale, cudaStream_t stream) {
+    flash_attention_tc_forward_kernel<S><<<dim3(CEIL_DIV(T, S::BR), NH, B), S::THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
+    cudaCheckLaunch();
+}
+
 // out(B,T,C) from qkv(B,T,3C); lse(B,NH,T) for the backward
 template <template <int> class Variant>
 static void flash_attention_tc_forward_with(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
@@ -610,14 +618,8 @@ static void flash_attention_tc_forward_with(floatX* out, float* lse, const float
     flash_attention_check_shapes(T, C, NH);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
-    if (HS <= 32) {
-        typedef typename Variant<32>::Forward S;
-        flash_attention_tc_forward_kernel<S><<<dim3(CEIL_DIV(T, S::BR), NH, B), S::THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
-    } else {
-        typedef typename Variant<64>::Forward S;
-        flash_attention_tc_forward_kernel<S><<<dim3(CEIL_DIV(T, S::BR), NH, B), S::THREADS, 0, stream>>>(out, lse, qkv, T, C, NH, scale);
-    }
-    cudaCheckLaunch();
+    if (HS <= 32) flash_attention_tc_forward_launch<typename Variant<32>::Forward>(out, lse, qkv, B, T, C, NH, scale, stream);
+    else flash_attention_tc_forward_launch<typename Variant<64>::Forward>(out, lse, qkv, B, T, C, NH, scale, stream);
 }
 
 // the two backward kernels of one padded head dimension: dq (and D) with shape SQ, then dk, dv with shape SK
