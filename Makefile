@@ -28,18 +28,23 @@ DEFS += -DUSE_MPI
 else
 CC_CPU ?= gcc
 endif
-# The pieces: the engine (zero3.c), the host library both trainers link (host/*.c: flags, train
-# loop, passes, checkpoints, export, model file), each trainer's backend and kernels (cpu/, gpu/).
-ENGINE_SRC = zero3.c
+# The pieces, bottom up: the process layer (proc.c: rank, errors, checked allocation, clock) and the
+# engine (zero3.c, the mechanism; zero3_observe.c, what it measures); each device's backend and
+# kernels (cpu/, gpu/), the backends including only those; the host library both trainers link (host/*.c:
+# flags, train loop, passes, checkpoints, export, model file); on top, GPT-2's math per device
+# (gpt2_cpu.c, gpt2_gpu.cuh: the compute tables) and the trainers.
+ENGINE_SRC = proc.c zero3.c zero3_observe.c
 HOST_SRC = $(wildcard host/*.c)
-HOST_HEADERS = zero3.h $(wildcard host/*.h)
-CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h)
+HOST_HEADERS = proc.h zero3.h zero3_stats.h zero3_observe.h $(wildcard host/*.h)
+CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h) gpt2_cpu.h
 # host code and the engine are compiled once into build/obj and linked into every binary
 OBJDIR = build/obj
 LIB_OBJS = $(patsubst %.c,$(OBJDIR)/%.o,$(ENGINE_SRC) $(HOST_SRC))
 # one archive, so a program links only the pieces it uses (the engine's unit test needs no train loop)
 LIB = $(OBJDIR)/libzero3.a
 CPU_BACKEND_OBJ = $(OBJDIR)/cpu/backend_cpu$(if $(filter 1,$(USE_MPI)),_mpi,).o
+# the CPU math (GPT2_CPU_COMPUTE) and the backend: what a CPU program links beside the library
+CPU_OBJS = $(OBJDIR)/gpt2_cpu.o $(CPU_BACKEND_OBJ)
 
 .PHONY: all cpu gpu test data dumps ddp clean
 all: cpu
@@ -57,29 +62,45 @@ $(OBJDIR)/cpu/backend_cpu_mpi.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEAD
 $(OBJDIR)/cpu/backend_cpu.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEADERS)
 	@mkdir -p $(dir $@)
 	gcc $(CFLAGS) -c $< -o $@
+$(OBJDIR)/gpt2_cpu.o: gpt2_cpu.c $(CPU_HEADERS)
+	@mkdir -p $(dir $@)
+	gcc $(CFLAGS) -c $< -o $@
 
-train_gpt2_zero3: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
-	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ train_gpt2_zero3.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
+train_gpt2_zero3: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_OBJS)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ train_gpt2_zero3.c $(CPU_OBJS) $(LIB) $(LDLIBS_CPU)
 
-test_gpt2: test_gpt2.c train_gpt2_zero3.c tests/test_checks.h tests/dump.h $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
-	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ test_gpt2.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
+test_gpt2: test_gpt2.c tests/test_checks.h tests/dump.h $(CPU_HEADERS) $(LIB) $(CPU_OBJS)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -o $@ test_gpt2.c $(CPU_OBJS) $(LIB) $(LDLIBS_CPU)
 
 # The DDP build (stage 0 only) under build/ddp/, so tests can run it beside the ZeRO build.
 ddp: build/ddp/train_gpt2_zero3 build/ddp/test_gpt2
-build/ddp/train_gpt2_zero3: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
+build/ddp/train_gpt2_zero3: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_OBJS)
 	@mkdir -p build/ddp
-	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ train_gpt2_zero3.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
-build/ddp/test_gpt2: test_gpt2.c train_gpt2_zero3.c tests/test_checks.h tests/dump.h $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ train_gpt2_zero3.c $(CPU_OBJS) $(LIB) $(LDLIBS_CPU)
+build/ddp/test_gpt2: test_gpt2.c tests/test_checks.h tests/dump.h $(CPU_HEADERS) $(LIB) $(CPU_OBJS)
 	@mkdir -p build/ddp
-	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ test_gpt2.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ test_gpt2.c $(CPU_OBJS) $(LIB) $(LDLIBS_CPU)
 
 # engine unit tests (no transport)
 build/test_engine_layout: tests/unit/test_engine_layout.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(HOST_HEADERS)
 	@mkdir -p build
 	gcc $(CFLAGS) -o $@ tests/unit/test_engine_layout.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
-build/test_engine_schedule: tests/unit/test_engine_schedule.c $(LIB) $(HOST_HEADERS)
+build/test_engine_schedule: tests/unit/test_engine_schedule.c tests/unit/recording_backend.h $(LIB) $(HOST_HEADERS)
 	@mkdir -p build
 	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_engine_schedule.c $(LIB) $(LDLIBS_CPU)
+# ZeRO++'s block quantization through the CPU backend, on the engine's -qw layouts for N = 1..5
+build/test_quantize: tests/unit/test_quantize.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(HOST_HEADERS)
+	@mkdir -p build
+	gcc $(CFLAGS) -o $@ tests/unit/test_quantize.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
+# the passes against a fake compute: the order of gathers, releases and reductions
+build/test_pass_order: tests/unit/test_pass_order.c tests/unit/recording_backend.h $(LIB) $(HOST_HEADERS)
+	@mkdir -p build
+	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_pass_order.c $(LIB) $(LDLIBS_CPU)
+
+# the engine against the contract written out by hand, and its exposed time against a clock
+build/test_engine_contract: tests/unit/test_engine_contract.c tests/unit/recording_backend.h $(LIB) $(HOST_HEADERS)
+	@mkdir -p build
+	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_engine_contract.c $(LIB) $(LDLIBS_CPU)
 
 # ---------------------------------------------------------------- data and reference dumps
 # DATA_ARGS="--input ../shared/data/tinyshakespeare/input.txt --vocab ../shared/data/gpt2" to use local copies
@@ -115,6 +136,7 @@ dev/ref/clip_tokens.bin: dev/ref/small_tokens.bin
 #   make train_gpt2_zero3cu test_gpt2cu [PRECISION=BF16|FP32] [DDP=1] [USE_MPI=0] [GPU_COMPUTE_CAPABILITY=90]
 #        [ATTENTION=flash|portable|materialized]
 #   make cuda_kernels      build and run every kernel check in dev/cuda (needs a GPU)
+#   make gpu_first         scripts/gpu_first.sh: the first five minutes on a GPU (dev/GPU_LOG.md)
 #   make gpu_check         scripts/gpu_check.sh: the whole GPU check (docs/DESIGN.md section 5)
 # NCCL: the CUDA toolkit's by default; NCCL_HOME=DIR for another one, e.g. the nvidia/nccl folder of
 # PyTorch's wheels (DIR/include/nccl.h, DIR/lib/libnccl.so or libnccl.so.2; linked with an rpath).
@@ -158,7 +180,7 @@ endif
 # the toolkit's libraries by rpath too: a machine whose loader does not know /usr/local/cuda/lib64
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 GPU_LIBS = -lcublasLt -lcublas -lgomp -Xlinker -rpath=$(CUDA_HOME)/lib64
-GPU_SOURCES = $(wildcard gpu/*.cuh) $(HOST_HEADERS)
+GPU_SOURCES = $(wildcard gpu/*.cuh) gpt2_gpu.cuh $(HOST_HEADERS)
 # The engine and the host library are C, compiled by gcc into build/gpu_obj and linked, exactly the
 # sources the CPU trainer links (host headers declare them with C linkage for the .cu files).
 GPU_OBJDIR = build/gpu_obj
@@ -174,7 +196,7 @@ $(GPU_LIB): $(GPU_LIB_OBJS)
 train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_LIB)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_LIB) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
 
-test_gpt2cu: test_gpt2.cu train_gpt2_zero3.cu tests/test_checks.h tests/dump.h $(GPU_SOURCES) $(GPU_LIB)
+test_gpt2cu: test_gpt2.cu tests/test_checks.h tests/dump.h $(GPU_SOURCES) $(GPU_LIB)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ test_gpt2.cu $(GPU_LIB) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
 
 gpu: train_gpt2_zero3cu test_gpt2cu
@@ -182,10 +204,13 @@ gpu: train_gpt2_zero3cu test_gpt2cu
 cuda_kernels:
 	$(MAKE) -C dev/cuda run GPU_COMPUTE_CAPABILITY=$(GPU_COMPUTE_CAPABILITY)
 
+gpu_first:
+	bash scripts/gpu_first.sh
+
 gpu_check:
 	bash scripts/gpu_check.sh
 
-.PHONY: cuda_kernels gpu_check
+.PHONY: cuda_kernels gpu_first gpu_check
 # (END GPU SECTION)
 
 # ---------------------------------------------------------------- operations (checkpoint, export, fuzz)
@@ -194,7 +219,7 @@ gpu_check:
 # and the host library compiled into each under the same sanitizers.
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_LIB = $(ENGINE_SRC) $(filter-out host/train.c host/model.c,$(HOST_SRC))
+FUZZ_LIB = $(ENGINE_SRC) $(filter-out host/train.c host/passes.c,$(HOST_SRC))
 FUZZ_HARNESSES = model tokens tokenizer dump checkpoint
 .PHONY: fuzz
 fuzz: $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%) build/fuzz/make_seeds
@@ -205,13 +230,18 @@ build/fuzz/make_seeds: tests/fuzz/make_seeds.c tests/fuzz/fuzz_common.h $(FUZZ_L
 	@mkdir -p build/fuzz
 	gcc -O1 -std=gnu11 -I. -o $@ $< $(FUZZ_LIB) -lm
 # the CPU trainer exporting model.bin as bf16 (llm.c version 5), for tests/test_export.sh
-build/ops/train_gpt2_zero3_bf16export: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_BACKEND_OBJ)
+build/ops/train_gpt2_zero3_bf16export: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) $(CPU_OBJS)
 	@mkdir -p build/ops
-	$(CC_CPU) $(CFLAGS) $(DEFS) -DTRAIN_EXPORT_VERSION=5 -o $@ train_gpt2_zero3.c $(CPU_BACKEND_OBJ) $(LIB) $(LDLIBS_CPU)
+	$(CC_CPU) $(CFLAGS) $(DEFS) -DTRAIN_EXPORT_VERSION=5 -o $@ train_gpt2_zero3.c $(CPU_OBJS) $(LIB) $(LDLIBS_CPU)
 
 # ---------------------------------------------------------------- tests
 test:
 	bash tests/run_all.sh
+
+# the whole mutation table (dev/mutation_check.sh: 44 planted bugs, about 35 minutes on 2 cores): nightly
+mutations:
+	bash dev/mutation_check.sh
+.PHONY: mutations
 
 clean:
 	rm -rf train_gpt2_zero3 train_gpt2_zero3cu test_gpt2 test_gpt2cu *.o build

@@ -13,8 +13,7 @@
 // two bf16 steps (the tied wte: LM head, then encoder) loses the digits of the rare elements where
 // the two terms cancel, which no per-element bound relative to the result can allow for, while any
 // real mistake moves the whole tensor.
-#define TESTING
-#include "train_gpt2_zero3.cu"
+#include "gpt2_gpu.cuh"
 #include "tests/test_checks.h"
 
 // activations, gradients, gradients normwise, grad norm, loss, later train losses
@@ -23,13 +22,6 @@ static const Tolerances kTolerances = {2e-5, 2e-4, 2e-4, 2e-4, 2e-5, 2e-5};
 #else
 static const Tolerances kTolerances = {1e-1, 1.0, 3e-2, 3e-2, 2e-3, 5e-3};
 #endif
-
-// test_checks.h's view of an activation of the last forward (device memory)
-const void* model_activation(Model* m, int k, int layer) {
-    static const int slot[] = {A_LN1, A_QKV, A_ATTY, A_RESIDUAL2, A_LN2, A_FCH, A_FCH_GELU, A_RESIDUAL3};
-    if (k == TEST_ACT_LNF) return m->g[G_LNF];
-    return k == TEST_ACT_LOGITS ? m->g[G_LOGITS] : m->layer[layer][slot[k]];
-}
 
 int main(int argc, char** argv) {
     Zero3Backend be;

@@ -1,6 +1,11 @@
-// zero3.c: the ZeRO engine. See zero3.h for the picture; this file is the mechanism.
-// No MPI, no CUDA: every collective, allocation and shard-math loop goes through z->be.
+// zero3.c: the ZeRO engine. See zero3.h for the picture; this file is the mechanism, the lifecycle
+// alone: layout and allocation, where each unit's pieces live, publishing the params, the transient
+// pool, the prefetch schedule, the phase verbs and their building blocks, the reductions, the norm,
+// the optimizer. What the engine measures is not here: each phase reports to the observer handed in
+// (z->cfg.observer, zero3.h's Zero3Observer) through one OBSERVE line. No MPI, no CUDA: every
+// collective, allocation and shard-math loop goes through z->be.
 #include "zero3.h"
+#include "proc.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +21,43 @@ const Zero3StageLayout ZERO3_STAGE_LAYOUT[4] = {
     {ZERO3_SHARDED, ZERO3_SHARDED, ZERO3_SHARDED},   // 3: + parameters
 };
 
-const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS] = {
-    "fwd_gather", "bwd_gather", "reduce_scatter", "all_reduce", "step_gather", "norm", "replica_reduce",
-};
-
-static void zero3_die(const char *msg) {
+void zero3_die(const char *msg) {
     fprintf(stderr, "zero3: internal error: %s\n", msg);
     abort();
 }
 
+// One phase reported to the observer, if one is installed: OBSERVE(z, collective, u, kind, bytes)
+// calls z->cfg.observer->collective(z, u, kind, bytes). Nothing comes back.
+#define OBSERVE(z, hook, ...) \
+    do { if ((z)->cfg.observer) (z)->cfg.observer->hook((z), ##__VA_ARGS__); } while (0)
+
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+static size_t gcd(size_t a, size_t b) { return b ? gcd(b, a % b) : a; }
+
+// ZeRO++'s three ideas (docs/zeropp.md), each on or off for the run.
+static int qw(const Zero3 *z) { return z->cfg.quant_weights != 0; }   // quantized weight gathers
+static int hp(const Zero3 *z) { return z->cfg.hp_group > 0; }         // secondary shard in the node group
+static int qg(const Zero3 *z) { return z->cfg.quant_grads != 0; }     // quantized gradient reduction
+
+// The granularity of a shard, in elements: the alignment, and under quantization (qwZ, qgZ) also a
+// whole number of quantization blocks, so block boundaries fall at the same unit offsets for any N.
+static size_t shard_quantum(const Zero3 *z) {
+    size_t a = (size_t)z->cfg.align;
+    if (qw(z) || qg(z)) a = a / gcd(a, ZERO3_QUANT_BLOCK) * ZERO3_QUANT_BLOCK;
+    return a;
+}
+
+// ZeRO++'s node groups: G consecutive ranks of the shard group (hpZ's G, or the whole shard group
+// for qgZ alone), and the cross groups of the ranks with the same place in theirs.
+static void zeropp_make_node_groups(Zero3 *z) {
+    if (!(hp(z) || qg(z)) || z->world == 1) return;
+    int G = hp(z) ? z->cfg.hp_group : z->world;
+    if (z->world % G != 0 || !z->be->make_node_groups) zero3_die("the node group must divide the shard group");
+    z->be->make_node_groups(z->be->ctx, G);
+    z->node_size = G;
+    z->node_rank = z->rank % G;
+    z->nodes = z->world / G;
+}
 
 // The placements of unit u, by question: its stage's row of the table, or DDP's row for a unit kept
 // replicated by the persistence threshold.
@@ -35,6 +67,14 @@ static int optimizer_sharded(const Zero3 *z, int u) { return z->units[u].layout.
 // One rank: a shard is the whole unit, so a gather or a reduction is the identity. The engine then
 // issues no data collective at all and uses the shards in place (stage 3 holds what DDP holds).
 static int solo(const Zero3 *z) { return z->world == 1; }
+
+// be->wait for a collective of unit u (-1 none). The compute side stops here: what it waits is the
+// exposed communication, on the timeline.
+static void wait_for(Zero3 *z, void *handle, int u, Zero3Collective kind) {
+    OBSERVE(z, wait_begin, u, kind);
+    z->be->wait(z->be->ctx, handle);
+    OBSERVE(z, wait_end);
+}
 
 // ------------------------------------------------------------------------------------------------
 // Layout
@@ -58,6 +98,10 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
         z->replicas = be->world / cfg->shard_group;
         z->replica = be->rank / cfg->shard_group;
     }
+    z->node_rank = z->rank;
+    z->node_size = z->world;
+    z->nodes = 1;
+    zeropp_make_node_groups(z);
     z->layout = ZERO3_STAGE_LAYOUT[cfg->stage];
     if (cfg->align < 1) z->cfg.align = 1;
     if (cfg->prefetch_depth < 0) z->cfg.prefetch_depth = 0;
@@ -65,15 +109,21 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     // a pass gathers each unit at most a few times (GPT-2's training pass: twice, plus the tied
     // embedding once more)
     for (int p = 0; p < ZERO3_NUM_PASSES; p++) {
-        z->schedule[p].order = calloc(3 * ZERO3_MAX_UNITS, sizeof(int));
-        z->schedule[p].backward = calloc(3 * ZERO3_MAX_UNITS, 1);
-        if (!z->schedule[p].order || !z->schedule[p].backward) zero3_die("out of host memory");
+        z->schedule.pass_order[p].order = calloc(3 * ZERO3_MAX_UNITS, sizeof(int));
+        z->schedule.pass_order[p].backward = calloc(3 * ZERO3_MAX_UNITS, 1);
+        if (!z->schedule.pass_order[p].order || !z->schedule.pass_order[p].backward) zero3_die("out of host memory");
     }
-    z->unit_exposed_s = calloc(ZERO3_MAX_UNITS, sizeof(double));
-    z->open_span = -1;
-    if (!z->units || !z->unit_exposed_s) zero3_die("out of host memory");
+    if (!z->units) zero3_die("out of host memory");
+    OBSERVE(z, init);
     // fp32 working params need no separate master copy: the params ARE the master weights
-    z->master_is_params = (cfg->param_type == ZERO3_F32);
+    z->resident.master_is_params = (cfg->param_type == ZERO3_F32);
+#ifdef ZERO3_CHECK_STEPS
+    z->step.check_at_end = 1;
+#else
+    const char *check = getenv("ZERO3_CHECK_STEPS");
+    z->step.check_at_end = check && strcmp(check, "0") != 0;
+#endif
+    z->step.open_files = -1;
 }
 
 int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *names,
@@ -96,7 +146,7 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
     }
     // The tensor offsets above do not depend on the world size; only the tail padding does, so a
     // unit's coordinates are the same on any number of ranks (checkpoints reshard by slicing).
-    u->padded = round_up(offset, (size_t)z->cfg.align * (size_t)z->world);
+    u->padded = round_up(offset, shard_quantum(z) * (size_t)z->world);
     u->shard = u->padded / (size_t)z->world;
     // a unit below the persistence threshold stays replicated: DDP's row of the table
     u->persistent = z->cfg.persist_threshold > 0 && u->numel < z->cfg.persist_threshold;
@@ -104,6 +154,28 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
     u->param_state = u->layout.params == ZERO3_SHARDED ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
     u->grad_state = ZERO3_GRADS_IDLE;
     return z->nunits++;
+}
+
+// hpZ: the params changed (published, or updated by AdamW): every secondary shard is stale.
+static void hp_invalidate(Zero3 *z) {
+    for (int u = 0; u < z->nunits; u++) z->units[u].secondary_ready = 0;
+}
+
+// hpZ: the secondary shards, P / G of every unit whose params are SHARDED, resident for the run
+// (params / G more per rank than ZeRO-3). Returns their bytes.
+static size_t hp_allocate_secondary(Zero3 *z) {
+    if (!hp(z) || solo(z)) return 0;
+    size_t n = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        Zero3Unit *U = &z->units[u];
+        if (U->layout.params != ZERO3_SHARDED) continue;
+        U->secondary_offset = n;
+        n += U->padded / (size_t)z->node_size;
+    }
+    if (n == 0) return 0;
+    size_t bytes = n * zero3_dtype_size(z->cfg.param_type);
+    z->resident.params_secondary = z->be->alloc(z->be->ctx, bytes);
+    return bytes;
 }
 
 // Allocates what the units' layouts keep resident. Each part (params, grads) has a FULL buffer (P
@@ -116,53 +188,52 @@ void zero3_allocate(Zero3 *z) {
         Zero3Unit *U = &z->units[i];
         full += U->padded;
         shard += U->shard;
-        z->total_numel += U->numel;
+        z->totals.numel += U->numel;
         if (U->layout.params == ZERO3_SHARDED) { U->params_offset = params_shard; params_shard += U->shard; }
         else { U->params_offset = params_full; params_full += U->padded; }
         if (U->layout.grads == ZERO3_SHARDED) { U->grads_offset = grads_shard; grads_shard += U->shard; }
         else { U->grads_offset = grads_full; grads_full += U->padded; }
         U->optim_offset = optim;
         optim += U->layout.optimizer == ZERO3_SHARDED ? U->shard : U->padded;
-        if (U->persistent) z->persistent_numel += U->numel;
+        if (U->persistent) z->totals.persistent_numel += U->numel;
     }
-    z->total_padded = full;
-    z->total_shard = shard;
-    z->grads_full_numel = grads_full;
-    z->grads_shard_numel = grads_shard;
-    z->optim_numel = optim;
+    z->totals.padded = full;
+    z->totals.shard = shard;
+    z->resident.grads_full_numel = grads_full;
+    z->resident.grads_shard_numel = grads_shard;
+    z->resident.optim_numel = optim;
     size_t pbytes = zero3_dtype_size(z->cfg.param_type), gbytes = zero3_dtype_size(z->cfg.grad_type);
     size_t bytes = 0;
-    if (params_shard) { z->params_shard = be->alloc(be->ctx, params_shard * pbytes); bytes += params_shard * pbytes; }
-    if (params_full) { z->params_full = be->alloc(be->ctx, params_full * pbytes); bytes += params_full * pbytes; }
-    if (!z->master_is_params) {
-        z->master = be->alloc(be->ctx, optim * sizeof(float));
+    if (params_shard) { z->resident.params_shard = be->alloc(be->ctx, params_shard * pbytes); bytes += params_shard * pbytes; }
+    if (params_full) { z->resident.params_full = be->alloc(be->ctx, params_full * pbytes); bytes += params_full * pbytes; }
+    bytes += hp_allocate_secondary(z);
+    if (!z->resident.master_is_params) {
+        z->resident.master = be->alloc(be->ctx, optim * sizeof(float));
         bytes += optim * sizeof(float);
     }
-    z->adam_m = be->alloc(be->ctx, optim * sizeof(float));
-    z->adam_v = be->alloc(be->ctx, optim * sizeof(float));
+    z->resident.adam_m = be->alloc(be->ctx, optim * sizeof(float));
+    z->resident.adam_v = be->alloc(be->ctx, optim * sizeof(float));
     bytes += 2 * optim * sizeof(float);
-    if (grads_shard) { z->grads_shard = be->alloc(be->ctx, grads_shard * gbytes); bytes += grads_shard * gbytes; }
-    if (grads_full) { z->grads_full = be->alloc(be->ctx, grads_full * gbytes); bytes += grads_full * gbytes; }
-    z->resident_bytes = bytes;
+    if (grads_shard) { z->resident.grads_shard = be->alloc(be->ctx, grads_shard * gbytes); bytes += grads_shard * gbytes; }
+    if (grads_full) { z->resident.grads_full = be->alloc(be->ctx, grads_full * gbytes); bytes += grads_full * gbytes; }
+    z->resident.bytes = bytes;
     // at most one optimizer segment per tensor: a unit's optimizer span meets each tensor once
-    for (int i = 0; i < z->nunits; i++) z->adam_segs_cap += z->units[i].ntensors;
-    z->adam_segs = calloc((size_t)z->adam_segs_cap, sizeof(Zero3AdamSegment));
-    if (!z->adam_segs) zero3_die("out of host memory");
+    for (int i = 0; i < z->nunits; i++) z->adam.cap += z->units[i].ntensors;
+    z->adam.segs = calloc((size_t)z->adam.cap, sizeof(Zero3AdamSegment));
+    if (!z->adam.segs) zero3_die("out of host memory");
 }
 
 void zero3_free(Zero3 *z) {
     const Zero3Backend *be = z->be;
-    void *bufs[] = {z->params_full, z->params_shard, z->master, z->adam_m, z->adam_v,
-                    z->grads_full, z->grads_shard};
+    void *bufs[] = {z->resident.params_full, z->resident.params_shard, z->resident.master, z->resident.adam_m, z->resident.adam_v,
+                    z->resident.grads_full, z->resident.grads_shard, z->resident.params_secondary};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i]) be->free(be->ctx, bufs[i]);
-    for (int i = 0; i < z->pool_count; i++) be->free(be->ctx, z->pool[i].ptr);
+    for (int i = 0; i < z->pool.count; i++) be->free(be->ctx, z->pool.entry[i].ptr);
     free(z->units);
-    for (int p = 0; p < ZERO3_NUM_PASSES; p++) { free(z->schedule[p].order); free(z->schedule[p].backward); }
-    free(z->events);
-    free(z->stamp_seconds);
-    free(z->unit_exposed_s);
-    free(z->adam_segs);
+    for (int p = 0; p < ZERO3_NUM_PASSES; p++) { free(z->schedule.pass_order[p].order); free(z->schedule.pass_order[p].backward); }
+    OBSERVE(z, free);
+    free(z->adam.segs);
     memset(z, 0, sizeof(*z));
 }
 
@@ -178,12 +249,12 @@ size_t zero3_owned_begin(const Zero3 *z, int u) { return (size_t)z->rank * z->un
 // The working params of the owned slice (the input of all-gathers, the output of AdamW).
 static void *owned_params(Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
-    if (params_sharded(z, u)) return at(z->params_shard, U->params_offset, z->cfg.param_type);
-    return at(z->params_full, U->params_offset + zero3_owned_begin(z, u), z->cfg.param_type);
+    if (params_sharded(z, u)) return at(z->resident.params_shard, U->params_offset, z->cfg.param_type);
+    return at(z->resident.params_full, U->params_offset + zero3_owned_begin(z, u), z->cfg.param_type);
 }
 
 // The whole unit's working params where they are FULL (resident).
-static void *resident_params(Zero3 *z, int u) { return at(z->params_full, z->units[u].params_offset, z->cfg.param_type); }
+static void *resident_params(Zero3 *z, int u) { return at(z->resident.params_full, z->units[u].params_offset, z->cfg.param_type); }
 
 // The optimizer's view of unit u: with the optimizer FULL (DDP) every rank updates the whole unit,
 // SHARDED only its owned slice. Returns the first element, in unit coordinates, and the count.
@@ -202,24 +273,24 @@ void zero3_optimizer_range(const Zero3 *z, int u, size_t *begin, size_t *count) 
 static size_t owned_in_span(const Zero3 *z, int u) { return optimizer_sharded(z, u) ? 0 : zero3_owned_begin(z, u); }
 
 static float *master_span(Zero3 *z, int u) {
-    if (z->master_is_params) {   // the fp32 params: the span starts where the optimizer span does
+    if (z->resident.master_is_params) {   // the fp32 params: the span starts where the optimizer span does
         if (!optimizer_sharded(z, u)) return (float *)resident_params(z, u);
         return (float *)owned_params(z, u);
     }
-    return z->master + optimizer_offset(z, u);
+    return z->resident.master + optimizer_offset(z, u);
 }
 
 float *zero3_owned_master(Zero3 *z, int u) { return master_span(z, u) + owned_in_span(z, u); }
-float *zero3_owned_m(Zero3 *z, int u) { return z->adam_m + optimizer_offset(z, u) + owned_in_span(z, u); }
-float *zero3_owned_v(Zero3 *z, int u) { return z->adam_v + optimizer_offset(z, u) + owned_in_span(z, u); }
+float *zero3_owned_m(Zero3 *z, int u) { return z->resident.adam_m + optimizer_offset(z, u) + owned_in_span(z, u); }
+float *zero3_owned_v(Zero3 *z, int u) { return z->resident.adam_v + optimizer_offset(z, u) + owned_in_span(z, u); }
 
 // The reduced gradients of the optimizer span of unit u: the shard buffer where grads are SHARDED;
 // else the resident full buffer, from the unit's start (optimizer FULL) or its owned slice.
 static void *grads_span(Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
-    if (grads_sharded(z, u)) return at(z->grads_shard, U->grads_offset, z->cfg.grad_type);
+    if (grads_sharded(z, u)) return at(z->resident.grads_shard, U->grads_offset, z->cfg.grad_type);
     size_t begin = optimizer_sharded(z, u) ? zero3_owned_begin(z, u) : 0;
-    return at(z->grads_full, U->grads_offset + begin, z->cfg.grad_type);
+    return at(z->resident.grads_full, U->grads_offset + begin, z->cfg.grad_type);
 }
 
 const void *zero3_owned_grads(const Zero3 *z, int u) {
@@ -228,147 +299,35 @@ const void *zero3_owned_grads(const Zero3 *z, int u) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Accounting under the ring cost model: an all-gather or reduce-scatter of a full buffer of F bytes
-// sends (N-1)/N * F from each rank; an all-reduce sends 2 (N-1)/N * F.
-
-static double ring_fraction(const Zero3 *z) { return (double)(z->world - 1) / (double)z->world; }
-
-static void ledger_add(Zero3 *z, Zero3Collective c, double bytes) {
-    z->stats.ledger.row[c].count += 1.0;
-    z->stats.ledger.row[c].bytes += bytes;
-}
-static double count_gather(Zero3 *z, size_t full_bytes, Zero3Collective kind) {
-    double b = ring_fraction(z) * (double)full_bytes;
-    z->stats.comm_bytes += b; z->stats.comm_gather_bytes += b; z->stats.gathers++;
-    ledger_add(z, kind, b);
-    return b;
-}
-static double count_reduce(Zero3 *z, size_t full_bytes, int all_reduce) {
-    double b = (all_reduce ? 2.0 : 1.0) * ring_fraction(z) * (double)full_bytes;
-    z->stats.comm_bytes += b; z->stats.comm_reduce_bytes += b; z->stats.reduces++;
-    ledger_add(z, all_reduce ? ZERO3_COLL_ALL_REDUCE : ZERO3_COLL_REDUCE_SCATTER, b);
-    return b;
-}
-static double count_scalar(Zero3 *z) {   // over every rank (under HSDP too)
-    double n = (double)z->be->world, b = 2.0 * (n - 1.0) / n * sizeof(double);
-    z->stats.comm_bytes += b; z->stats.comm_scalar_bytes += b;
-    ledger_add(z, ZERO3_COLL_NORM, b);
-    return b;
-}
-
-// ------------------------------------------------------------------------------------------------
-// The timeline: with a backend that takes stamps, the engine writes down when each unit computes,
-// when each collective moves, and when the compute side waits for one (the exposed communication).
-// A unit's compute span runs from the end of its pre_forward / pre_backward to the next engine call.
-
-static int timed(const Zero3 *z) { return z->be->stamp != NULL; }
-
-static Zero3Event *event_add(Zero3 *z, Zero3EventType type, int unit, Zero3Collective coll) {
-    if (z->nevents == z->events_cap) {
-        z->events_cap = z->events_cap ? 2 * z->events_cap : 1024;
-        z->events = realloc(z->events, (size_t)z->events_cap * sizeof(Zero3Event));
-        if (!z->events) zero3_die("out of host memory");
-    }
-    Zero3Event *e = &z->events[z->nevents++];
-    memset(e, 0, sizeof(*e));
-    e->type = type; e->unit = unit; e->coll = coll; e->micro = z->micro;
-    e->stamp_begin = e->stamp_end = -1;
-    return e;
-}
-
-static void span_open(Zero3 *z, Zero3EventType type, int unit) {
-    if (!timed(z)) return;
-    Zero3Event *e = event_add(z, type, unit, ZERO3_COLL_KINDS);
-    e->stamp_begin = z->be->stamp(z->be->ctx);
-    z->open_span = z->nevents - 1;
-}
-// Every public entry point closes the compute span that is open: the caller's compute ended there.
-static void span_close(Zero3 *z) {
-    if (z->open_span < 0) return;
-    z->events[z->open_span].stamp_end = z->be->stamp(z->be->ctx);
-    z->open_span = -1;
-}
-
-// The communication side of the collective just started: its transfer, with its bytes.
-static void note_collective(Zero3 *z, int unit, Zero3Collective coll, double bytes) {
-    if (!timed(z)) return;
-    Zero3Event *e = event_add(z, ZERO3_EV_COLLECTIVE, unit, coll);
-    e->bytes = bytes;
-    z->be->comm_stamps(z->be->ctx, &e->stamp_begin, &e->stamp_end);
-}
-
-// be->wait, timed: what the compute side waits here is exposed communication.
-static void timed_wait(Zero3 *z, void *handle, int unit, Zero3Collective coll) {
-    if (!timed(z)) { z->be->wait(z->be->ctx, handle); return; }
-    Zero3Event *e = event_add(z, ZERO3_EV_WAIT, unit, coll);
-    int index = z->nevents - 1;
-    e->stamp_begin = z->be->stamp(z->be->ctx);
-    z->be->wait(z->be->ctx, handle);
-    z->events[index].stamp_end = z->be->stamp(z->be->ctx);
-}
-
-const Zero3Event *zero3_timeline_read(Zero3 *z, int *n) {
-    *n = 0;
-    if (!timed(z)) return NULL;
-    span_close(z);
-    int nstamps = 0;
-    for (int i = 0; i < z->nevents; i++) {
-        if (z->events[i].stamp_begin + 1 > nstamps) nstamps = z->events[i].stamp_begin + 1;
-        if (z->events[i].stamp_end + 1 > nstamps) nstamps = z->events[i].stamp_end + 1;
-    }
-    if (nstamps > z->stamp_cap) {
-        z->stamp_cap = nstamps;
-        z->stamp_seconds = realloc(z->stamp_seconds, (size_t)nstamps * sizeof(double));
-        if (!z->stamp_seconds) zero3_die("out of host memory");
-    }
-    z->be->stamps_read(z->be->ctx, z->stamp_seconds, nstamps);
-    z->stats.exposed_s = 0.0;
-    for (int u = 0; u < z->nunits; u++) z->unit_exposed_s[u] = 0.0;
-    for (int i = 0; i < z->nevents; i++) {
-        Zero3Event *e = &z->events[i];
-        e->t_begin = e->stamp_begin >= 0 ? z->stamp_seconds[e->stamp_begin] : 0.0;
-        e->t_end = e->stamp_end >= 0 ? z->stamp_seconds[e->stamp_end] : e->t_begin;
-        if (e->type != ZERO3_EV_WAIT) continue;
-        double d = e->t_end > e->t_begin ? e->t_end - e->t_begin : 0.0;
-        z->stats.exposed_s += d;
-        if (e->unit >= 0) z->unit_exposed_s[e->unit] += d;
-    }
-    *n = z->nevents;
-    return z->events;
-}
-
-// ------------------------------------------------------------------------------------------------
 // The transient pool: gathered units and full-size gradient buffers. Like PyTorch's caching
 // allocator, a released buffer is kept and handed to the next request it fits (best fit), so after
-// the first step nothing is allocated. `transient_bytes` counts what the holders asked for, which
-// is what ZeRO-3 needs live; `pool_bytes` is what the process really holds.
+// the first step nothing is allocated. The observer counts what the holders ask for (the transient
+// bytes: what ZeRO-3 needs live); `pool.bytes` is what the process really holds.
 
 static void *pool_acquire(Zero3 *z, size_t bytes) {
     int best = -1;
-    for (int i = 0; i < z->pool_count; i++) {
-        Zero3PoolEntry *e = &z->pool[i];
-        if (e->used == 0 && e->capacity >= bytes && (best < 0 || e->capacity < z->pool[best].capacity))
+    for (int i = 0; i < z->pool.count; i++) {
+        Zero3PoolEntry *e = &z->pool.entry[i];
+        if (e->used == 0 && e->capacity >= bytes && (best < 0 || e->capacity < z->pool.entry[best].capacity))
             best = i;
     }
     if (best < 0) {
-        if (z->pool_count == ZERO3_MAX_POOL) zero3_die("transient pool exhausted");
-        best = z->pool_count++;
-        z->pool[best].ptr = z->be->alloc(z->be->ctx, bytes);
-        z->pool[best].capacity = bytes;
-        z->pool_bytes += bytes;
+        if (z->pool.count == ZERO3_MAX_POOL) zero3_die("transient pool exhausted");
+        best = z->pool.count++;
+        z->pool.entry[best].ptr = z->be->alloc(z->be->ctx, bytes);
+        z->pool.entry[best].capacity = bytes;
+        z->pool.bytes += bytes;
     }
-    z->pool[best].used = bytes;
-    z->stats.transient_bytes += bytes;
-    if (z->stats.transient_bytes > z->stats.transient_peak)
-        z->stats.transient_peak = z->stats.transient_bytes;
-    return z->pool[best].ptr;
+    z->pool.entry[best].used = bytes;
+    OBSERVE(z, transient_acquired, bytes);
+    return z->pool.entry[best].ptr;
 }
 
 static void pool_release(Zero3 *z, void *ptr) {
-    for (int i = 0; i < z->pool_count; i++) {
-        if (z->pool[i].ptr == ptr && z->pool[i].used) {
-            z->stats.transient_bytes -= z->pool[i].used;
-            z->pool[i].used = 0;
+    for (int i = 0; i < z->pool.count; i++) {
+        if (z->pool.entry[i].ptr == ptr && z->pool.entry[i].used) {
+            OBSERVE(z, transient_released, z->pool.entry[i].used);
+            z->pool.entry[i].used = 0;
             return;
         }
     }
@@ -380,6 +339,7 @@ static void pool_release(Zero3 *z, void *ptr) {
 
 void zero3_publish_params(Zero3 *z) {
     const Zero3Backend *be = z->be;
+    hp_invalidate(z);
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
         if (!optimizer_sharded(z, u)) {
@@ -387,11 +347,11 @@ void zero3_publish_params(Zero3 *z) {
             float *master_full = master_span(z, u);
             be->wait(be->ctx, be->all_gather_start(be->ctx, master_full + zero3_owned_begin(z, u),
                                                    master_full, U->shard, ZERO3_F32));
-            if (!z->master_is_params)
+            if (!z->resident.master_is_params)
                 be->cast_from_f32(be->ctx, resident_params(z, u), z->cfg.param_type, master_full, U->padded);
             continue;
         }
-        if (!z->master_is_params)
+        if (!z->resident.master_is_params)
             be->cast_from_f32(be->ctx, owned_params(z, u), z->cfg.param_type, master_span(z, u), U->shard);
         if (!params_sharded(z, u)) {
             void *full = resident_params(z, u);
@@ -408,30 +368,30 @@ void zero3_publish_params(Zero3 *z) {
 // kind records afresh.
 
 static void schedule_close_recording(Zero3 *z) {
-    if (z->recording) z->schedule[z->pass].recorded = 1;
-    z->recording = 0;
+    if (z->schedule.recording) z->schedule.pass_order[z->schedule.pass].recorded = 1;
+    z->schedule.recording = 0;
 }
 
 static void schedule_start(Zero3 *z, Zero3Pass pass) {
     schedule_close_recording(z);
-    z->pass = pass;
-    z->schedule_pos = 0;
-    if (!z->schedule[pass].recorded) {
-        z->schedule[pass].len = 0;
-        z->recording = 1;
+    z->schedule.pass = pass;
+    z->schedule.pos = 0;
+    if (!z->schedule.pass_order[pass].recorded) {
+        z->schedule.pass_order[pass].len = 0;
+        z->schedule.recording = 1;
     }
 }
 
 // Notes that unit u is being gathered: writes it down, or checks it against the recording.
 static void schedule_note_gather(Zero3 *z, int u) {
-    Zero3Schedule *s = &z->schedule[z->pass];
-    if (z->recording) {
-        if (s->len < 3 * ZERO3_MAX_UNITS) { s->backward[s->len] = (unsigned char)z->in_backward; s->order[s->len++] = u; }
-        else z->recording = 0;   // a pass this long is not recorded: it runs without prefetch
+    Zero3PassOrder *s = &z->schedule.pass_order[z->schedule.pass];
+    if (z->schedule.recording) {
+        if (s->len < 3 * ZERO3_MAX_UNITS) { s->backward[s->len] = (unsigned char)z->step.in_backward; s->order[s->len++] = u; }
+        else z->schedule.recording = 0;   // a pass this long is not recorded: it runs without prefetch
         return;
     }
     if (!s->recorded) return;
-    if (z->schedule_pos < s->len && s->order[z->schedule_pos] == u) { z->schedule_pos++; return; }
+    if (z->schedule.pos < s->len && s->order[z->schedule.pos] == u) { z->schedule.pos++; return; }
     s->recorded = 0;   // a departure: no prefetch for the rest of this pass, re-record the next
 }
 
@@ -439,29 +399,25 @@ static void schedule_note_gather(Zero3 *z, int u) {
 // The step
 
 void zero3_step_begin(Zero3 *z) {
-    memset(&z->stats, 0, sizeof(z->stats));
-    z->grads_complete = 0;
-    // a fresh timeline: the stamps of whatever ran since the last step are forgotten
-    span_close(z);
-    z->nevents = 0;
-    if (timed(z)) z->be->stamps_read(z->be->ctx, NULL, 0);
+    OBSERVE(z, step_begin);
+    z->step.grads_complete = 0;
     // gradients accumulate over the micro-steps of one step: start them at zero
     const Zero3Backend *be = z->be;
     size_t gbytes = zero3_dtype_size(z->cfg.grad_type);
-    if (z->grads_full) be->zero(be->ctx, z->grads_full, z->grads_full_numel * gbytes);
-    if (z->grads_shard) be->zero(be->ctx, z->grads_shard, z->grads_shard_numel * gbytes);
-    for (int i = 0; i < z->pool_count; i++)   // buffers still held across steps (none expected)
-        z->stats.transient_bytes += z->pool[i].used;
-    z->stats.transient_peak = z->stats.transient_bytes;
+    if (z->resident.grads_full) be->zero(be->ctx, z->resident.grads_full, z->resident.grads_full_numel * gbytes);
+    if (z->resident.grads_shard) be->zero(be->ctx, z->resident.grads_shard, z->resident.grads_shard_numel * gbytes);
 }
 
 // GATHERED -> SHARDED: the full unit's memory returns to the pool.
 static void free_gathered(Zero3 *z, Zero3Unit *U) {
-    if (!solo(z)) pool_release(z, U->params_gathered);   // one rank: the shard itself, not a pool buffer
+    if (U->params_gathered != owned_params(z, (int)(U - z->units)))   // one rank: the shard itself, not a pool buffer
+        pool_release(z, U->params_gathered);
     U->params_gathered = NULL;
     U->param_state = ZERO3_PARAMS_SHARDED;
     U->kept = 0;
 }
+
+static void gather_finish(Zero3 *z, int u);
 
 // A unit gathered ahead of use that no pass then asked for (only after a departure from the
 // schedule): its buffer goes back to the pool, so stale params can never be used after an update.
@@ -470,8 +426,7 @@ static void drop_unused_prefetches(Zero3 *z) {
         Zero3Unit *U = &z->units[u];
         if (U->holders || U->kept || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
             continue;
-        if (U->gather_handle) timed_wait(z, U->gather_handle, u, ZERO3_COLL_FWD_GATHER);
-        U->gather_handle = NULL;
+        if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
         free_gathered(z, U);
     }
 }
@@ -479,22 +434,82 @@ static void drop_unused_prefetches(Zero3 *z) {
 void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
     // the previous micro-step's last reductions still read their gradient buffers; the units
     // start a new accumulation now, so let those finish first
-    span_close(z);
+    OBSERVE(z, compute_end);
     zero3_finish_reductions(z);
     drop_unused_prefetches(z);
     for (int u = 0; u < z->nunits; u++) z->units[u].backward_done = 0;
-    z->in_backward = 0;
-    z->micro = micro;
-    z->micro_steps = micro_steps;
+    z->step.in_backward = 0;
+    z->step.micro = micro;
+    z->step.micro_steps = micro_steps;
     schedule_start(z, pass);
 }
 
+// ---- ZeRO++ (docs/zeropp.md): the gather and the reduction, each idea one small function ----------
+
+// qwZ: the forward (and, without hpZ, the backward) all-gather moves every shard block-quantized:
+// int8 codes and one fp32 scale per block, about a quarter of fp32's bytes and half of bf16's. The
+// master shard stays exact; only the copy the compute uses is quantized. U->gather_packed holds
+// every rank's packed shard in rank order: this rank quantizes its own into place, the all-gather
+// brings the others, and qw_dequantize (once it has arrived) fills the gathered buffer. On one rank
+// there is nothing to send, but the compute still sees the quantized model, the same for any N.
+static void *qw_gather_start(Zero3 *z, int u, Zero3Collective kind) {
+    Zero3Unit *U = &z->units[u];
+    const Zero3Backend *be = z->be;
+    size_t packed = zero3_quant_bytes(U->shard);
+    U->gather_packed = pool_acquire(z, packed * (size_t)z->world);
+    char *mine = (char *)U->gather_packed + packed * (size_t)z->rank;
+    be->quantize(be->ctx, owned_params(z, u), z->cfg.param_type, U->shard, mine);
+    if (solo(z)) return NULL;
+    void *handle = be->all_gather_start(be->ctx, mine, U->gather_packed, packed, ZERO3_I8);
+    OBSERVE(z, collective, u, kind, packed * (size_t)z->world);
+    return handle;
+}
+
+static void qw_dequantize(Zero3 *z, Zero3Unit *U) {
+    const Zero3Backend *be = z->be;
+    size_t packed = zero3_quant_bytes(U->shard);
+    for (int r = 0; r < z->world; r++)
+        be->dequantize(be->ctx, (char *)U->gather_packed + packed * (size_t)r, U->shard,
+                       at(U->params_gathered, (size_t)r * U->shard, z->cfg.param_type), z->cfg.param_type, 0);
+    pool_release(z, U->gather_packed);
+    U->gather_packed = NULL;
+}
+
+// hpZ: every full gather leaves, besides the gathered unit, a secondary shard on each rank: the
+// 1/G of the unit for its place in its node group, resident until the params change. A backward
+// gather then all-gathers the secondary shards inside the node group (fast links) instead of the
+// primary shards across every rank: the same bytes arrive, from nearer.
+static void *secondary_shard(Zero3 *z, const Zero3Unit *U) {
+    return at(z->resident.params_secondary, U->secondary_offset, z->cfg.param_type);
+}
+
+static void hp_keep_secondary(Zero3 *z, Zero3Unit *U) {
+    size_t n = U->padded / (size_t)z->node_size;
+    z->be->copy(z->be->ctx, secondary_shard(z, U), at(U->params_gathered, (size_t)z->node_rank * n, z->cfg.param_type),
+                n * zero3_dtype_size(z->cfg.param_type));
+    U->secondary_ready = 1;
+}
+
+static void *hp_gather_start(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    size_t n = U->padded / (size_t)z->node_size;
+    void *handle = z->be->node_all_gather_start(z->be->ctx, secondary_shard(z, U), U->params_gathered, n, z->cfg.param_type);
+    OBSERVE(z, collective, u, ZERO3_COLL_HP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));
+    return handle;
+}
+
+// hpZ serves unit u's gather from the node group: a backward gather after a full one this step.
+static int hp_serves(const Zero3 *z, int u, int backward) {
+    return hp(z) && !solo(z) && backward && z->units[u].secondary_ready;
+}
+
 // SHARDED -> GATHERING: the all-gather of unit u into a pool buffer starts (for the forward or the
-// backward: the ledger's kind). On one rank the shard is the unit: SHARDED -> GATHERED in place.
+// backward: the ledger's kind), quantized under qwZ, from the node group under hpZ. On one rank the
+// shard is the unit: SHARDED -> GATHERED in place (under qwZ a quantized copy, still GATHERING).
 static void gather_start(Zero3 *z, int u, int backward) {
     Zero3Unit *U = &z->units[u];
     const Zero3Backend *be = z->be;
-    if (solo(z)) {
+    if (solo(z) && !qw(z)) {
         U->params_gathered = owned_params(z, u);
         U->param_state = ZERO3_PARAMS_GATHERED;
         return;
@@ -502,20 +517,38 @@ static void gather_start(Zero3 *z, int u, int backward) {
     size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
     Zero3Collective kind = backward ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER;
     U->params_gathered = pool_acquire(z, full_bytes);
-    U->gather_handle = be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered,
-                                            U->shard, z->cfg.param_type);
+    if (hp_serves(z, u, backward)) {
+        kind = ZERO3_COLL_HP_GATHER;
+        U->gather_handle = hp_gather_start(z, u);
+    } else if (qw(z)) {
+        U->gather_handle = qw_gather_start(z, u, kind);
+    } else {
+        U->gather_handle = be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered, U->shard, z->cfg.param_type);
+        OBSERVE(z, collective, u, kind, full_bytes);
+    }
+    U->gather_kind = kind;
     U->param_state = ZERO3_PARAMS_GATHERING;
-    note_collective(z, u, kind, count_gather(z, full_bytes, kind));
+}
+
+// GATHERING -> GATHERED: waits for the gather; qwZ dequantizes what arrived, and under hpZ a full
+// gather keeps this rank's secondary shard of it.
+static void gather_finish(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    if (U->gather_handle) wait_for(z, U->gather_handle, u, (Zero3Collective)U->gather_kind);
+    U->gather_handle = NULL;
+    if (U->gather_packed) qw_dequantize(z, U);
+    if (hp(z) && !solo(z) && U->gather_kind != ZERO3_COLL_HP_GATHER) hp_keep_secondary(z, U);
+    U->param_state = ZERO3_PARAMS_GATHERED;
 }
 
 // Starts the all-gathers of the next prefetch_depth units of the recorded schedule that are still
 // SHARDED. Bounding the depth bounds memory (FSDP's limit_all_gathers, DeepSpeed's
 // stage3_max_live_parameters).
 static void prefetch(Zero3 *z) {
-    const Zero3Schedule *s = &z->schedule[z->pass];
-    if (z->recording || !s->recorded) return;
+    const Zero3PassOrder *s = &z->schedule.pass_order[z->schedule.pass];
+    if (z->schedule.recording || !s->recorded) return;
     for (int k = 0; k < z->cfg.prefetch_depth; k++) {
-        int pos = z->schedule_pos + k;
+        int pos = z->schedule.pos + k;
         if (pos >= s->len) break;
         if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED)
             gather_start(z, s->order[pos], s->backward[pos]);
@@ -524,16 +557,12 @@ static void prefetch(Zero3 *z) {
 
 void *zero3_gather(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    span_close(z);
+    OBSERVE(z, compute_end);
     if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
         return resident_params(z, u);
     schedule_note_gather(z, u);
-    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, z->in_backward);   // not prefetched: now
-    if (U->param_state == ZERO3_PARAMS_GATHERING) {                   // GATHERING -> GATHERED
-        timed_wait(z, U->gather_handle, u, z->in_backward ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER);
-        U->gather_handle = NULL;
-        U->param_state = ZERO3_PARAMS_GATHERED;
-    }
+    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, z->step.in_backward);   // not prefetched: now
+    if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
     U->holders++;
     prefetch(z);   // while the caller computes on u, the next units arrive
     return U->params_gathered;
@@ -544,7 +573,7 @@ void *zero3_gather(Zero3 *z, int u) {
 // after forward) and its gradients have not been handed over yet.
 void zero3_release(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    span_close(z);
+    OBSERVE(z, compute_end);
     if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
     if (U->holders <= 0 || U->param_state != ZERO3_PARAMS_GATHERED)
         zero3_die("zero3_release of a unit that is not gathered");
@@ -565,7 +594,7 @@ static void *grads_open(Zero3 *z, int u) {
             U->grads_buffer = pool_acquire(z, bytes);
             z->be->zero(z->be->ctx, U->grads_buffer, bytes);
         } else {
-            U->grads_buffer = at(z->grads_full, U->grads_offset, z->cfg.grad_type);
+            U->grads_buffer = at(z->resident.grads_full, U->grads_offset, z->cfg.grad_type);
         }
         U->grad_state = ZERO3_GRADS_ACCUMULATING;
     }
@@ -573,24 +602,76 @@ static void *grads_open(Zero3 *z, int u) {
 }
 
 void *zero3_grads(Zero3 *z, int u) {
-    span_close(z);
+    OBSERVE(z, compute_end);
     void *g = grads_open(z, u);
-    z->in_backward = 1;
-    span_open(z, ZERO3_EV_BACKWARD, u);   // the caller computes gradients of u now
+    z->step.in_backward = 1;
+    OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);   // the caller computes gradients of u now
     return g;
 }
 
 // REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
 static void retire_oldest_reduction(Zero3 *z) {
-    timed_wait(z, z->inflight_handle[0], z->inflight_unit[0],
-               optimizer_sharded(z, z->inflight_unit[0]) ? ZERO3_COLL_REDUCE_SCATTER : ZERO3_COLL_ALL_REDUCE);
-    Zero3Unit *U = &z->units[z->inflight_unit[0]];
-    if (grads_sharded(z, z->inflight_unit[0])) pool_release(z, U->grads_buffer);
+    wait_for(z, z->inflight.handle[0], z->inflight.unit[0],
+               optimizer_sharded(z, z->inflight.unit[0]) ? ZERO3_COLL_REDUCE_SCATTER : ZERO3_COLL_ALL_REDUCE);
+    Zero3Unit *U = &z->units[z->inflight.unit[0]];
+    if (grads_sharded(z, z->inflight.unit[0])) pool_release(z, U->grads_buffer);
     U->grads_buffer = NULL;
     U->grad_state = ZERO3_GRADS_IDLE;
-    z->inflight_count--;
-    memmove(z->inflight_handle, z->inflight_handle + 1, z->inflight_count * sizeof(void *));
-    memmove(z->inflight_unit, z->inflight_unit + 1, z->inflight_count * sizeof(int));
+    z->inflight.count--;
+    memmove(z->inflight.handle, z->inflight.handle + 1, z->inflight.count * sizeof(void *));
+    memmove(z->inflight.unit, z->inflight.unit + 1, z->inflight.count * sizeof(int));
+}
+
+// ACCUMULATING -> IDLE at once, for a reduction that needs no collective in flight: one rank (the
+// gradients are already where the optimizer reads them), or qgZ's (finished before it returns).
+static void grads_reduced_now(Zero3 *z, Zero3Unit *U) {
+    U->grads_buffer = NULL;
+    U->grad_state = ZERO3_GRADS_IDLE;
+    U->backward_done = 1;
+    if (U->kept && U->holders == 0) free_gathered(z, U);
+}
+
+// qgZ: unit u's gradients of this micro-step reduced in two quantized hops, so that only a node
+// group's partial sums cross between nodes. The shard group is X node groups of G ranks; rank
+// x*G + l owns shard x*G + l.
+//   hop 1, inside the node group: to its peer of place l' each rank sends, quantized, the shards of
+//          every rank of place l' (x'*G + l' for each node x'): X shards. It receives the same
+//          from its G peers and sums them in fp32: its node's partial sums of X shards.
+//   hop 2, across node groups: each partial sum is requantized and sent to its owner (the rank of
+//          place l in node x'), which sums the X arriving in fp32 into its gradient shard.
+// With one node group (X = 1) hop 1 already gives the node's, the whole group's, sum: no hop 2.
+// The adds land in the shard (zeroed at the step's start), so micro-steps accumulate there; the
+// norm and AdamW read those fp32 sums. Each hop waits for its all-to-all: no overlap (simplicity).
+static void qg_reduce(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    const Zero3Backend *be = z->be;
+    const Zero3DType gt = z->cfg.grad_type;
+    const int G = z->node_size, X = z->nodes;
+    const size_t S = U->shard, packed = zero3_quant_bytes(S);
+    char *send = pool_acquire(z, packed * (size_t)z->world), *recv = pool_acquire(z, packed * (size_t)z->world);
+    for (int peer = 0; peer < G; peer++)
+        for (int x = 0; x < X; x++)
+            be->quantize(be->ctx, at(U->grads_buffer, (size_t)(x * G + peer) * S, gt), gt, S, send + (size_t)(peer * X + x) * packed);
+    void *hop = be->all_to_all_start(be->ctx, send, recv, packed * (size_t)X, 0);
+    OBSERVE(z, collective, u, ZERO3_COLL_QG_INTRA, packed * (size_t)z->world);
+    wait_for(z, hop, u, ZERO3_COLL_QG_INTRA);
+    // the node's sums of the X shards of place l: straight into this rank's shard when X = 1
+    void *node_sum = X == 1 ? grads_span(z, u) : pool_acquire(z, (size_t)X * S * sizeof(float));
+    Zero3DType sum_type = X == 1 ? gt : ZERO3_F32;
+    if (X > 1) be->zero(be->ctx, node_sum, (size_t)X * S * sizeof(float));
+    for (int x = 0; x < X; x++)
+        for (int peer = 0; peer < G; peer++)
+            be->dequantize(be->ctx, recv + (size_t)(peer * X + x) * packed, S, at(node_sum, (size_t)x * S, sum_type), sum_type, 1);
+    if (X > 1) {
+        for (int x = 0; x < X; x++) be->quantize(be->ctx, at(node_sum, (size_t)x * S, ZERO3_F32), ZERO3_F32, S, send + (size_t)x * packed);
+        hop = be->all_to_all_start(be->ctx, send, recv, packed, 1);
+        OBSERVE(z, collective, u, ZERO3_COLL_QG_ACROSS, packed * (size_t)X);
+        wait_for(z, hop, u, ZERO3_COLL_QG_ACROSS);
+        for (int x = 0; x < X; x++) be->dequantize(be->ctx, recv + (size_t)x * packed, S, grads_span(z, u), gt, 1);
+        pool_release(z, node_sum);
+    }
+    pool_release(z, send);
+    pool_release(z, recv);
 }
 
 // ACCUMULATING -> REDUCING: hands unit u's gradients of this micro-step to the collective the layout
@@ -602,19 +683,22 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     const Zero3Backend *be = z->be;
     Zero3DType gt = z->cfg.grad_type;
     size_t full_bytes = U->padded * zero3_dtype_size(gt);
-    span_close(z);
+    OBSERVE(z, compute_end);
     if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
     void *handle = NULL;
     if (solo(z)) {   // one rank: the gradients are already where the optimizer reads them
-        U->grads_buffer = NULL;
-        U->grad_state = ZERO3_GRADS_IDLE;
-        U->backward_done = 1;
-        if (U->kept && U->holders == 0) free_gathered(z, U);
+        grads_reduced_now(z, U);
+        return;
+    }
+    if (grads_sharded(z, u) && qg(z)) {   // qgZ: reduced before it returns, into the shard
+        qg_reduce(z, u);
+        pool_release(z, U->grads_buffer);
+        grads_reduced_now(z, U);
         return;
     }
     if (!grads_sharded(z, u)) {
         // full gradients stay resident: accumulate locally, communicate once per step
-        if (z->micro != z->micro_steps - 1) {
+        if (z->step.micro != z->step.micro_steps - 1) {
             U->grads_buffer = NULL;
             U->grad_state = ZERO3_GRADS_IDLE;
             U->backward_done = 1;
@@ -622,46 +706,46 @@ void zero3_reduce_grads(Zero3 *z, int u) {
         }
         if (!optimizer_sharded(z, u)) {
             handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
-            note_collective(z, u, ZERO3_COLL_ALL_REDUCE, count_reduce(z, full_bytes, 1));
+            OBSERVE(z, collective, u, ZERO3_COLL_ALL_REDUCE, full_bytes);
         } else {
             handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-            note_collective(z, u, ZERO3_COLL_REDUCE_SCATTER, count_reduce(z, full_bytes, 0));
+            OBSERVE(z, collective, u, ZERO3_COLL_REDUCE_SCATTER, full_bytes);
         }
     } else {
         // Accumulation without a second shard buffer: each rank adds what its shard holds so far
         // to its own slice of this micro-step's gradients. The reduce-scatter sums that slice over
         // ranks, and only the owner added anything to it, so the result is old shard + new sum.
-        if (z->micro > 0)
+        if (z->step.micro > 0)
             be->add(be->ctx, at(U->grads_buffer, zero3_owned_begin(z, u), gt), grads_span(z, u),
                     U->shard, gt);
         handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-        note_collective(z, u, ZERO3_COLL_REDUCE_SCATTER, count_reduce(z, full_bytes, 0));
+        OBSERVE(z, collective, u, ZERO3_COLL_REDUCE_SCATTER, full_bytes);
     }
     U->grad_state = ZERO3_GRADS_REDUCING;
     U->backward_done = 1;
     if (U->kept && U->holders == 0) free_gathered(z, U);   // kept for a backward that needed no params
     // Keep a few reductions in flight so they overlap the backward of the next units.
-    if (z->inflight_count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
-    z->inflight_handle[z->inflight_count] = handle;
-    z->inflight_unit[z->inflight_count] = u;
-    z->inflight_count++;
+    if (z->inflight.count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
+    z->inflight.handle[z->inflight.count] = handle;
+    z->inflight.unit[z->inflight.count] = u;
+    z->inflight.count++;
     // sharded grads free the full buffer as soon as the reduce-scatter is done with it: bound the
     // number of live gradient buffers to two (this one and the one being computed next)
     if (grads_sharded(z, u))
-        while (z->inflight_count > 1) retire_oldest_reduction(z);
+        while (z->inflight.count > 1) retire_oldest_reduction(z);
 }
 
 void zero3_finish_reductions(Zero3 *z) {
-    while (z->inflight_count > 0) retire_oldest_reduction(z);
+    while (z->inflight.count > 0) retire_oldest_reduction(z);
 }
 
 // ---- the phase verbs: one line before the compute, one after --------------------------------------
 
 void *zero3_pre_forward(Zero3 *z, int u) {
-    span_close(z);
-    z->in_backward = 0;
+    OBSERVE(z, compute_end);
+    z->step.in_backward = 0;
     void *p = zero3_gather(z, u);
-    span_open(z, ZERO3_EV_FORWARD, u);
+    OBSERVE(z, compute_begin, ZERO3_EV_FORWARD, u);
     return p;
 }
 
@@ -669,18 +753,18 @@ void *zero3_pre_forward(Zero3 *z, int u) {
 // forward to its backward, which then needs no second all-gather.
 void zero3_post_forward(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    if (z->cfg.keep_params_until_backward && z->pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
+    if (z->cfg.keep_params_until_backward && z->schedule.pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
         U->kept = 1;
     zero3_release(z, u);
 }
 
 Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
     Zero3UnitBuffers b;
-    span_close(z);
-    z->in_backward = 1;
+    OBSERVE(z, compute_end);
+    z->step.in_backward = 1;
     b.params = zero3_gather(z, u);
     b.grads = grads_open(z, u);
-    span_open(z, ZERO3_EV_BACKWARD, u);
+    OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);
     return b;
 }
 
@@ -709,7 +793,43 @@ void zero3_check_idle(const Zero3 *z) {
             abort();
         }
     }
-    if (z->inflight_count) zero3_die("reductions still in flight");
+    if (z->inflight.count) zero3_die("reductions still in flight");
+}
+
+// One unit at rest between steps: its params where its layout keeps them (SHARDED, or RESIDENT
+// when FULL), no holder, nothing gathered or kept, no gradient buffer open.
+static const char *unit_unrest(const Zero3 *z, int u) {
+    const Zero3Unit *U = &z->units[u];
+    Zero3ParamState rest = params_sharded(z, u) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
+    if (U->param_state != rest) return params_sharded(z, u) ? "params not SHARDED" : "params not RESIDENT";
+    if (U->holders || U->kept) return "params still held";
+    if (U->params_gathered || U->gather_handle) return "a gathered buffer or gather handle kept";
+    if (U->grad_state != ZERO3_GRADS_IDLE || U->grads_buffer) return "grads not IDLE";
+    return NULL;
+}
+
+void zero3_check_step_end(Zero3 *z) {
+    char msg[160];
+    for (int u = 0; u < z->nunits; u++) {
+        const char *why = unit_unrest(z, u);
+        if (why) { snprintf(msg, sizeof msg, "step end: unit %s: %s", z->units[u].name, why); zero3_die(msg); }
+    }
+    if (z->inflight.count) zero3_die("step end: reductions still in flight");
+    int backend_handles = z->be->collectives_in_flight ? z->be->collectives_in_flight(z->be->ctx) : 0;
+    if (backend_handles) {
+        snprintf(msg, sizeof msg, "step end: %d collective handles never waited on", backend_handles);
+        zero3_die(msg);
+    }
+    for (int i = 0; i < z->pool.count; i++)
+        if (z->pool.entry[i].used) zero3_die("step end: a pool buffer not returned");
+    if (z->observe.stats.transient_bytes) zero3_die("step end: transient bytes still counted live");
+    int files = proc_open_files();
+    if (z->step.open_files < 0) z->step.open_files = files;
+    else if (files > z->step.open_files) {
+        snprintf(msg, sizeof msg, "step end: %d open files, %d after the first checked step", files, z->step.open_files);
+        zero3_die(msg);
+    }
+    z->step.checked_steps++;
 }
 
 // Starts one collective for unit u and returns its handle, or NULL when u needs none.
@@ -725,7 +845,7 @@ static void for_units_batched(Zero3 *z, UnitCollective start, Zero3Collective ki
         void *h = start(z, u);
         if (h) { handles[n] = h; units[n++] = u; }
         if (n == ZERO3_GATHER_BATCH || (u == z->nunits - 1 && n > 0)) {
-            for (int i = 0; i < n; i++) timed_wait(z, handles[i], units[i], kind);
+            for (int i = 0; i < n; i++) wait_for(z, handles[i], units[i], kind);
             n = 0;
         }
     }
@@ -737,14 +857,9 @@ static void for_units_batched(Zero3 *z, UnitCollective start, Zero3Collective ki
 static void *start_replica_all_reduce(Zero3 *z, int u) {
     size_t begin, count;
     optimizer_span(z, u, &begin, &count);
-    size_t bytes = count * zero3_dtype_size(z->cfg.grad_type);
-    double sent = 2.0 * (double)(z->replicas - 1) / (double)z->replicas * (double)bytes;
-    z->stats.comm_bytes += sent;
-    z->stats.comm_inter_bytes += sent;
-    z->stats.reduces++;
-    ledger_add(z, ZERO3_COLL_REPLICA_REDUCE, sent);
-    note_collective(z, u, ZERO3_COLL_REPLICA_REDUCE, sent);
-    return z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type);
+    void *handle = z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type);
+    OBSERVE(z, collective, u, ZERO3_COLL_REPLICA_REDUCE, count * zero3_dtype_size(z->cfg.grad_type));
+    return handle;
 }
 
 // The step's gradients, complete: every reduction finished (and, under HSDP, all-reduced across the
@@ -752,9 +867,9 @@ static void *start_replica_all_reduce(Zero3 *z, int u) {
 static void finish_gradients(Zero3 *z) {
     zero3_finish_reductions(z);
     schedule_close_recording(z);
-    if (z->grads_complete) return;
+    if (z->step.grads_complete) return;
     if (z->replicas > 1) for_units_batched(z, start_replica_all_reduce, ZERO3_COLL_REPLICA_REDUCE);
-    z->grads_complete = 1;
+    z->step.grads_complete = 1;
 }
 
 // This rank's sum of squares over the gradient slices it owns: every parameter of the group counted
@@ -771,28 +886,18 @@ static double owned_sum_squares(Zero3 *z) {
 // Global gradient norm: one all-reduce of one number gives every rank the same norm. A per-rank
 // norm would give every rank a different clipping coefficient, and the replicas would drift apart.
 double zero3_grad_norm(Zero3 *z) {
-    span_close(z);
+    OBSERVE(z, compute_end);
     finish_gradients(z);
-    const Zero3Backend *be = z->be;
     double local = owned_sum_squares(z);
-    double bytes = count_scalar(z);
-    // a blocking collective: all of it is waited for (on the timeline, a wait from start to end)
-    int wait_event = -1;
-    if (timed(z)) {
-        event_add(z, ZERO3_EV_WAIT, -1, ZERO3_COLL_NORM)->stamp_begin = be->stamp(be->ctx);
-        wait_event = z->nevents - 1;
-    }
-    double total = be->all_reduce_scalar(be->ctx, local);   // one number, summed over every rank
-    if (wait_event >= 0) {
-        z->events[wait_event].stamp_end = be->stamp(be->ctx);
-        note_collective(z, -1, ZERO3_COLL_NORM, bytes);
-    }
+    OBSERVE(z, norm_begin);
+    double total = z->be->all_reduce_scalar(z->be->ctx, local);   // one number, summed over every rank
+    OBSERVE(z, norm_end);
     return sqrt(total);
 }
 
 // The norm of this rank's own slice only: the clipping pitfall, on purpose (-clip local).
 double zero3_local_grad_norm(Zero3 *z) {
-    span_close(z);
+    OBSERVE(z, compute_end);
     finish_gradients(z);
     return sqrt(owned_sum_squares(z));
 }
@@ -802,9 +907,9 @@ double zero3_local_grad_norm(Zero3 *z) {
 static void *start_updated_params_gather(Zero3 *z, int u) {
     if (params_sharded(z, u) || !optimizer_sharded(z, u) || solo(z)) return NULL;
     const Zero3Unit *U = &z->units[u];
-    double b = count_gather(z, U->padded * zero3_dtype_size(z->cfg.param_type), ZERO3_COLL_STEP_GATHER);
-    note_collective(z, u, ZERO3_COLL_STEP_GATHER, b);
-    return z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
+    void *handle = z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
+    OBSERVE(z, collective, u, ZERO3_COLL_STEP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));
+    return handle;
 }
 
 // The optimizer step's work as segments: the local optimizer span of every unit, cut tensor by
@@ -819,11 +924,11 @@ static int build_adam_segments(Zero3 *z, float weight_decay) {
         optimizer_span(z, u, &span_begin, &span_count);
         size_t span_end = span_begin + span_count;
         float *master = master_span(z, u);
-        float *m = z->adam_m + optimizer_offset(z, u);
-        float *v = z->adam_v + optimizer_offset(z, u);
+        float *m = z->resident.adam_m + optimizer_offset(z, u);
+        float *v = z->resident.adam_v + optimizer_offset(z, u);
         char *grads = grads_span(z, u);
         // the working params of the optimizer span (the master itself when params are fp32)
-        char *params = z->master_is_params ? (char *)master
+        char *params = z->resident.master_is_params ? (char *)master
                        : optimizer_sharded(z, u) ? (char *)owned_params(z, u)
                                                  : (char *)resident_params(z, u);
         for (int i = 0; i < U->ntensors; i++) {
@@ -832,7 +937,7 @@ static int build_adam_segments(Zero3 *z, float weight_decay) {
             size_t hi = T->offset + T->numel < span_end ? T->offset + T->numel : span_end;
             if (lo >= hi) continue;
             size_t k = lo - span_begin;   // index inside the span
-            z->adam_segs[nsegs++] = (Zero3AdamSegment){
+            z->adam.segs[nsegs++] = (Zero3AdamSegment){
                 .master = master + k, .m = m + k, .v = v + k, .grad = grads + k * gsize,
                 .params = params + k * psize, .n = hi - lo,
                 .weight_decay = T->decay ? weight_decay : 0.0f,
@@ -848,131 +953,22 @@ static int build_adam_segments(Zero3 *z, float weight_decay) {
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t) {
     const Zero3Backend *be = z->be;
-    span_close(z);
+    OBSERVE(z, compute_end);
     finish_gradients(z);
     drop_unused_prefetches(z);
-    span_open(z, ZERO3_EV_OPTIMIZER, -1);
-    int nsegs = build_adam_segments(z, weight_decay);
-    be->adamw(be->ctx, z->adam_segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
+    OBSERVE(z, compute_begin, ZERO3_EV_OPTIMIZER, -1);
+    int nsegs = z->adam.count = build_adam_segments(z, weight_decay);
+    be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
               grad_scale, t);
-    span_close(z);
+    OBSERVE(z, compute_end);
+    hp_invalidate(z);
     for_units_batched(z, start_updated_params_gather, ZERO3_COLL_STEP_GATHER);
-    z->comm_bytes_total += z->stats.comm_bytes;
+    OBSERVE(z, step_end);
+    if (z->step.check_at_end) zero3_check_step_end(z);
 }
-
-size_t zero3_peak_bytes(const Zero3 *z) { return z->resident_bytes + z->stats.transient_peak; }
 
 int zero3_persistent_units(const Zero3 *z) {
     int n = 0;
     for (int u = 0; u < z->nunits; u++) n += z->units[u].persistent;
     return n;
-}
-
-static double placed(Zero3Placement where, double bytes, double world);
-double zero3_theory_run_state_bytes(const Zero3 *z) {
-    double p = (double)zero3_dtype_size(z->cfg.param_type), g = (double)zero3_dtype_size(z->cfg.grad_type);
-    double k = 8.0 + (z->master_is_params ? 0.0 : 4.0), n = (double)z->world, total = 0.0;
-    for (int u = 0; u < z->nunits; u++) {
-        const Zero3Unit *U = &z->units[u];
-        double psi = (double)U->numel;
-        total += placed(U->layout.params, psi * p, n) + placed(U->layout.grads, psi * g, n) + placed(U->layout.optimizer, psi * k, n);
-    }
-    return total;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Theory, from the same stage table: bytes of model state per rank for psi parameters on N ranks.
-// Working params (p bytes), gradients (g bytes), and the optimizer state K: m and v (8 bytes) plus
-// an fp32 master copy (4 bytes) when the working params are not fp32; each part is whole where the
-// layout keeps it FULL and 1/N where SHARDED.
-static double placed(Zero3Placement where, double bytes, double world) {
-    return where == ZERO3_SHARDED ? bytes / world : bytes;
-}
-
-double zero3_theory_state_bytes(int stage, double psi, int world, Zero3DType param_type,
-                                Zero3DType grad_type) {
-    const Zero3StageLayout *L = &ZERO3_STAGE_LAYOUT[stage];
-    double p = (double)zero3_dtype_size(param_type), g = (double)zero3_dtype_size(grad_type);
-    double k = 8.0 + (param_type == ZERO3_F32 ? 0.0 : 4.0);
-    double n = (double)world;
-    return placed(L->params, psi * p, n) + placed(L->grads, psi * g, n) + placed(L->optimizer, psi * k, n);
-}
-
-// Ring-model bytes sent per rank per step at A = 1: the collective ledger's data rows for a bare
-// parameter count (the norm's one number left out): DDP 2 units, stages 1-2 2 units, stage 3 3.
-double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType param_type,
-                               Zero3DType grad_type) {
-    Zero3Ledger l;
-    zero3_theory_ledger_params(stage, psi, world, 1, param_type, grad_type, &l);
-    return zero3_ledger_bytes(&l) - l.row[ZERO3_COLL_NORM].bytes;
-}
-
-// The collective ledger in theory (zero3.h): what zero3_reduce_grads, zero3_gather and
-// gather_updated_params will count, from the same stage table, for A micro-steps. Per unit of P
-// elements (padded), f = (N-1)/N, p and g the bytes of a param and a gradient:
-//   fwd/bwd gathers  params SHARDED: A x gathers per pass x f P p
-//   reduce-scatter   grads SHARDED: A x f P g (every micro-step); grads FULL, optimizer SHARDED: f P g
-//   all-reduce       optimizer FULL (DDP): 2 f P g, once per step
-//   step gather      params FULL, optimizer SHARDED: f P p, once per step
-//   norm             one double all-reduced: 2 f 8
-//   replica reduce   HSDP: each unit's optimizer span all-reduced across R replica groups, 2 (R-1)/R x span g
-// Each unit has its own layout (a persistent unit DDP's row). The norm's all-reduce spans every rank.
-static void theory_ledger(const Zero3StageLayout *layouts, int world, int replicas, int A, Zero3DType pt, Zero3DType gt,
-                          int nunits, const double *padded, const int *fwd, const int *bwd, Zero3Ledger *out) {
-    memset(out, 0, sizeof(*out));
-    double f = (double)(world - 1) / (double)world, p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
-    double ranks = (double)world * replicas, R = (double)replicas;
-    out->row[ZERO3_COLL_NORM].count = 1.0;
-    out->row[ZERO3_COLL_NORM].bytes = 2.0 * (ranks - 1.0) / ranks * sizeof(double);
-    for (int u = 0; u < nunits; u++) {
-        const Zero3StageLayout *L = &layouts[u];
-        double P = padded[u];
-        Zero3LedgerRow *r;
-        if (replicas > 1) {
-            double span = L->optimizer == ZERO3_SHARDED ? P / world : P;
-            r = &out->row[ZERO3_COLL_REPLICA_REDUCE]; r->count += 1; r->bytes += 2.0 * (R - 1.0) / R * span * g;
-        }
-        if (world == 1) continue;   // one rank per group: no collective inside it
-        if (L->params == ZERO3_SHARDED) {
-            r = &out->row[ZERO3_COLL_FWD_GATHER]; r->count += A * fwd[u]; r->bytes += A * fwd[u] * f * P * p;
-            r = &out->row[ZERO3_COLL_BWD_GATHER]; r->count += A * bwd[u]; r->bytes += A * bwd[u] * f * P * p;
-        } else if (L->optimizer == ZERO3_SHARDED) {
-            r = &out->row[ZERO3_COLL_STEP_GATHER]; r->count += 1; r->bytes += f * P * p;
-        }
-        if (L->optimizer == ZERO3_FULL) {
-            r = &out->row[ZERO3_COLL_ALL_REDUCE]; r->count += 1; r->bytes += 2.0 * f * P * g;
-        } else {
-            double times = L->grads == ZERO3_SHARDED ? A : 1;
-            r = &out->row[ZERO3_COLL_REDUCE_SCATTER]; r->count += times; r->bytes += times * f * P * g;
-        }
-    }
-}
-
-void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType param_type,
-                         Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
-                         Zero3Ledger *out) {
-    int n = z->nunits ? z->nunits : 1;
-    double *padded = malloc((size_t)n * sizeof(double));
-    Zero3StageLayout *layouts = malloc((size_t)n * sizeof(Zero3StageLayout));
-    if (!padded || !layouts) zero3_die("out of host memory");
-    for (int u = 0; u < z->nunits; u++) {
-        padded[u] = (double)z->units[u].padded;
-        layouts[u] = stage < 0 ? z->units[u].layout : ZERO3_STAGE_LAYOUT[stage];
-    }
-    theory_ledger(layouts, z->world, stage < 0 ? z->replicas : 1, micro_steps, param_type, grad_type, z->nunits, padded, fwd_gathers,
-                  bwd_gathers, out);
-    free(padded);
-    free(layouts);
-}
-
-void zero3_theory_ledger_params(int stage, double nparams, int world, int micro_steps,
-                                Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out) {
-    const int once = 1;
-    theory_ledger(&ZERO3_STAGE_LAYOUT[stage], world, 1, micro_steps, param_type, grad_type, 1, &nparams, &once, &once, out);
-}
-
-double zero3_ledger_bytes(const Zero3Ledger *l) {
-    double total = 0.0;
-    for (int k = 0; k < ZERO3_COLL_KINDS; k++) total += l->row[k].bytes;
-    return total;
 }

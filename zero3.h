@@ -15,7 +15,7 @@
 //     2   | full            | 1/N             | 1/N          | reduce-scatter, free    | all-gather params
 //     3   | 1/N             | 1/N             | 1/N          | reduce-scatter, free    | - (next forward gathers)
 //
-// The trainer drives one training step as the textbook pseudocode reads (host/model.c does exactly
+// The trainer drives one training step as the textbook pseudocode reads (host/passes.c does exactly
 // this for GPT-2; the four phase verbs are FSDP2's pre/post forward/backward):
 //
 //   zero3_step_begin(z);
@@ -30,7 +30,7 @@
 // pre_forward = gather (wait for it, then prefetch the next units); post_forward = release;
 // pre_backward = gather + a gradient buffer; post_backward = reduce the gradients, release. The
 // building blocks (zero3_gather, zero3_release, zero3_grads, zero3_reduce_grads) are public too, for
-// a unit used across phases (GPT-2's tied embedding: see host/model.c).
+// a unit used across phases (GPT-2's tied embedding: see host/passes.c).
 //
 // Prefetch follows a schedule the engine records itself: the first pass of each kind writes down
 // the order in which units are gathered, and later passes gather ahead along it (FSDP2 records the
@@ -38,9 +38,24 @@
 //
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
 // the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).
+//
+// ZeRO++ (docs/zeropp.md; Zero3Config's quant_weights, hp_group, quant_grads) changes two building
+// blocks and nothing else: how a unit is gathered (int8 blocks, or from the node group's secondary
+// shards in the backward) and how its gradients are reduced (two quantized all-to-all hops), each
+// idea a small function in zero3.c's "ZeRO++" section.
+//
+// zero3.c is the lifecycle alone: init and allocation, publishing the params, the phase verbs, the
+// transient pool, the schedule, the reductions, the norm, the optimizer. What the engine measures
+// lives beside it in zero3_observe.c (declared in zero3_observe.h): the collective ledger, the
+// timeline of compute, transfers and waits, and the theory to compare them with. It reaches the
+// engine as a second table, a Zero3Observer handed in through Zero3Config.observer like the backend:
+// the mechanism calls one hook of it where a phase happens (a collective issued, a wait, a compute
+// span) and never reads anything back, so a NULL observer (nothing measured) trains bitwise the same.
 #pragma once
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "zero3_stats.h"   // the measurement's types: Zero3Collective, Zero3Stats, Zero3Observe, ...
 
 // zero3.c is C (compiled by gcc and linked); C++ callers (the CUDA trainer) see C linkage.
 #ifdef __cplusplus
@@ -53,8 +68,33 @@ extern "C" {
 #define ZERO3_MAX_INFLIGHT 8   // outstanding reduce collectives
 #define ZERO3_GATHER_BATCH 16  // stages 1-2: post-step all-gathers in flight at once
 
-typedef enum { ZERO3_F32 = 0, ZERO3_BF16 = 1 } Zero3DType;
-static inline size_t zero3_dtype_size(Zero3DType t) { return t == ZERO3_BF16 ? 2 : 4; }
+// ZERO3_I8: raw bytes (ZeRO++'s int8 codes with their scales), only ever all-gathered or exchanged.
+typedef enum { ZERO3_F32 = 0, ZERO3_BF16 = 1, ZERO3_I8 = 2 } Zero3DType;
+static inline size_t zero3_dtype_size(Zero3DType t) { return t == ZERO3_BF16 ? 2 : t == ZERO3_I8 ? 1 : 4; }
+
+// ---- ZeRO++'s block quantization (docs/zeropp.md), the one definition both backends use ----------
+// A span of n elements (n a multiple of the block) is quantized block by block, symmetric int8: each
+// block of ZERO3_QUANT_BLOCK elements gets one fp32 scale, amax / 127, and each element the code
+// round(x / scale) in [-127, 127], so |x - code * scale| <= scale / 2. A quantized span ("packed")
+// is its n codes followed by its n / ZERO3_QUANT_BLOCK scales: zero3_quant_bytes(n) bytes. Blocks
+// start at multiples of the block in unit coordinates (a unit's shard is a whole number of blocks:
+// zero3_add_unit pads for it), so the quantized model does not depend on the number of ranks.
+#define ZERO3_QUANT_BLOCK 256
+#define ZERO3_QUANT_MAX 127
+#ifdef __CUDACC__
+#define ZERO3_HOST_DEVICE __host__ __device__
+#else
+#define ZERO3_HOST_DEVICE
+#endif
+static inline size_t zero3_quant_bytes(size_t n) { return n + n / ZERO3_QUANT_BLOCK * sizeof(float); }
+static inline ZERO3_HOST_DEVICE float zero3_quant_scale(float amax) { return amax / (float)ZERO3_QUANT_MAX; }
+// x's code under `scale` (0 for an all-zero block); rintf rounds half to even on both devices
+static inline ZERO3_HOST_DEVICE signed char zero3_quant_code(float x, float scale) {
+    if (scale == 0.0f) return 0;
+    float q = rintf(x / scale);
+    q = q > ZERO3_QUANT_MAX ? ZERO3_QUANT_MAX : q < -ZERO3_QUANT_MAX ? -ZERO3_QUANT_MAX : q;
+    return (signed char)q;
+}
 
 // One piece of the optimizer's work: n consecutive elements of one tensor inside this rank's
 // optimizer span (a shard boundary may cut a tensor, so a piece may start or end mid-tensor).
@@ -68,6 +108,48 @@ typedef struct Zero3AdamSegment {
     size_t n;
     float weight_decay;
 } Zero3AdamSegment;
+
+
+// ----------------------------------------------------------------------------------------------
+// Links: the ring model's time. The backend table takes them (emulate_links: a slow network on one
+// machine); the planner and the measurement use the same three formulas.
+// A link: the GB/s each rank sends over it and the latency of one ring step (a hop). gbps <= 0 is an
+// unlimited link (no time at all); a collective's time is that of its ring's slowest link.
+typedef struct {
+    double gbps;        // GB/s (1e9 bytes per second) each rank sends; <= 0: unlimited
+    double latency_s;   // seconds per ring step
+} Zero3Link;
+
+// The links of a cluster: nodes of node_ranks consecutive ranks (0: every rank on one node), links
+// `inside` a node and `across` nodes. A ring that spans ranks of two nodes runs at `across`.
+typedef struct Zero3Links {
+    Zero3Link inside, across;
+    int node_ranks;
+} Zero3Links;
+
+// The link a ring over the n ranks first, first + stride, ... runs at: `across` when they are not
+// all on one node, else `inside`.
+static inline const Zero3Link *zero3_links_ring(const Zero3Links *links, int first, int stride, int n) {
+    if (links->node_ranks <= 0) return &links->inside;
+    const int node = first / links->node_ranks;
+    for (int k = 1; k < n; k++)
+        if ((first + k * stride) / links->node_ranks != node) return &links->across;
+    return &links->inside;
+}
+// A ring collective over n ranks on a buffer of F bytes (the full buffer: the gathered unit, the
+// reduced gradients): the bytes each rank sends and the ring steps it takes. An all-gather or a
+// reduce-scatter sends (N-1)/N * F in N-1 steps; an all-reduce (all_reduce = 1: a reduce-scatter
+// then an all-gather) twice both.
+static inline void zero3_ring_cost(int all_reduce, double F, int n, double *sent_bytes, double *steps) {
+    const double times = all_reduce ? 2.0 : 1.0;
+    *sent_bytes = n > 1 ? times * (n - 1.0) / n * F : 0.0;
+    *steps = n > 1 ? times * (n - 1.0) : 0.0;
+}
+// The seconds a link needs for `sent_bytes` in `steps` ring steps: sent / rate + steps * latency.
+static inline double zero3_link_seconds(const Zero3Link *link, double sent_bytes, double steps) {
+    if (link->gbps <= 0.0) return 0.0;
+    return sent_bytes / (link->gbps * 1e9) + steps * link->latency_s;
+}
 
 // ----------------------------------------------------------------------------------------------
 // The backend: everything device- or transport-specific. Counts are elements of the given dtype.
@@ -100,6 +182,19 @@ typedef struct Zero3Backend {
     // and replica_all_reduce_start sums over the ranks with the same rank % G (in place).
     void (*make_groups)(void *ctx, int group_size);
     void *(*replica_all_reduce_start)(void *ctx, void *buf, size_t n, Zero3DType t);
+    // ZeRO++ (optional; docs/zeropp.md). make_node_groups(G), called once at init, splits the shard
+    // group into node groups of G consecutive ranks and cross groups (the ranks with the same place
+    // in their node group). node_all_gather_start is all_gather_start inside the node group;
+    // all_to_all_start exchanges `bytes` with every peer of the node group (across = 0) or the cross
+    // group (across = 1): send + i*bytes goes to peer i, recv + i*bytes arrives from peer i.
+    void (*make_node_groups)(void *ctx, int group_size);
+    void *(*node_all_gather_start)(void *ctx, const void *shard, void *full, size_t n, Zero3DType t);
+    void *(*all_to_all_start)(void *ctx, const void *send, void *recv, size_t bytes, int across);
+    // quantize: n elements of src (type t; n a multiple of ZERO3_QUANT_BLOCK) into a packed span
+    // (zero3_quant_bytes(n) bytes, above); dequantize: the packed span's n values into dst (type t),
+    // written, or added to what dst holds when accumulate is 1 (the sum taken in fp32)
+    void (*quantize)(void *ctx, const void *src, Zero3DType t, size_t n, void *packed);
+    void (*dequantize)(void *ctx, const void *packed, size_t n, void *dst, Zero3DType t, int accumulate);
     // shard math
     // The sum of squares for the global norm, without a host round trip per span: sum_squares_add
     // queues the sum of one span, sum_squares_total returns the sum of every span queued since the
@@ -107,6 +202,7 @@ typedef struct Zero3Backend {
     void (*sum_squares_add)(void *ctx, const void *x, size_t n, Zero3DType t);
     double (*sum_squares_total)(void *ctx);
     void (*add)(void *ctx, void *dst, const void *src, size_t n, Zero3DType t); // dst += src
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);   // after queued work (a device copy)
     void (*cast_from_f32)(void *ctx, void *dst, Zero3DType t, const float *src, size_t n);
     // AdamW on all of a step's segments (Zero3AdamSegment, above) in one call, one kernel launch on
     // a GPU: grads in grad_type scaled by grad_scale (the clip coefficient); writes master, m, v
@@ -127,6 +223,13 @@ typedef struct Zero3Backend {
     int (*stamp)(void *ctx);
     void (*comm_stamps)(void *ctx, int *begin, int *end);
     void (*stamps_read)(void *ctx, double *seconds, int n);
+    // emulated links (optional: NULL where the backend cannot hold its collectives honestly). From
+    // this call on, each collective ends no sooner than the ring model's time over `links`
+    // (zero3_links_ring, zero3_ring_cost, zero3_link_seconds) after the moment every rank of its
+    // ring could start it; the data it moves is unchanged. Returns 0, or -1 with err saying why not.
+    int (*emulate_links)(void *ctx, const Zero3Links *links, char *err, size_t errlen);
+    // the collective handles started and not yet waited on (optional: for zero3_check_step_end)
+    int (*collectives_in_flight)(void *ctx);
 } Zero3Backend;
 
 // ----------------------------------------------------------------------------------------------
@@ -182,6 +285,10 @@ typedef struct {
     Zero3ParamState param_state;
     void *params_gathered; // GATHERING/GATHERED: the pool buffer holding the full unit
     void *gather_handle;   // GATHERING: the all-gather in flight
+    int gather_kind;       // GATHERING: the ledger's kind of that gather (a Zero3Collective)
+    void *gather_packed;   // GATHERING under qwZ: every rank's quantized shard, arriving
+    int secondary_ready;   // hpZ: this rank's secondary shard holds the params of this step
+    size_t secondary_offset;  // hpZ: where its secondary shard (P / G elements) starts in params_secondary
     int holders;           // zero3_gather calls not yet released
     int kept;              // gathered in this pass's forward and kept for its backward (-ra 0)
     int backward_done;     // its gradients of this micro-step were handed to the engine
@@ -190,6 +297,35 @@ typedef struct {
 } Zero3Unit;
 
 typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1, ZERO3_NUM_PASSES = 2 } Zero3Pass;
+
+// ----------------------------------------------------------------------------------------------
+// The observer: what the engine reports, one hook where each phase happens. The hooks write into
+// z->observe (zero3_stats.h) and change nothing the mechanism reads. zero3_observe.c's
+// ZERO3_OBSERVER is the one the trainers install; a test may install its own, or none.
+typedef struct Zero3 Zero3;
+typedef struct Zero3Observer {
+    void (*init)(Zero3 *z);        // zero3_init: the per-unit figures, no span open
+    void (*free)(Zero3 *z);        // zero3_free
+    void (*step_begin)(Zero3 *z);  // a fresh ledger and timeline; counts the buffers still held
+    void (*step_end)(Zero3 *z);    // the optimizer step is done: the step's bytes into the total
+    // The caller's compute on unit `unit` (-1 none) begins (end of a pre_forward / pre_backward /
+    // the optimizer's start) and ends: every public entry point ends the compute span that is open.
+    void (*compute_begin)(Zero3 *z, Zero3EventType type, int unit);
+    void (*compute_end)(Zero3 *z);
+    // A collective was just started (after its *_start), on a buffer of `buffer_bytes`: the full
+    // unit for a gather or a reduction, the reduced span across replicas, the number for the norm.
+    void (*collective)(Zero3 *z, int unit, Zero3Collective kind, size_t buffer_bytes);
+    // The compute side waits for a collective of unit `unit` (-1 none) between these two.
+    void (*wait_begin)(Zero3 *z, int unit, Zero3Collective kind);
+    void (*wait_end)(Zero3 *z);
+    // The norm's all-reduce of one number, a blocking collective: all of it is a wait.
+    void (*norm_begin)(Zero3 *z);
+    void (*norm_end)(Zero3 *z);
+    // A transient buffer of `bytes` (a gathered unit, a full gradient buffer) taken from / given
+    // back to the pool.
+    void (*transient_acquired)(Zero3 *z, size_t bytes);
+    void (*transient_released)(Zero3 *z, size_t bytes);
+} Zero3Observer;
 
 typedef struct {
     int stage;              // 0..3
@@ -202,6 +338,14 @@ typedef struct {
                                     // stage3_param_persistence_threshold); 0 = none
     int keep_params_until_backward; // FSDP's reshard_after_forward = False: no gather in backward
     int shard_group;                // HSDP: shard within groups of this many ranks; 0 = all ranks
+    // ZeRO++ (docs/zeropp.md), stage 3's params; all 0 = exact ZeRO-3
+    int quant_weights;              // qwZ: the params all-gather moves int8 codes and block scales
+    int hp_group;                   // hpZ: a secondary shard inside node groups of this many ranks;
+                                    // the backward gathers from the node group only
+    int quant_grads;                // qgZ: gradients reduced by quantized all-to-all, in the node group
+                                    // (-hp's, else the whole shard group), then across node groups
+    const Zero3Observer *observer;  // what measures the engine (zero3_observe.h's ZERO3_OBSERVER);
+                                    // NULL = nothing measured, z->observe stays zero
 } Zero3Config;
 
 typedef struct {
@@ -210,116 +354,98 @@ typedef struct {
     size_t used;      // bytes asked for by the current holder, 0 when free
 } Zero3PoolEntry;
 
-// The collective ledger: a step's collectives by what they are for.
-typedef enum {
-    ZERO3_COLL_FWD_GATHER,      // params SHARDED: a unit all-gathered for the forward
-    ZERO3_COLL_BWD_GATHER,      // params SHARDED: gathered again for the backward
-    ZERO3_COLL_REDUCE_SCATTER,  // gradients reduce-scattered (optimizer SHARDED)
-    ZERO3_COLL_ALL_REDUCE,      // gradients all-reduced (optimizer FULL: DDP)
-    ZERO3_COLL_STEP_GATHER,     // params FULL, optimizer SHARDED: the updated params all-gathered
-    ZERO3_COLL_NORM,            // the global gradient norm: one number all-reduced
-    ZERO3_COLL_REPLICA_REDUCE,  // HSDP: the reduced gradients all-reduced across the replica groups
-    ZERO3_COLL_KINDS
-} Zero3Collective;
-extern const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS];   // "fwd_gather", ...
-
-typedef struct {
-    double count;   // collectives
-    double bytes;   // bytes this rank sends, ring model
-} Zero3LedgerRow;
-typedef struct { Zero3LedgerRow row[ZERO3_COLL_KINDS]; } Zero3Ledger;
-
-typedef struct {
-    // per step (reset by zero3_step_begin); bytes under the ring cost model
-    double comm_bytes;          // everything this rank sent
-    double comm_gather_bytes, comm_reduce_bytes, comm_scalar_bytes;
-    double comm_inter_bytes;    // HSDP: the part sent across replica groups (the rest stays inside one)
-    size_t transient_bytes;     // gathered units + full gradient buffers live now
-    size_t transient_peak;      // their maximum this step
-    int gathers, reduces;       // collectives issued this step
-    Zero3Ledger ledger;         // the same collectives, by kind
-    double exposed_s;           // time the compute side waited on collectives (zero3_timeline_read)
-} Zero3Stats;
-
-// The timeline of a step, as the engine saw it (zero3_timeline_read turns stamps into seconds).
-typedef enum {
-    ZERO3_EV_FORWARD,     // compute: a unit's forward (from its pre_forward to the next engine call)
-    ZERO3_EV_BACKWARD,    // compute: a unit's backward
-    ZERO3_EV_OPTIMIZER,   // compute: AdamW on the shard
-    ZERO3_EV_WAIT,        // compute side waiting for a collective: the exposed communication
-    ZERO3_EV_COLLECTIVE,  // communication side: one collective's transfer
-} Zero3EventType;
-
-typedef struct {
-    Zero3EventType type;
-    int unit;               // -1 for none (the norm, the optimizer)
-    Zero3Collective coll;   // WAIT, COLLECTIVE: which one
-    double bytes;           // COLLECTIVE: bytes this rank sends (ring model)
-    int micro;              // the micro-step
-    int stamp_begin, stamp_end;
-    double t_begin, t_end;  // seconds, filled by zero3_timeline_read
-} Zero3Event;
-
 // The order in which one kind of pass gathers units, recorded during its first run.
 typedef struct {
     int *order;      // unit ids
     unsigned char *backward;   // per position: 1 if the gather was for a backward (the ledger's kind)
     int len;
     int recorded;    // 1 once a whole pass was written down; prefetch follows it from then on
-} Zero3Schedule;
+} Zero3PassOrder;
 
+// ---- the engine's state, grouped by what it is ---------------------------------------------------
+// The model's size, summed over the units by zero3_allocate.
 typedef struct {
-    Zero3Config cfg;
-    Zero3StageLayout layout;   // ZERO3_STAGE_LAYOUT[cfg.stage] (a persistent unit uses row 0)
-    const Zero3Backend *be;
-    int rank, world;           // in the shard group (the whole world unless HSDP)
-    int replica, replicas;     // HSDP: this rank's replica group and their number (else 0, 1)
-    int nunits;
-    Zero3Unit *units;          // nunits
-    size_t total_numel;        // real parameters in the model
-    size_t total_padded;       // sum of P
-    size_t total_shard;        // sum of S
+    size_t numel;              // real parameters in the model
+    size_t padded;             // sum of P
+    size_t shard;              // sum of S
     size_t persistent_numel;   // parameters in persistent units
-    size_t grads_full_numel, grads_shard_numel, optim_numel;   // sizes of the buffers below
-    int grads_complete;        // this step's gradients are reduced (and all-reduced across replicas)
-    int master_is_params;      // fp32 working params double as the master copy
-    // resident model state (one flat allocation each; NULL where the layout keeps none)
+} Zero3Totals;
+
+// The resident model state: one flat allocation each, held for the whole run; NULL where no unit's
+// layout keeps that part.
+typedef struct {
     void *params_full;         // P of every unit whose params are FULL, param_type
     void *params_shard;        // S of every unit whose params are SHARDED, param_type
     float *master;             // fp32 master when params are not fp32: each unit's optimizer span
     float *adam_m, *adam_v;    // each unit's optimizer span: P where FULL, S where SHARDED
     void *grads_full;          // P of every unit whose grads are FULL, grad_type
     void *grads_shard;         // S of every unit whose grads are SHARDED, grad_type
-    size_t resident_bytes;     // bytes of the buffers above
-    // prefetch: the recorded schedule of each pass kind, and where the current pass is in it
-    Zero3Schedule schedule[ZERO3_NUM_PASSES];
-    Zero3Pass pass;
-    int schedule_pos;          // next position of schedule[pass] (replaying)
-    int recording;             // this pass writes schedule[pass] down
-    int micro, micro_steps;
-    // transient buffers, cached like a caching allocator: allocated on first need, reused after
-    Zero3PoolEntry pool[ZERO3_MAX_POOL];
-    int pool_count;
-    size_t pool_bytes;
-    // reductions in flight, oldest first
-    void *inflight_handle[ZERO3_MAX_INFLIGHT];
-    int inflight_unit[ZERO3_MAX_INFLIGHT];
-    int inflight_count;
-    Zero3Stats stats;
-    double comm_bytes_total;
+    void *params_secondary;    // hpZ: P / G of every unit whose params are SHARDED, param_type
+    size_t grads_full_numel, grads_shard_numel, optim_numel;   // lengths (elements) of the above
+    size_t bytes;              // bytes of every buffer above
+    int master_is_params;      // fp32 working params double as the master copy (master stays NULL)
+} Zero3Resident;
+
+// Where the step is: the micro-step and the phase, which the collectives and the schedule consult.
+typedef struct {
+    int micro, micro_steps;    // the micro-step now running, of how many in this step
     int in_backward;           // the phase of the gathers now: set by pre_forward / pre_backward
-    // the step's timeline (when the backend has stamps): events, and the compute span now open
-    Zero3Event *events;
-    int nevents, events_cap;
-    int open_span;             // index of the open FORWARD/BACKWARD event, -1 none
-    double *stamp_seconds;
-    int stamp_cap;
-    double *unit_exposed_s;    // per unit: time waited on its collectives this step
-    // the optimizer step's segments, one per (unit, tensor) piece of the optimizer span: rebuilt
-    // each step into this array (capacity: the tensors of every unit), handed to be->adamw at once
-    Zero3AdamSegment *adam_segs;
-    int adam_segs_cap;
-} Zero3;
+    int grads_complete;        // this step's gradients are reduced (and all-reduced across replicas)
+    int check_at_end;          // run zero3_check_step_end after every optimizer step (ZERO3_CHECK_STEPS=1)
+    int open_files;            // the process's open files after the first checked step (-1: not yet)
+    int checked_steps;         // steps whose end zero3_check_step_end has checked
+} Zero3StepState;
+
+// The prefetch schedule: the recorded order of each pass kind, and where the current pass is in it.
+typedef struct {
+    Zero3PassOrder pass_order[ZERO3_NUM_PASSES];
+    Zero3Pass pass;            // the kind of the pass now running
+    int pos;                   // next position of pass_order[pass] (replaying)
+    int recording;             // this pass writes pass_order[pass] down
+} Zero3Schedule;
+
+// Transient buffers (gathered units, full gradient buffers), cached like a caching allocator:
+// allocated on first need, reused after.
+typedef struct {
+    Zero3PoolEntry entry[ZERO3_MAX_POOL];
+    int count;
+    size_t bytes;              // what the pool really holds: the sum of the capacities
+} Zero3Pool;
+
+// Gradient reductions in flight, oldest first: their handles and units.
+typedef struct {
+    void *handle[ZERO3_MAX_INFLIGHT];
+    int unit[ZERO3_MAX_INFLIGHT];
+    int count;
+} Zero3Inflight;
+
+// The optimizer step's segments, one per (unit, tensor) piece of the optimizer span: rebuilt each
+// step into segs (capacity: the tensors of every unit), handed to be->adamw at once.
+typedef struct {
+    Zero3AdamSegment *segs;
+    int cap;
+    int count;   // the segments of the last step (what its be->adamw call updated)
+} Zero3AdamWork;
+
+struct Zero3 {
+    Zero3Config cfg;
+    Zero3StageLayout layout;   // ZERO3_STAGE_LAYOUT[cfg.stage] (a persistent unit uses row 0)
+    const Zero3Backend *be;
+    int rank, world;           // in the shard group (the whole world unless HSDP)
+    int replica, replicas;     // HSDP: this rank's replica group and their number (else 0, 1)
+    int node_rank, node_size, nodes;   // ZeRO++: place in the node group, its size, the number of
+                                       // node groups in the shard group (else rank, world, 1)
+    int nunits;
+    Zero3Unit *units;          // nunits
+    Zero3Totals totals;        // the model's size
+    Zero3Resident resident;    // params, grads, master, m, v: what the stage keeps for the run
+    Zero3StepState step;       // the micro-step and the phase now
+    Zero3Schedule schedule;    // prefetch: the recorded gather orders
+    Zero3Pool pool;            // transient buffers
+    Zero3Inflight inflight;    // reductions in flight
+    Zero3AdamWork adam;        // the optimizer step's segments
+    Zero3Observe observe;      // measurement only, written by cfg.observer: the ledger, the timeline
+};
 
 // ---- building the layout -----------------------------------------------------------------------
 void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg);
@@ -363,6 +489,12 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
                           float weight_decay, float grad_scale, int t);
 // After the whole pass, every unit must be released and every reduction finished.
 void zero3_check_idle(const Zero3 *z);
+// The invariant at the end of a step (after zero3_optimizer_step's gathers), checked there when the
+// environment sets ZERO3_CHECK_STEPS=1 or the build defines ZERO3_CHECK_STEPS (tests do both): no
+// collective in flight (the engine's and the backend's handles), every pool buffer returned, every
+// unit at rest as its layout says (params SHARDED or RESIDENT, grads IDLE, no holder), and no more
+// open files than after the first checked step. A broken invariant stops with zero3_die.
+void zero3_check_step_end(Zero3 *z);
 
 // ---- the building blocks of the verbs ----------------------------------------------------------
 void *zero3_gather(Zero3 *z, int u);     // the full unit's working params, ready to compute with
@@ -375,43 +507,11 @@ void zero3_finish_reductions(Zero3 *z);  // waits for every reduction in flight
 // valid after zero3_finish_reductions (used by tests to compare against a reference).
 const void *zero3_owned_grads(const Zero3 *z, int u);
 
-// ---- accounting --------------------------------------------------------------------------------
-// Model-state bytes per rank that stage `stage` holds for `nparams` parameters on `world` ranks,
-// in theory (no padding): working params + grads + (master if separate) + m + v.
-double zero3_theory_state_bytes(int stage, double nparams, int world, Zero3DType param_type,
-                                Zero3DType grad_type);
-// Communication per step in theory, bytes this rank sends (ring model), for ONE micro-step and
-// without the norm's 16 bytes: 2 units of traffic for stages 0-2, 3 for stage 3.
-double zero3_theory_comm_bytes(int stage, double nparams, int world, Zero3DType param_type,
-                               Zero3DType grad_type);
-// The collective ledger in theory, for a step of A micro-steps: what the engine will count.
-// Grads SHARDED (stages 2-3) reduce-scatter every unit at every micro-step (A per unit); grads
-// FULL (stages 0-1) accumulate locally and reduce once per step; params SHARDED gather unit u
-// fwd_gathers[u] times in each micro-step's forward and bwd_gathers[u] times in its backward (the
-// model knows how often: GPT-2's tied embedding is gathered twice in the forward, not in the
-// backward); params FULL with a SHARDED optimizer gather each unit once after AdamW. On one rank
-// no data collective is issued (gathers and reductions are the identity there): only the norm.
-// Uses the units of z (their padded sizes for z's world). stage 0..3: every unit as that stage lays
-// it out (the what-if table); stage -1: this run, each unit's own layout (persistent units DDP's
-// row) and HSDP's replica groups (replica_reduce: each unit's reduced span all-reduced across them).
-void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType param_type,
-                         Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
-                         Zero3Ledger *out);
-// The same for a bare parameter count, as one unit gathered once per pass (bytes only: the counts
-// depend on how the model is cut into units).
-void zero3_theory_ledger_params(int stage, double nparams, int world, int micro_steps,
-                                Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out);
-double zero3_ledger_bytes(const Zero3Ledger *l);   // sum of the rows
-
-// The timeline of the step so far: reads the stamps (once per step, after the step's work) into
-// the events' seconds, sums the waits into stats.exposed_s and unit_exposed_s. Returns the events
-// (*n of them); NULL when the backend takes no stamps.
-const Zero3Event *zero3_timeline_read(Zero3 *z, int *n);
-size_t zero3_peak_bytes(const Zero3 *z);   // resident + transient peak of this step
-// This run's model-state bytes per rank in theory (no padding), from every unit's own layout (a
-// persistent unit whole, the rest per the stage, sharded over the shard group).
-double zero3_theory_run_state_bytes(const Zero3 *z);
+// ---- about the layout ----------------------------------------------------------------------------
 int zero3_persistent_units(const Zero3 *z);   // units kept replicated by the persistence threshold
+
+// zero3.c and zero3_observe.c stop on a broken invariant (or no host memory) with this line.
+void zero3_die(const char *msg);
 
 #ifdef __cplusplus
 }

@@ -3,13 +3,17 @@
 // computes), stamps for the timeline, and the shard math as plain C loops with OpenMP. Built
 // without USE_MPI it is a one-rank backend where every collective is a copy.
 #include "backend_cpu.h"
-#include "../host/common.h"
+#include "../proc.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
+#include <errno.h>
+#include <math.h>
 #include <omp.h>
-
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define CPU_MAX_REQUESTS 128
@@ -35,8 +39,17 @@
 //
 // Stamps (zero3.h): the compute thread stamps "now"; each collective takes two stamps that the
 // worker fills when the transfer starts and ends. One mutex guards the queue and the stamps.
+//
+// Emulated links (-link, -linkx; be->emulate_links): on one machine a collective is a memory copy,
+// far faster than a network. With links set, each collective, once its data has moved, is held
+// until the ring model's time for its bytes and steps over its ring's slowest link has passed since
+// the moment every rank of the ring could start it (the latest of the ranks' "ready" times: when
+// each one's link was free and the collective issued, agreed in one more all-reduce of a number).
+// The data moved is the same, so results are bitwise those without links; the transfer's stamps
+// become that start and the end of the hold, so the timeline and the trace show the network's time.
 
-enum { OP_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE, OP_SCALAR };
+enum { OP_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE, OP_SCALAR, OP_ALL_TO_ALL };
+enum { IN_SHARD_GROUP, IN_NODE_GROUP, IN_CROSS_GROUP };   // ZeRO++: where a gather or all-to-all runs
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_DONE };
 
 typedef struct {
@@ -47,8 +60,10 @@ typedef struct {
     Zero3DType t;
     int in_place;
     int replica;        // an all-reduce over the replica group (HSDP), not the shard group
+    int group;          // ZeRO++: IN_NODE_GROUP or IN_CROSS_GROUP for a gather or an all-to-all
     double scalar;
     int stamp_begin, stamp_end;
+    double ready;       // when this rank could start it: issued, and the collectives before it done
     unsigned gen;       // the stamp generation the two stamps belong to
     int state;          // SLOT_*, under mu
 #ifdef USE_MPI
@@ -89,6 +104,17 @@ static CpuComm g_cpu_comm = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_CO
 static MPI_Comm g_shard_comm = MPI_COMM_NULL, g_replica_comm = MPI_COMM_NULL;
 #endif
 static int g_shard_rank = 0, g_shard_size = 1, g_replica_size = 1;
+// ZeRO++ (make_node_groups): the node groups inside the shard group and the cross groups
+#ifdef USE_MPI
+static MPI_Comm g_node_comm = MPI_COMM_NULL, g_cross_comm = MPI_COMM_NULL;
+#endif
+static int g_node_size = 1, g_cross_size = 1;
+
+// The emulated links (emulate_links), when on.
+static struct {
+    int on;
+    Zero3Links links;
+} g_links;
 
 // ---- stamps (callers hold mu) ----
 static int stamp_new_locked(double t) {
@@ -105,12 +131,12 @@ static void stamp_set_locked(const CpuOp *o, int which, double t) {
     int i = which ? o->stamp_end : o->stamp_begin;
     if (o->gen == g_cpu_comm.gen && i >= 0 && i < g_cpu_comm.nstamps) g_cpu_comm.stamps[i] = t;
 }
-static void stamp_set(const CpuOp *o, int which) {
-    double t = now_seconds();
+static void stamp_set_to(const CpuOp *o, int which, double t) {
     pthread_mutex_lock(&g_cpu_comm.mu);
     stamp_set_locked(o, which, t);
     pthread_mutex_unlock(&g_cpu_comm.mu);
 }
+static void stamp_set(const CpuOp *o, int which) { stamp_set_to(o, which, now_seconds()); }
 
 static int cpu_stamp(void *ctx) {
     double t = now_seconds();
@@ -156,6 +182,12 @@ static int cpu_slot(void) {
 }
 // handles are slot index + 1 disguised as pointers (NULL stays "no handle")
 static void *slot_handle(int i) { return (void *)(intptr_t)(i + 1); }
+// the slots started and not yet waited on (the engine's step-end invariant wants none)
+static int cpu_collectives_in_flight(void *ctx) {
+    int n = 0;
+    for (int i = 0; i < CPU_MAX_REQUESTS; i++) n += g_cpu_comm.busy[i] != 0;
+    return n;
+}
 
 static void *cpu_alloc(void *ctx, size_t bytes) { return xcalloc(1, bytes); }
 static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
@@ -164,6 +196,7 @@ static void cpu_zero(void *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
 
 #ifdef USE_MPI
 static MPI_Datatype mpi_type(Zero3DType t) {
+    if (t == ZERO3_I8) return MPI_BYTE;   // ZeRO++'s packed codes and scales: moved, never summed
     if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
     return MPI_FLOAT;
 }
@@ -173,10 +206,14 @@ static void check_mpi(int rc, const char *what) {
 
 // Starts the MPI call of a collective (whichever thread runs the collectives).
 static void op_start(CpuOp *o) {
+    MPI_Comm group = o->group == IN_NODE_GROUP ? g_node_comm : o->group == IN_CROSS_GROUP ? g_cross_comm : g_shard_comm;
     switch (o->kind) {
     case OP_GATHER:
         check_mpi(MPI_Iallgather(o->in_place ? MPI_IN_PLACE : o->src, (int)o->n, mpi_type(o->t), o->dst, (int)o->n,
-                                 mpi_type(o->t), g_shard_comm, &o->req), "all-gather");
+                                 mpi_type(o->t), group, &o->req), "all-gather");
+        break;
+    case OP_ALL_TO_ALL:
+        check_mpi(MPI_Ialltoall(o->src, (int)o->n, MPI_BYTE, o->dst, (int)o->n, MPI_BYTE, group, &o->req), "all-to-all");
         break;
     case OP_REDUCE_SCATTER:
         if (o->in_place)
@@ -195,6 +232,67 @@ static void op_start(CpuOp *o) {
     }
 }
 
+// Drives a request to completion with MPI_Test; on the communication thread it naps between tests
+// while the compute thread is busy (poll_ns; 0 on the compute thread's own path: no naps).
+static void drive(MPI_Request *req) {
+    CpuComm *c = &g_cpu_comm;
+    for (;;) {
+        int flag = 1;
+        if (*req != MPI_REQUEST_NULL) check_mpi(MPI_Test(req, &flag, MPI_STATUS_IGNORE), "test");
+        if (flag) return;
+        if (!__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) && c->poll_ns > 0) {
+            struct timespec ts = {0, c->poll_ns};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+// The ring a collective runs on (its communicator, and its ranks as first, stride, count) and the
+// ring model's seconds for it over the emulated links.
+static double op_link_seconds(const CpuOp *o, MPI_Comm *comm) {
+    int first = g_proc.rank - g_shard_rank, stride = 1, n = g_shard_size, all_reduce = 1;
+    double F = (double)o->n * zero3_dtype_size(o->t);   // the full buffer
+    *comm = g_shard_comm;
+    switch (o->kind) {
+    case OP_GATHER: case OP_REDUCE_SCATTER: all_reduce = 0; F *= n; break;   // n: one rank's shard
+    case OP_ALL_REDUCE:
+        if (o->replica) { first = g_shard_rank; stride = g_shard_size; n = g_replica_size; *comm = g_replica_comm; }
+        break;
+    default: first = 0; n = g_proc.world; F = sizeof(double); *comm = MPI_COMM_WORLD;   // OP_SCALAR
+    }
+    double sent, steps;
+    zero3_ring_cost(all_reduce, F, n, &sent, &steps);
+    return zero3_link_seconds(zero3_links_ring(&g_links.links, first, stride, n), sent, steps);
+}
+
+// Holds a collective whose data has moved until its ring time has passed since every rank of its
+// ring could start it. Returns that start (the latest ready time of the ring's ranks).
+static double link_hold(const CpuOp *o) {
+    MPI_Comm comm;
+    const double seconds = op_link_seconds(o, &comm);
+    double start = o->ready;
+    MPI_Request req;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, &start, 1, MPI_DOUBLE, MPI_MAX, comm, &req), "all-reduce (link clock)");
+    drive(&req);
+    double until = start + seconds;
+    struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+    return start;
+}
+#endif
+
+// A collective's data has moved: an in-place reduce-scatter is moved to where the engine expects
+// it, and an emulated link holds it for the network's time. Returns when it began: its ring start
+// under emulation, else when this rank started it.
+static double op_complete(const CpuOp *o) {
+    if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
+#ifdef USE_MPI
+    if (g_links.on) return link_hold(o);
+#endif
+    return o->ready;
+}
+
+#ifdef USE_MPI
 // The worker: runs the queued collectives in order, each to completion.
 static void *comm_thread_main(void *arg) {
     CpuComm *c = &g_cpu_comm;
@@ -206,20 +304,12 @@ static void *comm_thread_main(void *arg) {
         c->qhead = (c->qhead + 1) % CPU_MAX_REQUESTS;
         c->qlen--;
         pthread_mutex_unlock(&c->mu);
-        stamp_set(o, 0);
+        o->ready = now_seconds();
         op_start(o);
-        for (;;) {
-            int flag = 1;
-            if (o->req != MPI_REQUEST_NULL) check_mpi(MPI_Test(&o->req, &flag, MPI_STATUS_IGNORE), "test");
-            if (flag) break;
-            if (!__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) && c->poll_ns > 0) {
-                struct timespec ts = {0, c->poll_ns};
-                nanosleep(&ts, NULL);
-            }
-        }
-        if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
-        double t = now_seconds();
+        drive(&o->req);
+        double begin = op_complete(o), t = now_seconds();
         pthread_mutex_lock(&c->mu);
+        stamp_set_locked(o, 0, begin);
         stamp_set_locked(o, 1, t);
         o->state = SLOT_DONE;
         pthread_cond_broadcast(&c->done);
@@ -253,7 +343,8 @@ static void comm_thread_stop(void) {
 static void *op_issue(int s) {
     CpuOp *o = &g_cpu_comm.op[s];
     // the ranks this collective spans: the shard group, or the replica group for HSDP's all-reduce
-    const int span = o->kind == OP_SCALAR ? g_proc.world : o->replica ? g_replica_size : g_shard_size;
+    const int span = o->kind == OP_SCALAR ? g_proc.world : o->replica ? g_replica_size
+                   : o->group == IN_NODE_GROUP ? g_node_size : o->group == IN_CROSS_GROUP ? g_cross_size : g_shard_size;
     (void)span;   // without MPI every collective is a local copy
 #ifdef USE_MPI
     if (span > 1) {
@@ -265,7 +356,7 @@ static void *op_issue(int s) {
             pthread_cond_signal(&g_cpu_comm.work);
             pthread_mutex_unlock(&g_cpu_comm.mu);
         } else {
-            stamp_set(o, 0);
+            o->ready = now_seconds();
             op_start(o);
         }
         return slot_handle(s);
@@ -275,6 +366,7 @@ static void *op_issue(int s) {
     stamp_set(o, 0);
     if (o->kind == OP_GATHER && o->dst != o->src) memmove(o->dst, o->src, o->n * zero3_dtype_size(o->t));
     if (o->kind == OP_REDUCE_SCATTER && !o->in_place) memmove(o->dst, o->src, o->n * zero3_dtype_size(o->t));
+    if (o->kind == OP_ALL_TO_ALL) memmove(o->dst, o->src, o->n);
     stamp_set(o, 1);
     o->state = SLOT_DONE;
     return slot_handle(s);
@@ -322,6 +414,35 @@ static void cpu_make_groups(void *ctx, int G) {
     g_replica_size = g_proc.world / G;
 }
 
+// ZeRO++: node groups of G consecutive ranks of the shard group, cross groups of the ranks with the
+// same place in theirs (split like HSDP's, one level down).
+static void cpu_make_node_groups(void *ctx, int G) {
+#ifdef USE_MPI
+    check_mpi(MPI_Comm_split(g_shard_comm, g_shard_rank / G, g_shard_rank, &g_node_comm), "split (node groups)");
+    check_mpi(MPI_Comm_split(g_shard_comm, g_shard_rank % G, g_shard_rank, &g_cross_comm), "split (cross groups)");
+    MPI_Comm_set_errhandler(g_node_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(g_cross_comm, MPI_ERRORS_RETURN);
+#endif
+    g_node_size = G;
+    g_cross_size = g_shard_size / G;
+}
+
+static void *cpu_node_all_gather_start(void *ctx, const void *shard, void *full, size_t n, Zero3DType t) {
+    int s = cpu_slot();
+    CpuOp *o = &g_cpu_comm.op[s];
+    o->kind = OP_GATHER; o->src = shard; o->dst = full; o->n = n; o->t = t; o->group = IN_NODE_GROUP;
+    o->in_place = 0;
+    return op_issue(s);
+}
+
+static void *cpu_all_to_all_start(void *ctx, const void *send, void *recv, size_t bytes, int across) {
+    int s = cpu_slot();
+    CpuOp *o = &g_cpu_comm.op[s];
+    o->kind = OP_ALL_TO_ALL; o->src = send; o->dst = recv; o->n = bytes; o->t = ZERO3_I8;
+    o->group = across ? IN_CROSS_GROUP : IN_NODE_GROUP;
+    return op_issue(s);
+}
+
 static void cpu_wait(void *ctx, void *handle) {
     int s = (int)(intptr_t)handle - 1;
     if (s < 0 || s >= CPU_MAX_REQUESTS || !g_cpu_comm.busy[s]) fatal_local("wait on a bad handle");
@@ -336,7 +457,7 @@ static void cpu_wait(void *ctx, void *handle) {
 #ifdef USE_MPI
         check_mpi(MPI_Wait(&o->req, MPI_STATUS_IGNORE), "wait");
 #endif
-        if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
+        stamp_set_to(o, 0, op_complete(o));
         stamp_set(o, 1);
     }
     o->state = SLOT_FREE;
@@ -352,8 +473,9 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
         cpu_wait(ctx, op_issue(s));
         return o->scalar;
     }
-    stamp_set(o, 0);
-    if (g_proc.world > 1) op_start(o);
+    o->ready = now_seconds();
+    if (g_proc.world > 1) { op_start(o); stamp_set_to(o, 0, op_complete(o)); }
+    else stamp_set(o, 0);
 #else
     stamp_set(o, 0);
 #endif
@@ -393,6 +515,38 @@ static void cpu_add(void *ctx, void *dstv, const void *srcv, size_t n, Zero3DTyp
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
+static void cpu_copy_bytes(void *ctx, void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+
+// ZeRO++'s block quantization (zero3.h): each block's scale from its largest magnitude, then the
+// codes; blocks split over the threads.
+static void cpu_quantize(void *ctx, const void *srcv, Zero3DType t, size_t n, void *packed) {
+    if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
+    const float *src = srcv;
+    signed char *codes = packed;
+    float *scales = (float *)((char *)packed + n);
+    #pragma omp parallel for
+    for (size_t b = 0; b < n / ZERO3_QUANT_BLOCK; b++) {
+        const float *x = src + b * ZERO3_QUANT_BLOCK;
+        float amax = 0.0f;
+        for (int i = 0; i < ZERO3_QUANT_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float scale = zero3_quant_scale(amax);
+        scales[b] = scale;
+        for (int i = 0; i < ZERO3_QUANT_BLOCK; i++) codes[b * ZERO3_QUANT_BLOCK + i] = zero3_quant_code(x[i], scale);
+    }
+}
+
+static void cpu_dequantize(void *ctx, const void *packed, size_t n, void *dstv, Zero3DType t, int accumulate) {
+    if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
+    const signed char *codes = packed;
+    const float *scales = (const float *)((const char *)packed + n);
+    float *dst = dstv;
+    #pragma omp parallel for
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)codes[i] * scales[i / ZERO3_QUANT_BLOCK];
+        dst[i] = accumulate ? dst[i] + v : v;
+    }
+}
+
 static void cpu_cast_from_f32(void *ctx, void *dst, Zero3DType t, const float *src, size_t n) {
     if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
     if (dst != src) memcpy(dst, src, n * sizeof(float));
@@ -420,6 +574,26 @@ static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3D
         }
     }
     (void)gt; (void)pt;   // fp32 on the CPU: the working params are the master copy
+}
+
+// Emulated links: the hold compares the clocks of the ranks of a ring, so they must share one
+// machine's monotonic clock.
+static int cpu_emulate_links(void *ctx, const Zero3Links *links, char *err, size_t errlen) {
+#ifdef USE_MPI
+    MPI_Comm local;
+    int here = 0;
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "split (one machine)");
+    MPI_Comm_size(local, &here);
+    MPI_Comm_free(&local);
+    if (here != g_proc.world) {
+        snprintf(err, errlen, "emulated links need every rank on one machine (%d of the %d ranks share this one): "
+                 "the hold compares the ranks' clocks", here, g_proc.world);
+        return -1;
+    }
+#endif
+    g_links.links = *links;
+    g_links.on = 1;
+    return 0;
 }
 
 #ifdef USE_MPI
@@ -468,11 +642,19 @@ void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
     be->sum_squares_add = cpu_sum_squares_add;
     be->sum_squares_total = cpu_sum_squares_total;
     be->add = cpu_add;
+    be->copy = cpu_copy_bytes;
+    be->make_node_groups = cpu_make_node_groups;
+    be->node_all_gather_start = cpu_node_all_gather_start;
+    be->all_to_all_start = cpu_all_to_all_start;
+    be->quantize = cpu_quantize;
+    be->dequantize = cpu_dequantize;
     be->cast_from_f32 = cpu_cast_from_f32;
     be->adamw = cpu_adamw;
     be->stamp = cpu_stamp;
     be->comm_stamps = cpu_comm_stamps;
     be->stamps_read = cpu_stamps_read;
+    be->emulate_links = cpu_emulate_links;
+    be->collectives_in_flight = cpu_collectives_in_flight;
 }
 
 void backend_cpu_describe(char *buf, size_t n) {

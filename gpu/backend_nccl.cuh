@@ -20,14 +20,16 @@
 // ZERO3_RENDEZVOUS, a file through which rank 0 hands the id to the others. Rank r uses device
 // LOCAL_RANK % (number of devices). One rank needs no NCCL at all: its collectives are copies.
 #pragma once
+#include <errno.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
-#include "../host/common.h"
+#include "../proc.h"
 #include "../zero3.h"
 #include "common.cuh"
 #include "shard_math.cuh"
@@ -39,6 +41,8 @@ typedef struct {
     ncclComm_t comm;            // every rank; NULL on one rank
     ncclComm_t shard_comm;      // the collectives' group: comm, or HSDP's shard group (NULL: one rank)
     ncclComm_t replica_comm;    // HSDP: the ranks with the same place in their groups (NULL: none)
+    ncclComm_t node_comm, cross_comm;   // ZeRO++: node groups inside the shard group, and across them
+    int node_size, cross_size;
     cudaStream_t compute, comm_stream;
     cudaEvent_t compute_ready;  // re-recorded before every collective (a wait copies its state)
     cudaEvent_t handle_event[GPU_MAX_HANDLES];
@@ -73,7 +77,7 @@ static void nccl_check_impl(ncclResult_t r, const char* what, const char* file, 
 }
 #define ncclCheck(call) nccl_check_impl((call), #call, __FILE__, __LINE__)
 
-static ncclDataType_t nccl_type(Zero3DType t) { return t == ZERO3_BF16 ? ncclBfloat16 : ncclFloat; }
+static ncclDataType_t nccl_type(Zero3DType t) { return t == ZERO3_BF16 ? ncclBfloat16 : t == ZERO3_I8 ? ncclInt8 : ncclFloat; }
 
 // ------------------------------------------------------------------------------------------------
 // Memory
@@ -194,18 +198,68 @@ static void* gpu_replica_all_reduce_start(void* ctx, void* buf, size_t n, Zero3D
 }
 
 // HSDP: split the ranks into shard groups of G consecutive ranks and replica groups (same rank % G),
-// with ncclCommSplit (NCCL 2.18 and later). A group of one rank needs no communicator.
+// with ncclCommSplit (NCCL 2.18 and later). A group of one rank needs no communicator: every rank
+// takes part in both splits (they are collective), then a split of one rank is destroyed at once;
+// the others are destroyed in gpu_backend_finish.
+static ncclComm_t comm_unless_alone(ncclComm_t c, int ranks) {
+    if (ranks > 1) return c;
+    if (c) ncclCheck(ncclCommDestroy(c));
+    return NULL;
+}
+
 static void gpu_make_groups(void* ctx, int G) {
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
     ncclComm_t shard = NULL, replica = NULL;
     ncclCheck(ncclCommSplit(g_gpu.comm, g_gpu.rank / G, g_gpu.rank, &shard, NULL));
     ncclCheck(ncclCommSplit(g_gpu.comm, g_gpu.rank % G, g_gpu.rank, &replica, NULL));
-    g_gpu.shard_comm = G > 1 ? shard : NULL;
-    g_gpu.replica_comm = g_gpu.world / G > 1 ? replica : NULL;
+    g_gpu.shard_comm = comm_unless_alone(shard, G);
+    g_gpu.replica_comm = comm_unless_alone(replica, g_gpu.world / G);
 #else
     (void)G;
     fatal("flag -hs: HSDP on GPUs needs ncclCommSplit (NCCL 2.18 or later); this build's NCCL has none");
 #endif
+}
+
+// ZeRO++: node groups of G consecutive ranks of the shard group and cross groups (the same place in
+// theirs), split from the shard group's communicator as HSDP's are from the world's.
+static void gpu_make_node_groups(void* ctx, int G) {
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
+    int r = 0, n = 1;
+    ncclCheck(ncclCommUserRank(g_gpu.shard_comm, &r));
+    ncclCheck(ncclCommCount(g_gpu.shard_comm, &n));
+    ncclCheck(ncclCommSplit(g_gpu.shard_comm, r / G, r, &g_gpu.node_comm, NULL));
+    ncclCheck(ncclCommSplit(g_gpu.shard_comm, r % G, r, &g_gpu.cross_comm, NULL));
+    g_gpu.node_size = G;
+    g_gpu.cross_size = n / G;
+#else
+    (void)G;
+    fatal("flags -hp and -qg: ZeRO++'s node groups on GPUs need ncclCommSplit (NCCL 2.18 or later); this build's NCCL has none");
+#endif
+}
+
+static void* gpu_node_all_gather_start(void* ctx, const void* shard, void* full, size_t n, Zero3DType t) {
+    collective_begin("node all-gather");
+    ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g_gpu.node_comm, g_gpu.comm_stream));
+    return collective_end();
+}
+
+// An all-to-all as NCCL writes one: a send and a receive with every peer, in one group.
+static void* gpu_all_to_all_start(void* ctx, const void* send, void* recv, size_t bytes, int across) {
+    collective_begin(across ? "all-to-all across node groups" : "all-to-all in the node group");
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
+    ncclComm_t comm = across ? g_gpu.cross_comm : g_gpu.node_comm;
+    const int peers = across ? g_gpu.cross_size : g_gpu.node_size;
+    ncclCheck(ncclGroupStart());
+    for (int p = 0; p < peers; p++) {
+        ncclCheck(ncclSend((const char*)send + (size_t)p * bytes, bytes, ncclInt8, p, comm, g_gpu.comm_stream));
+        ncclCheck(ncclRecv((char*)recv + (size_t)p * bytes, bytes, ncclInt8, p, comm, g_gpu.comm_stream));
+    }
+    ncclCheck(ncclGroupEnd());
+#else
+    (void)send; (void)recv; (void)bytes;
+    fatal_local("all-to-all without ncclCommSplit's node groups");
+#endif
+    return collective_end();
 }
 
 static void gpu_wait(void* ctx, void* handle) {
@@ -263,6 +317,20 @@ static double gpu_sum_squares_total(void* ctx) {
 static void gpu_add(void* ctx, void* dst, const void* src, size_t n, Zero3DType t) {
     if (t == ZERO3_BF16) accumulate<__nv_bfloat16, __nv_bfloat16>((__nv_bfloat16*)dst, (const __nv_bfloat16*)src, n, 1.0f, g_gpu.compute);
     else accumulate<float, float>((float*)dst, (const float*)src, n, 1.0f, g_gpu.compute);
+}
+
+static void gpu_copy(void* ctx, void* dst, const void* src, size_t bytes) {
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_gpu.compute));
+}
+
+// ZeRO++'s block quantization on the compute stream (gpu/shard_math.cuh)
+static void gpu_quantize(void* ctx, const void* src, Zero3DType t, size_t n, void* packed) {
+    if (t == ZERO3_BF16) quantize_blocks<__nv_bfloat16>((const __nv_bfloat16*)src, n, packed, g_gpu.compute);
+    else quantize_blocks<float>((const float*)src, n, packed, g_gpu.compute);
+}
+static void gpu_dequantize(void* ctx, const void* packed, size_t n, void* dst, Zero3DType t, int accumulate) {
+    if (t == ZERO3_BF16) dequantize_blocks<__nv_bfloat16>(packed, n, (__nv_bfloat16*)dst, accumulate, g_gpu.compute);
+    else dequantize_blocks<float>(packed, n, (float*)dst, accumulate, g_gpu.compute);
 }
 
 static void gpu_cast_from_f32(void* ctx, void* dst, Zero3DType t, const float* src, size_t n) {
@@ -405,8 +473,10 @@ static void rendezvous_read(const char* path, ncclUniqueId* id, int world) {
 static void gpu_abort_comms(void) {
     if (g_gpu.shard_comm && g_gpu.shard_comm != g_gpu.comm) ncclCommAbort(g_gpu.shard_comm);
     if (g_gpu.replica_comm) ncclCommAbort(g_gpu.replica_comm);
+    if (g_gpu.node_comm) ncclCommAbort(g_gpu.node_comm);
+    if (g_gpu.cross_comm) ncclCommAbort(g_gpu.cross_comm);
     if (g_gpu.comm) ncclCommAbort(g_gpu.comm);
-    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = NULL;
+    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = g_gpu.node_comm = g_gpu.cross_comm = NULL;
 }
 
 static void gpu_shutdown(void) {
@@ -424,9 +494,9 @@ static void gpu_abort_all(void) {
     exit(1);  // without MPI, scripts/launch.sh ends the other ranks when one fails
 }
 
-// Finds this process's rank, picks its GPU, connects the ranks and fills the backend table.
-static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
-    memset(&g_gpu, 0, sizeof g_gpu);
+// This process's rank and world (MPI, or the launcher's RANK / WORLD_SIZE / LOCAL_RANK), into
+// g_gpu and g_proc, whose hooks it installs.
+static void gpu_find_rank(int* argc, char*** argv) {
 #ifdef USE_MPI
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_gpu.rank);
@@ -446,7 +516,11 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     g_proc.world = g_gpu.world;
     g_proc.shutdown = gpu_shutdown;
     g_proc.abort_all = gpu_abort_all;
+}
 
+// This rank's GPU (LOCAL_RANK % devices), its two streams, and the small buffers and events the
+// backend keeps for its whole life.
+static void gpu_open_device(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         cudaGetLastError();
@@ -467,27 +541,38 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     cudaCheck(cudaMallocHost((void**)&g_gpu.scalar_host, sizeof(double)));
     cudaCheck(cudaEventCreateWithFlags(&g_gpu.adamw_uploaded, cudaEventDisableTiming));
     cudaCheck(cudaEventRecord(g_gpu.adamw_uploaded, g_gpu.compute));   // "no upload pending"
+}
 
-    // NCCL for N > 1 (ZERO3_FORCE_NCCL=1 uses it on one rank too, to test that path)
-    if (g_gpu.world > 1 || env_int("ZERO3_FORCE_NCCL", 0)) {
-        ncclUniqueId id;
-        if (g_gpu.rank == 0) ncclCheck(ncclGetUniqueId(&id));
+// The NCCL communicator of all ranks, for N > 1 (ZERO3_FORCE_NCCL=1 makes one on one rank too, to
+// test that path): rank 0's id reaches the others over MPI, or through the rendezvous file.
+static void gpu_connect(void) {
+    if (g_gpu.world == 1 && !env_int("ZERO3_FORCE_NCCL", 0)) return;
+    ncclUniqueId id;
+    if (g_gpu.rank == 0) ncclCheck(ncclGetUniqueId(&id));
 #ifdef USE_MPI
-        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
 #else
-        const char* path = getenv("ZERO3_RENDEZVOUS");
-        if (g_gpu.world > 1 && (!path || !*path))
-            fatal("WORLD_SIZE=%d without MPI needs ZERO3_RENDEZVOUS, a file path every rank can see: start the ranks "
-                  "with scripts/launch.sh -n %d ...", g_gpu.world, g_gpu.world);
-        if (g_gpu.world > 1) {
-            if (g_gpu.rank == 0) rendezvous_publish(path, &id, g_gpu.world);
-            else rendezvous_read(path, &id, g_gpu.world);
-        }
-#endif
-        ncclCheck(ncclCommInitRank(&g_gpu.comm, g_gpu.world, id, g_gpu.rank));
-        g_gpu.shard_comm = g_gpu.comm;   // until HSDP splits it (gpu_make_groups)
+    const char* path = getenv("ZERO3_RENDEZVOUS");
+    if (g_gpu.world > 1 && (!path || !*path))
+        fatal("WORLD_SIZE=%d without MPI needs ZERO3_RENDEZVOUS, a file path every rank can see: start the ranks "
+              "with scripts/launch.sh -n %d ...", g_gpu.world, g_gpu.world);
+    if (g_gpu.world > 1) {
+        if (g_gpu.rank == 0) rendezvous_publish(path, &id, g_gpu.world);
+        else rendezvous_read(path, &id, g_gpu.world);
     }
+#endif
+    ncclCheck(ncclCommInitRank(&g_gpu.comm, g_gpu.world, id, g_gpu.rank));
+    g_gpu.shard_comm = g_gpu.comm;   // until HSDP splits it (gpu_make_groups)
+}
 
+// the collective handles started and not yet waited on (the engine's step-end invariant wants none)
+static int gpu_collectives_in_flight(void* ctx) {
+    int n = 0;
+    for (int i = 0; i < GPU_MAX_HANDLES; i++) n += g_gpu.handle_busy[i] != 0;
+    return n;
+}
+
+static void gpu_fill_table(Zero3Backend* be) {
     memset(be, 0, sizeof(*be));
     be->ctx = &g_gpu;
     be->rank = g_gpu.rank;
@@ -507,19 +592,37 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     be->sum_squares_add = gpu_sum_squares_add;
     be->sum_squares_total = gpu_sum_squares_total;
     be->add = gpu_add;
+    be->copy = gpu_copy;
+    be->make_node_groups = gpu_make_node_groups;
+    be->node_all_gather_start = gpu_node_all_gather_start;
+    be->all_to_all_start = gpu_all_to_all_start;
+    be->quantize = gpu_quantize;
+    be->dequantize = gpu_dequantize;
     be->cast_from_f32 = gpu_cast_from_f32;
     be->adamw = gpu_adamw;
     be->stamp = gpu_stamp;
     be->comm_stamps = gpu_comm_stamps;
     be->stamps_read = gpu_stamps_read;
+    be->collectives_in_flight = gpu_collectives_in_flight;
+}
+
+// Finds this process's rank, picks its GPU, connects the ranks and fills the backend table.
+static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
+    memset(&g_gpu, 0, sizeof g_gpu);
+    gpu_find_rank(argc, argv);
+    gpu_open_device();
+    gpu_connect();
+    gpu_fill_table(be);
 }
 
 static void gpu_backend_finish(void) {
     cudaCheck(cudaDeviceSynchronize());
     if (g_gpu.shard_comm && g_gpu.shard_comm != g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.shard_comm));
     if (g_gpu.replica_comm) ncclCheck(ncclCommDestroy(g_gpu.replica_comm));
+    if (g_gpu.node_comm) ncclCheck(ncclCommDestroy(g_gpu.node_comm));
+    if (g_gpu.cross_comm) ncclCheck(ncclCommDestroy(g_gpu.cross_comm));
     if (g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.comm));
-    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = NULL;
+    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = g_gpu.node_comm = g_gpu.cross_comm = NULL;
     for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g_gpu.handle_event[i]));
     for (int i = 0; i < g_gpu.stamp_cap; i++) cudaCheck(cudaEventDestroy(g_gpu.stamp_events[i]));
     free(g_gpu.stamp_events);

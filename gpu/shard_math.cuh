@@ -303,3 +303,50 @@ static void sum_squares(float* out, const T* x, size_t n, float* scratch, int ac
     sumsq_final_kernel<<<1, SUMSQ_THREADS, 0, stream>>>(out, scratch, SUMSQ_BLOCKS, accumulate);
     cudaCheckLaunch();
 }
+
+// ------------------------------------------------------------------------------------------------
+// ZeRO++'s block quantization (zero3.h: one fp32 scale per ZERO3_QUANT_BLOCK elements, int8 codes,
+// the packed span = n codes then n / block scales). One thread block per quantization block, one
+// element per thread: the block's largest magnitude by a shared-memory tree (a max is exact in any
+// order, so the scale is the CPU backend's to the bit), then every code by zero3_quant_code, the
+// function the CPU backend calls.
+template <typename T>
+__global__ void quantize_kernel(const T* src, signed char* codes, float* scales) {
+    __shared__ float amax[ZERO3_QUANT_BLOCK];
+    const size_t i = (size_t)blockIdx.x * ZERO3_QUANT_BLOCK + threadIdx.x;
+    const float x = to_float(src[i]);
+    amax[threadIdx.x] = fabsf(x);
+    __syncthreads();
+    for (int s = ZERO3_QUANT_BLOCK / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) amax[threadIdx.x] = fmaxf(amax[threadIdx.x], amax[threadIdx.x + s]);
+        __syncthreads();
+    }
+    const float scale = zero3_quant_scale(amax[0]);
+    codes[i] = zero3_quant_code(x, scale);
+    if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+}
+
+template <typename T>
+static void quantize_blocks(const T* src, size_t n, void* packed, cudaStream_t stream) {
+    if (n == 0) return;
+    quantize_kernel<T><<<(unsigned)(n / ZERO3_QUANT_BLOCK), ZERO3_QUANT_BLOCK, 0, stream>>>(
+        src, (signed char*)packed, (float*)((char*)packed + n));
+    cudaCheck(cudaGetLastError());
+}
+
+// dst[i] = code[i] * scale of its block, or dst[i] + that (the sum in fp32, rounded once to T).
+template <typename T>
+__global__ void dequantize_kernel(const signed char* codes, const float* scales, size_t n, T* dst, int accumulate) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float v = (float)codes[i] * scales[i / ZERO3_QUANT_BLOCK];
+    dst[i] = from_float<T>(accumulate ? to_float(dst[i]) + v : v);
+}
+
+template <typename T>
+static void dequantize_blocks(const void* packed, size_t n, T* dst, int accumulate, cudaStream_t stream) {
+    if (n == 0) return;
+    dequantize_kernel<T><<<(unsigned)((n + SLICE_THREADS - 1) / SLICE_THREADS), SLICE_THREADS, 0, stream>>>(
+        (const signed char*)packed, (const float*)((const char*)packed + n), n, dst, accumulate);
+    cudaCheck(cudaGetLastError());
+}

@@ -82,15 +82,12 @@ static int ckpt_meta_write(const char *path, const CkptMeta *m, char *err, size_
     }
     w[k] = (int64_t)ckpt_hash(CKPT_HASH_INIT, w, k * 8);
     char tmp[4200];
-    fmt_path(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = output_begin(path, tmp, sizeof tmp, err, errlen);
     int rc = -1;
-    if (!f) set_err(err, errlen, "cannot create %s (%s)", tmp, strerror(errno));
-    else if (!write_words(f, w, total)) {
+    if (f && !write_words(f, w, total)) {
         set_err(err, errlen, "%s: write failed (%s)", tmp, strerror(errno));
-        fclose(f);
-        remove(tmp);
-    } else rc = commit_file(f, tmp, path, err, errlen);
+        output_abandon(f, tmp);
+    } else if (f) rc = commit_file(f, tmp, path, err, errlen);
     free(w);
     return rc;
 }
@@ -111,16 +108,11 @@ static const char *ckpt_unit_problem(const CkptUnit *U, int world) {
     return NULL;
 }
 
-// Reads and validates meta.bin on its own terms (magic, version, size, checksum, ranges, layout).
-// 0 on success (m->units allocated), or -1 with a message.
-int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
-    memset(m, 0, sizeof(*m));
-    char why[128];
-    FILE *f = open_regular_file(path, why, sizeof why);
-    if (!f) { set_err(err, errlen, "checkpoint file %s: cannot open (%s)", path, why); return -1; }
+// meta.bin's words (*words, allocated once the header is sane): the header's fixed checks, the
+// size it implies, the checksum. NULL, or what is wrong.
+static const char *meta_read_words(FILE *f, int64_t **words) {
     long long size = file_size(f);
     int64_t h[M_FIXED_WORDS];
-    int64_t *w = NULL;
     const char *problem = NULL;
     if (size < (long long)sizeof(h) || !read_at(f, 0, h, sizeof(h))) problem = "too short for its header";
     else if (h[M_MAGIC] != CKPT_META_MAGIC) problem = "bad magic (not a checkpoint meta.bin)";
@@ -130,70 +122,91 @@ int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
     else if (h[M_LAYOUT_WORDS] < 2 * h[M_NUNITS] || h[M_LAYOUT_WORDS] > (2 + 2 * ZERO3_MAX_TENSORS) * h[M_NUNITS])
         problem = "layout size out of range";
     else if (size != 8 * (M_FIXED_WORDS + h[M_LAYOUT_WORDS] + 1)) problem = "file size does not match its header (truncated?)";
-    if (!problem) {
-        size_t total = (size_t)(size / 8);
-        w = (int64_t *)xmalloc((size_t)size);
-        if (!read_at(f, 0, w, (size_t)size)) problem = "read failed";
-        else if ((uint64_t)w[total - 1] != ckpt_hash(CKPT_HASH_INIT, w, (total - 1) * 8)) problem = "checksum mismatch (corrupt)";
+    if (problem) return problem;
+    size_t total = (size_t)(size / 8);
+    int64_t *w = *words = (int64_t *)xmalloc((size_t)size);
+    if (!read_at(f, 0, w, (size_t)size)) return "read failed";
+    if ((uint64_t)w[total - 1] != ckpt_hash(CKPT_HASH_INIT, w, (total - 1) * 8)) return "checksum mismatch (corrupt)";
+    return NULL;
+}
+
+// The run's fields from the words into m, each checked against its range and the others.
+static const char *meta_take_fields(const int64_t *w, CkptMeta *m) {
+    const char *problem = NULL;
+    m->ranks = w[M_RANKS] ? (int)w[M_RANKS] : (int)w[M_WORLD];
+    m->step = (int)w[M_STEP]; m->world = (int)w[M_WORLD]; m->stage = (int)w[M_STAGE]; m->align = (int)w[M_ALIGN];
+    GPT2Config *c = &m->cfg;
+    c->max_seq_len = (int)w[M_MAXT]; c->vocab_size = (int)w[M_V]; c->padded_vocab_size = (int)w[M_VP];
+    c->num_layers = (int)w[M_L]; c->num_heads = (int)w[M_NH]; c->channels = (int)w[M_C];
+    m->B = (int)w[M_B]; m->T = (int)w[M_T]; m->A = (int)w[M_A];
+    m->tokens_per_step = w[M_TOKENS_PER_STEP]; m->data_window = w[M_DATA_WINDOW];
+    m->sample_rng = (uint64_t)w[M_SAMPLE_RNG]; m->seed = (uint64_t)w[M_SEED]; m->generation = w[M_GENERATION];
+    m->total_steps = (int)w[M_TOTAL_STEPS]; m->warmup = (int)w[M_WARMUP];
+    m->lr = bits_double(w[M_LR]); m->final_frac = bits_double(w[M_FINAL_FRAC]);
+    m->weight_decay = bits_double(w[M_WEIGHT_DECAY]); m->grad_clip = bits_double(w[M_GRAD_CLIP]);
+    m->nunits = (int)w[M_NUNITS];
+    const int64_t big = 1ll << 40;
+    if (w[M_STEP] < 0 || w[M_STEP] > 100000000) problem = "step out of range";
+    else if (w[M_WORLD] < 1 || w[M_WORLD] > CKPT_MAX_WORLD) problem = "N out of range";
+    else if (w[M_STAGE] < 0 || w[M_STAGE] > 3) problem = "stage out of range";
+    else if (w[M_ALIGN] < 1 || w[M_ALIGN] > (1 << 20)) problem = "alignment out of range";
+    else if (w[M_MAXT] != c->max_seq_len || w[M_V] != c->vocab_size || w[M_VP] != c->padded_vocab_size ||
+             w[M_L] != c->num_layers || w[M_NH] != c->num_heads || w[M_C] != c->channels ||
+             gpt2_config_problem(c))
+        problem = "model config out of range";
+    else if (m->nunits < 3) problem = "fewer units than embedding, a block and head";
+    else if (w[M_B] < 1 || w[M_B] > (1 << 20) || w[M_T] < 1 || w[M_T] > (1 << 20) || w[M_A] < 1 ||
+             w[M_A] > 1000000 || w[M_TOKENS_PER_STEP] < 1 || w[M_TOKENS_PER_STEP] > big ||
+             w[M_DATA_WINDOW] < 0 || w[M_DATA_WINDOW] > big || w[M_GENERATION] < 1 || w[M_GENERATION] > big ||
+             w[M_TOTAL_STEPS] < 0 || w[M_TOTAL_STEPS] > 100000000 || w[M_WARMUP] < 0 || w[M_WARMUP] > 100000000)
+        problem = "run fields out of range";
+    // the batch and the data position follow from the rest (the data order of the contract):
+    // checked, so a wrong value cannot pass unnoticed
+    else if (m->ranks < m->world || m->ranks > CKPT_MAX_WORLD || m->ranks % m->world != 0)
+        problem = "ranks are not a multiple of the shard world";
+    else if ((double)m->ranks * w[M_A] * w[M_B] * w[M_T] != (double)w[M_TOKENS_PER_STEP])
+        problem = "tokens per step is not N*A*B*T";
+    else if ((double)w[M_STEP] * w[M_A] * m->ranks != (double)w[M_DATA_WINDOW])
+        problem = "data position is not step*A*N (the next training window)";
+    return problem;
+}
+
+// The unit layout (m->units allocated) and the -wrap granularity it implies.
+static const char *meta_take_layout(const int64_t *w, CkptMeta *m) {
+    const char *problem = NULL;
+    m->units = (CkptUnit *)xcalloc((size_t)m->nunits, sizeof(CkptUnit));
+    size_t k = M_FIXED_WORDS, end = M_FIXED_WORDS + (size_t)w[M_LAYOUT_WORDS];
+    for (int u = 0; u < m->nunits && !problem; u++) {
+        CkptUnit *U = &m->units[u];
+        if (k + 2 > end) { problem = "layout runs past its size"; break; }
+        U->padded = w[k++];
+        long long nt = w[k++];
+        if (nt < 1 || nt > ZERO3_MAX_TENSORS || k + 2 * (size_t)nt > end) { problem = "bad tensor count in the layout"; break; }
+        U->ntensors = (int)nt;
+        for (int i = 0; i < U->ntensors; i++) { U->offset[i] = w[k++]; U->numel[i] = w[k++]; }
+        problem = ckpt_unit_problem(U, m->world);
     }
+    if (!problem && k != end) problem = "layout size does not match its units";
+    // the granularity it was written with (-wrap), read back from the layout
+    if (!problem && (m->cfg.wrap = gpt2_wrap_of_layout(m->cfg.num_layers, m->nunits, m->units[1].ntensors)) == -1)
+        problem = "the unit layout is not one of GPT-2's granularities";
+    for (int u = 0; u < m->nunits && !problem; u++)
+        if (m->units[u].ntensors != gpt2_unit_ntensors(&m->cfg, u)) problem = "a unit's tensor count does not match its granularity";
+    return problem;
+}
+
+// Reads and validates meta.bin on its own terms (magic, version, size, checksum, ranges, layout).
+// 0 on success (m->units allocated), or -1 with a message.
+int ckpt_meta_read(const char *path, CkptMeta *m, char *err, size_t errlen) {
+    memset(m, 0, sizeof(*m));
+    char why[128];
+    FILE *f = open_regular_file(path, why, sizeof why);
+    if (!f) { set_err(err, errlen, "checkpoint file %s: cannot open (%s)", path, why); return -1; }
+    int64_t *w = NULL;
+    const char *problem = meta_read_words(f, &w);
     fclose(f);
-    if (!problem) {
-        m->ranks = w[M_RANKS] ? (int)w[M_RANKS] : (int)w[M_WORLD];
-        m->step = (int)w[M_STEP]; m->world = (int)w[M_WORLD]; m->stage = (int)w[M_STAGE]; m->align = (int)w[M_ALIGN];
-        GPT2Config *c = &m->cfg;
-        c->max_seq_len = (int)w[M_MAXT]; c->vocab_size = (int)w[M_V]; c->padded_vocab_size = (int)w[M_VP];
-        c->num_layers = (int)w[M_L]; c->num_heads = (int)w[M_NH]; c->channels = (int)w[M_C];
-        m->B = (int)w[M_B]; m->T = (int)w[M_T]; m->A = (int)w[M_A];
-        m->tokens_per_step = w[M_TOKENS_PER_STEP]; m->data_window = w[M_DATA_WINDOW];
-        m->sample_rng = (uint64_t)w[M_SAMPLE_RNG]; m->seed = (uint64_t)w[M_SEED]; m->generation = w[M_GENERATION];
-        m->total_steps = (int)w[M_TOTAL_STEPS]; m->warmup = (int)w[M_WARMUP];
-        m->lr = bits_double(w[M_LR]); m->final_frac = bits_double(w[M_FINAL_FRAC]);
-        m->weight_decay = bits_double(w[M_WEIGHT_DECAY]); m->grad_clip = bits_double(w[M_GRAD_CLIP]);
-        m->nunits = (int)w[M_NUNITS];
-        const int64_t big = 1ll << 40;
-        if (w[M_STEP] < 0 || w[M_STEP] > 100000000) problem = "step out of range";
-        else if (w[M_WORLD] < 1 || w[M_WORLD] > CKPT_MAX_WORLD) problem = "N out of range";
-        else if (w[M_STAGE] < 0 || w[M_STAGE] > 3) problem = "stage out of range";
-        else if (w[M_ALIGN] < 1 || w[M_ALIGN] > (1 << 20)) problem = "alignment out of range";
-        else if (w[M_MAXT] != c->max_seq_len || w[M_V] != c->vocab_size || w[M_VP] != c->padded_vocab_size ||
-                 w[M_L] != c->num_layers || w[M_NH] != c->num_heads || w[M_C] != c->channels ||
-                 gpt2_config_problem(c))
-            problem = "model config out of range";
-        else if (m->nunits < 3) problem = "fewer units than embedding, a block and head";
-        else if (w[M_B] < 1 || w[M_B] > (1 << 20) || w[M_T] < 1 || w[M_T] > (1 << 20) || w[M_A] < 1 ||
-                 w[M_A] > 1000000 || w[M_TOKENS_PER_STEP] < 1 || w[M_TOKENS_PER_STEP] > big ||
-                 w[M_DATA_WINDOW] < 0 || w[M_DATA_WINDOW] > big || w[M_GENERATION] < 1 || w[M_GENERATION] > big ||
-                 w[M_TOTAL_STEPS] < 0 || w[M_TOTAL_STEPS] > 100000000 || w[M_WARMUP] < 0 || w[M_WARMUP] > 100000000)
-            problem = "run fields out of range";
-        // the batch and the data position follow from the rest (the data order of the contract):
-        // checked, so a wrong value cannot pass unnoticed
-        else if (m->ranks < m->world || m->ranks > CKPT_MAX_WORLD || m->ranks % m->world != 0)
-            problem = "ranks are not a multiple of the shard world";
-        else if ((double)m->ranks * w[M_A] * w[M_B] * w[M_T] != (double)w[M_TOKENS_PER_STEP])
-            problem = "tokens per step is not N*A*B*T";
-        else if ((double)w[M_STEP] * w[M_A] * m->ranks != (double)w[M_DATA_WINDOW])
-            problem = "data position is not step*A*N (the next training window)";
-    }
-    if (!problem) {
-        m->units = (CkptUnit *)xcalloc((size_t)m->nunits, sizeof(CkptUnit));
-        size_t k = M_FIXED_WORDS, end = M_FIXED_WORDS + (size_t)w[M_LAYOUT_WORDS];
-        for (int u = 0; u < m->nunits && !problem; u++) {
-            CkptUnit *U = &m->units[u];
-            if (k + 2 > end) { problem = "layout runs past its size"; break; }
-            U->padded = w[k++];
-            long long nt = w[k++];
-            if (nt < 1 || nt > ZERO3_MAX_TENSORS || k + 2 * (size_t)nt > end) { problem = "bad tensor count in the layout"; break; }
-            U->ntensors = (int)nt;
-            for (int i = 0; i < U->ntensors; i++) { U->offset[i] = w[k++]; U->numel[i] = w[k++]; }
-            problem = ckpt_unit_problem(U, m->world);
-        }
-        if (!problem && k != end) problem = "layout size does not match its units";
-        // the granularity it was written with (-wrap), read back from the layout
-        if (!problem && (m->cfg.wrap = gpt2_wrap_of_layout(m->cfg.num_layers, m->nunits, m->units[1].ntensors)) == -1)
-            problem = "the unit layout is not one of GPT-2's granularities";
-        for (int u = 0; u < m->nunits && !problem; u++)
-            if (m->units[u].ntensors != gpt2_unit_ntensors(&m->cfg, u)) problem = "a unit's tensor count does not match its granularity";
-    }
+    if (!problem) problem = meta_take_fields(w, m);
+    if (!problem) problem = meta_take_layout(w, m);
     free(w);
     if (problem) {
         set_err(err, errlen, "checkpoint file %s: %s", path, problem);
@@ -251,14 +264,13 @@ static void shard_path(char *buf, size_t n, const char *ckpt_dir, int rank) {
 static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err, size_t errlen) {
     char path[4096], tmp[4200];
     shard_path(path, sizeof path, ckpt_dir, z->rank);
-    fmt_path(tmp, sizeof tmp, "%s.tmp", path);
     size_t hwords = S_FIXED_WORDS + 3 * (size_t)z->nunits + 1;
     int64_t *h = (int64_t *)xcalloc(hwords, sizeof(int64_t));
     h[S_MAGIC] = CKPT_SHARD_MAGIC; h[S_VERSION] = CKPT_VERSION; h[S_HEADER_WORDS] = (int64_t)hwords;
     h[S_RANK] = z->rank; h[S_WORLD] = z->world; h[S_STEP] = m->step; h[S_GENERATION] = m->generation;
-    h[S_NUNITS] = z->nunits; h[S_TOTAL_SHARD] = (int64_t)z->total_shard;
+    h[S_NUNITS] = z->nunits; h[S_TOTAL_SHARD] = (int64_t)z->totals.shard;
     float *stage_buf = (float *)xmalloc(CKPT_CHUNK * sizeof(float));
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = output_begin(path, tmp, sizeof tmp, err, errlen);
     int ok = f != NULL && write_words(f, h, hwords);   // checksums filled in below, header rewritten
     for (int u = 0; u < z->nunits && ok; u++) {
         size_t S = z->units[u].shard;
@@ -282,8 +294,8 @@ static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, c
     }
     free(h);
     free(stage_buf);
-    if (!f) { set_err(err, errlen, "cannot create %s (%s)", tmp, strerror(errno)); return -1; }
-    if (!ok) { set_err(err, errlen, "%s: write failed (%s)", tmp, strerror(errno)); fclose(f); remove(tmp); return -1; }
+    if (!f) return -1;
+    if (!ok) { set_err(err, errlen, "%s: write failed (%s)", tmp, strerror(errno)); output_abandon(f, tmp); return -1; }
     return commit_file(f, tmp, path, err, errlen);
 }
 
@@ -392,73 +404,113 @@ static int ckpt_stream_array(const Zero3 *z, FILE *f, long long at, size_t S_old
 
 // Fills this rank's master, m and v (the ranges its stage keeps) from the checkpoint in ckpt_dir,
 // written on m->world ranks with m's layout. Padding is zeroed. 0, or -1 with a message.
-int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, const GPT2Config *c, Zero3 *z, char *err, size_t errlen) {
-    // old shard offsets: unit u's block in every old file starts at 12 * (sum of earlier S_old)
-    size_t *old_offset = (size_t *)xcalloc((size_t)m->nunits + 1, sizeof(size_t));
-    for (int u = 0; u < m->nunits; u++) old_offset[u + 1] = old_offset[u] + (size_t)(m->units[u].padded / m->world);
-    uint64_t *hashes = (uint64_t *)xcalloc(3 * (size_t)m->nunits, sizeof(uint64_t));
-    float *buf = (float *)xmalloc(CKPT_CHUNK * sizeof(float));
+// What ckpt_read_state carries from unit to unit: the checkpoint, the destination, the old
+// shards' layout and checksums, the one shard file open at a time, a staging buffer.
+typedef struct {
+    const char *ckpt_dir;
+    const CkptMeta *m;          // the checkpoint's layout (old N)
+    const GPT2Config *c;        // this run's model (its -wrap may differ)
+    Zero3 *z;                   // this run's engine (new N)
+    size_t *old_offset;         // [nunits+1]: unit u's block in every old file starts at 12 * old_offset[u]
+    uint64_t *hashes;           // [3 * nunits] the checksums of the old arrays, from the open shard's header
+    float *buf;                 // CKPT_CHUNK floats
     CkptPiece pieces[ZERO3_MAX_TENSORS];
-    // zero the destination first: padding is not in any piece
+    FILE *f;                    // old rank open_q's shard file, or NULL
+    int open_q;
+    long long data_at;          // where its data starts
+    char *err;
+    size_t errlen;
+} CkptReader;
+
+// The destination zeroed first: padding is not in any piece.
+static void ckpt_zero_state(Zero3 *z) {
     for (int u = 0; u < z->nunits; u++)
         for (int a = 0; a < CKPT_NARRAYS; a++) {
             size_t begin, count;
             float *dst = ckpt_engine_array(z, u, a, &begin, &count);
             z->be->zero(z->be->ctx, dst, count * sizeof(float));
         }
+}
+
+// The checkpoint's units that hold unit u's tensors (the same unit unless -wrap changed), into
+// sources; returns how many.
+static int ckpt_source_units(const CkptReader *R, int u, int sources[ZERO3_MAX_TENSORS]) {
+    int nsources = 0;
+    for (int i = 0; i < R->z->units[u].ntensors; i++) {
+        int kind, layer, uo, io, seen = 0;
+        gpt2_unit_tensor(R->c, u, i, &kind, &layer);
+        gpt2_tensor_unit(&R->m->cfg, kind, layer, &uo, &io);
+        for (int j = 0; j < nsources; j++) seen |= sources[j] == uo;
+        if (!seen) sources[nsources++] = uo;
+    }
+    return nsources;
+}
+
+// Old rank q's shard file, opened unless it is the one open already. 0, or -1 with a message.
+static int ckpt_reader_open(CkptReader *R, int q) {
+    if (q == R->open_q) return 0;
+    if (R->f) fclose(R->f);
+    R->open_q = q;
+    R->f = ckpt_shard_open(R->ckpt_dir, R->m, q, R->old_offset[R->m->nunits], &R->data_at, R->hashes, R->err, R->errlen);
+    return R->f ? 0 : -1;
+}
+
+// The three arrays (master, m, v) of old unit uo in old rank q's file: the np pieces of them that
+// fall in this rank's slice of unit u. 0, or -1 with a message naming the file.
+static int ckpt_read_arrays(CkptReader *R, int u, int uo, int q, size_t S_old, int np) {
+    Zero3 *z = R->z;
+    for (int a = 0; a < CKPT_NARRAYS; a++) {
+        size_t begin, count;
+        float *dst = ckpt_engine_array(z, u, a, &begin, &count);
+        long long at = R->data_at + 4 * (long long)(3 * R->old_offset[uo] + (size_t)a * S_old);
+        int bad;
+        float bad_value = 0.0f;
+        int r = ckpt_stream_array(z, R->f, at, S_old, (size_t)q * S_old, R->hashes[3 * uo + a], R->pieces, np, dst, begin,
+                                  R->buf, &bad, &bad_value);
+        if (r == 0) continue;
+        char path[4096];
+        shard_path(path, sizeof path, R->ckpt_dir, q);
+        if (r == -3)
+            set_err(R->err, R->errlen, "checkpoint file %s: %s of tensor %s in unit %s holds %g: the state must be finite",
+                    path, CKPT_ARRAY_NAMES[a], z->units[u].tensors[bad].name, z->units[u].name, bad_value);
+        else
+            set_err(R->err, R->errlen, "checkpoint file %s: %s of unit %s: %s", path, CKPT_ARRAY_NAMES[a],
+                    z->units[u].name, r == -1 ? "read failed" : "checksum mismatch (corrupt)");
+        return -1;
+    }
+    return 0;
+}
+
+// Unit u of this run from old unit uo: from each old rank whose slice overlaps what this rank keeps.
+static int ckpt_read_unit(CkptReader *R, int u, int uo) {
+    size_t S_old = (size_t)(R->m->units[uo].padded / R->m->world), begin, count;
+    ckpt_engine_array(R->z, u, CKPT_MASTER, &begin, &count);
+    int np = ckpt_unit_pieces(R->c, R->m, R->z, u, uo, begin, count, R->pieces), q_lo, q_hi;
+    if (!ckpt_pieces_ranks(R->pieces, np, S_old, &q_lo, &q_hi)) return 0;
+    for (int q = q_lo; q <= q_hi; q++)
+        if (ckpt_reader_open(R, q) || ckpt_read_arrays(R, u, uo, q, S_old, np)) return -1;
+    return 0;
+}
+
+int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, const GPT2Config *c, Zero3 *z, char *err, size_t errlen) {
+    CkptReader R = {ckpt_dir, m, c, z, NULL, NULL, NULL, {{0}}, NULL, -1, 0, err, errlen};
+    // old shard offsets: unit u's block in every old file starts at 12 * (sum of earlier S_old)
+    R.old_offset = (size_t *)xcalloc((size_t)m->nunits + 1, sizeof(size_t));
+    for (int u = 0; u < m->nunits; u++) R.old_offset[u + 1] = R.old_offset[u] + (size_t)(m->units[u].padded / m->world);
+    R.hashes = (uint64_t *)xcalloc(3 * (size_t)m->nunits, sizeof(uint64_t));
+    R.buf = (float *)xmalloc(CKPT_CHUNK * sizeof(float));
+    ckpt_zero_state(z);
     // unit by unit, each from the old ranks whose slices overlap what this rank keeps now (the same
     // rank's file alone when N is unchanged); one shard file is open at a time
-    int rc = 0, open_q = -1;
-    FILE *f = NULL;
-    long long data_at = 0;
+    int rc = 0;
     for (int u = 0; u < z->nunits && rc == 0; u++) {
-        // the checkpoint's units that hold unit u's tensors (the same unit unless -wrap changed)
-        int sources[ZERO3_MAX_TENSORS], nsources = 0;
-        for (int i = 0; i < z->units[u].ntensors; i++) {
-            int kind, layer, uo, io, seen = 0;
-            gpt2_unit_tensor(c, u, i, &kind, &layer);
-            gpt2_tensor_unit(&m->cfg, kind, layer, &uo, &io);
-            for (int j = 0; j < nsources; j++) seen |= sources[j] == uo;
-            if (!seen) sources[nsources++] = uo;
-        }
-        for (int si = 0; si < nsources && rc == 0; si++) {
-            const int uo = sources[si];
-            size_t S_old = (size_t)(m->units[uo].padded / m->world), begin, count;
-            ckpt_engine_array(z, u, CKPT_MASTER, &begin, &count);
-            int np = ckpt_unit_pieces(c, m, z, u, uo, begin, count, pieces), q_lo, q_hi;
-            if (!ckpt_pieces_ranks(pieces, np, S_old, &q_lo, &q_hi)) continue;
-            for (int q = q_lo; q <= q_hi && rc == 0; q++) {
-                if (q != open_q) {
-                    if (f) fclose(f);
-                    open_q = q;
-                    if (!(f = ckpt_shard_open(ckpt_dir, m, q, old_offset[m->nunits], &data_at, hashes, err, errlen))) { rc = -1; break; }
-                }
-                for (int a = 0; a < CKPT_NARRAYS && rc == 0; a++) {
-                    float *dst = ckpt_engine_array(z, u, a, &begin, &count);
-                    long long at = data_at + 4 * (long long)(3 * old_offset[uo] + (size_t)a * S_old);
-                    int bad;
-                    float bad_value = 0.0f;
-                    int r = ckpt_stream_array(z, f, at, S_old, (size_t)q * S_old, hashes[3 * uo + a], pieces, np, dst, begin,
-                                              buf, &bad, &bad_value);
-                    if (r != 0) {
-                        char path[4096];
-                        shard_path(path, sizeof path, ckpt_dir, q);
-                        if (r == -3)
-                            set_err(err, errlen, "checkpoint file %s: %s of tensor %s in unit %s holds %g: the state must be finite",
-                                    path, CKPT_ARRAY_NAMES[a], z->units[u].tensors[bad].name, z->units[u].name, bad_value);
-                        else
-                            set_err(err, errlen, "checkpoint file %s: %s of unit %s: %s", path, CKPT_ARRAY_NAMES[a],
-                                    z->units[u].name, r == -1 ? "read failed" : "checksum mismatch (corrupt)");
-                        rc = -1;
-                    }
-                }
-            }
-        }
+        int sources[ZERO3_MAX_TENSORS], nsources = ckpt_source_units(&R, u, sources);
+        for (int si = 0; si < nsources && rc == 0; si++) rc = ckpt_read_unit(&R, u, sources[si]);
     }
-    if (f) fclose(f);
-    free(old_offset);
-    free(hashes);
-    free(buf);
+    if (R.f) fclose(R.f);
+    free(R.old_offset);
+    free(R.hashes);
+    free(R.buf);
     return rc;
 }
 
@@ -616,15 +668,16 @@ void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
     if (be->rank == 0) {
         char path[4200], tmp[4300];
         fmt_path(path, sizeof path, "%s/latest", out_dir);
-        fmt_path(tmp, sizeof tmp, "%s.tmp", path);
         fsync_dir(dir);
-        FILE *f = fopen(tmp, "wb");
-        if (!f) set_err(err, sizeof err, "checkpoint: cannot create %s (%s)", tmp, strerror(errno));
-        else {
+        FILE *f = NULL;
+        if (dir_moved())   // the folder was moved away meanwhile: the one at this path is not ours to touch
+            set_err(err, sizeof err, "checkpoint: %s is no longer the folder this run started in (moved or replaced while "
+                    "the run went on): this run writes nothing more there; its checkpoints are where the folder went", out_dir);
+        else if ((f = output_begin(path, tmp, sizeof tmp, err, sizeof err)) != NULL) {
             fprintf(f, "%s\n", name);
             if (commit_file(f, tmp, path, err, sizeof err) == 0) ckpt_prune(out_dir, name, prev);
         }
-        if (err[0]) ckpt_remove_dir(dir);   // complete, but `latest` could not name it
+        if (err[0] && !dir_moved()) ckpt_remove_dir(dir);   // complete, but `latest` could not name it
     }
     agree_or_exit(be, err);
 }

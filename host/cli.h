@@ -2,6 +2,7 @@
 // contract). Compiled once (cli.c).
 #pragma once
 #include "common.h"
+#include "gpt2.h"   // GPT2Config, for the checks against the model
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +28,10 @@ typedef struct {
     long long persist_threshold;          // -pt N: units with fewer parameters stay replicated
     int clip_local;                       // -clip local: each rank clips by its own shard's norm (the pitfall)
     int wrap;                             // -wrap K|half: K blocks per unit, or attention and MLP apart (0 = 1)
+    // ZeRO++ (docs/zeropp.md): ZeRO-3's communication cut three ways
+    int quant_weights;                    // -qw 8: the params all-gather in int8 blocks (0 = exact)
+    int hp_group;                         // -hp G: secondary shard in groups of G ranks, backward gathers inside (0 = off)
+    int quant_grads;                      // -qg 8: gradients reduced by quantized all-to-all, in the group then across (0 = exact)
     int val_every, val_batches;           // -v -m
     int sample_every, gen_tokens;         // -s -g
     int ckpt_every, resume;               // -n -y
@@ -34,8 +39,10 @@ typedef struct {
     unsigned long long seed;              // -S
     const char *trace_path;               // -tr: Chrome trace-event JSON of the run
     int plan_world;                       // -plan N: print the plan for N ranks and exit (0 = off)
-    double link_gbps, link_x_gbps;        // -bw -bwx: GB/s per rank inside a node / across nodes (planner)
-    int ranks_per_node;                   // -rpn: ranks per node (planner; 0 = all on one node)
+    double link_gbps, link_x_gbps;        // -bw -bwx (or -link -linkx): GB/s per rank inside a node / across nodes
+    double link_latency_s, link_x_latency_s;   // -link -linkx G,LAT: seconds per ring step (0 = none)
+    int links_emulated;                   // -link or -linkx given: a run holds its collectives for these links
+    int ranks_per_node;                   // -rpn: ranks per node (0 = all on one node; -hs G: G)
     double tflops;                        // -tf: TFLOP/s per rank, achieved (planner)
     int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
 } TrainArgs;
@@ -50,6 +57,14 @@ void args_usage(const TrainArgs *a, const char *prog);   // rank 0 prints every 
 // *n when s is one (n >= 1), 0 when s does not look like a number, -1 when it does but is not a
 // valid count (an unknown suffix, zero, negative): then err says why.
 int parse_param_count(const char *s, double *n, char *err, size_t errlen);
+
+// The checks a run and the planner share (one error line each, the same words in both). Against
+// N ranks (a run's world, or -plan N), 64-bit throughout: B*T fits an int, -d is a multiple of
+// N*B*T and gives at most 10^6 micro-steps, -hs G divides N and is below it. Sets a->tokens_per_step
+// when it is 0 (N*B*T) and returns A, the micro-steps per step.
+int args_check_world(TrainArgs *a, int N);
+// Against the model's shape: -wrap K divides its blocks, -t fits its context (maxT).
+void args_check_model(const TrainArgs *a, const GPT2Config *cfg);
 
 #ifdef __cplusplus
 }

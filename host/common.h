@@ -1,6 +1,6 @@
-// host/common.h: what every piece of host code shares: errors that end every rank cleanly (and the
-// agreement that makes a failure on some ranks end all of them), checked allocation, small file
-// reads, paths, timing, and a counter-based RNG. Compiled once (common.c), linked into both trainers.
+// host/common.h: what every piece of host code shares: the process layer below it (../proc.h: errors
+// that end every rank cleanly, checked allocation, the clock), small file reads, paths, a
+// counter-based RNG and bf16 conversion. Compiled once (common.c), linked into both trainers.
 #pragma once
 #include <errno.h>
 #include <math.h>
@@ -9,50 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../proc.h"   // the process: g_proc, fatal, agree_or_exit, xmalloc, alloc phases, now_seconds
 #include "../zero3.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-// ------------------------------------------------------------------------------------------------
-// Errors. Two kinds:
-//  - fatal(): an error every rank finds the same way (a bad flag, a bad input file that all ranks
-//    read). Rank 0 prints one line; every rank shuts the transport down and exits 1. No rank waits
-//    on another, so nothing hangs.
-//  - fatal_local(): an error only this rank sees (its own shard file, a failed collective). It
-//    prints with its rank and takes every other rank down with it (MPI_Abort / NCCL abort).
-// The transport (cpu/backend_cpu.c, gpu/backend_nccl.cuh) installs the two hooks.
-typedef struct {
-    int rank, world;
-    void (*shutdown)(void);   // finalize the transport before a collective exit
-    void (*abort_all)(void);  // kill every rank (never returns)
-} ProcessInfo;
-extern ProcessInfo g_proc;
-
-void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-void fatal_local(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-
-// Agreement: every rank calls it after a phase that may fail on some ranks (err = "" on success).
-// If any rank failed, all of them exit(1) together, so nothing hangs: when rank 0 failed it alone
-// prints (the usual case: every rank read the same file), otherwise each failing rank prints its
-// own line with its rank. Two scalar all-reduces; a collective, so every rank must reach it.
-void agree_or_exit(const Zero3Backend *be, const char *err);
-
-void *xmalloc(size_t bytes);
-void *xcalloc(size_t n, size_t size);
-
-// Out of memory names what asked for it, once. The trainer brackets each phase of large allocations
-// that has no collective inside (the model state, the activations, ...) with alloc_phase_begin
-// (what the memory is for: the flag or the file) and alloc_phase_end (collective). A failed
-// allocation inside a phase -- xmalloc, xcalloc, or a backend's alloc calling alloc_failed -- goes
-// straight to agree_or_exit with one line, "out of memory: <what> asked for <bytes> ...", which the
-// other ranks meet at alloc_phase_end: every rank exits, one line is printed. Outside a phase the
-// failing rank prints the line (naming the last phase's context) and takes the job down.
-void alloc_phase_begin(const Zero3Backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void alloc_phase_end(void);
-// detail: where ("host memory", "GPU memory: 1.2 GiB free of 80 GiB on device 0"). Never returns.
-void alloc_failed(size_t bytes, const char *detail) __attribute__((noreturn));
 
 // A message into err (vsnprintf: a long path shortens the message instead of overflowing).
 void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -61,8 +23,6 @@ int fmt_path(char *buf, size_t n, const char *fmt, ...) __attribute__((format(pr
 
 long long file_size(FILE *f);                                // bytes, or -1
 int read_at(FILE *f, long long offset, void *dst, size_t n);  // exactly n bytes at offset, or 0
-int mul_ok(size_t a, size_t b, size_t *out);                 // a*b without overflow, or 0
-double now_seconds(void);                                    // monotonic
 
 // ------------------------------------------------------------------------------------------------
 // Counter-based RNG: the value at index i depends only on (seed, i), never on which rank computes

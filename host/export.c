@@ -28,7 +28,7 @@ static void export_piece(const GPT2Piece *p, void *varg) {
 // failed export leaves no partial model.bin.tmp behind.
 static void export_agree(const Zero3Backend *be, const char *err, const char *tmp) {
     if (be->all_reduce_scalar(be->ctx, err[0] ? 1.0 : 0.0) == 0.0) return;
-    if (be->rank == 0) remove(tmp);
+    if (be->rank == 0) output_abandon(NULL, tmp);
     agree_or_exit(be, err);
 }
 
@@ -38,13 +38,14 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
     const Zero3Backend *be = z->be;
     char err[1024] = "", tmp[4200];
     fmt_path(tmp, sizeof tmp, "%s.tmp", path);
-    int elem = version == 3 ? 4 : 2;
+    int elem = version == 3 ? 4 : 2;   // tmp: output_begin's name, path.tmp
     if (be->rank == 0) {
         int32_t h[256];
         gpt2_write_header(h, cfg, version);
-        FILE *f = fopen(tmp, "wb");
+        char why[900] = "";
+        FILE *f = output_begin(path, tmp, sizeof tmp, why, sizeof why);
         off_t size = (off_t)(1024 + (long long)gpt2_num_parameters(cfg) * elem);
-        if (!f) set_err(err, sizeof err, "export: cannot create %s (%s)", tmp, strerror(errno));
+        if (!f) set_err(err, sizeof err, "export: %s", why);
         else {
             if (fwrite(h, sizeof h, 1, f) != 1 || fflush(f) != 0 || ftruncate(fileno(f), size) != 0)
                 set_err(err, sizeof err, "export: cannot write %s (%s)", tmp, strerror(errno));
@@ -70,11 +71,10 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
         fclose(f);
     }
     export_agree(be, err, tmp);
-    if (be->rank == 0) {
-        if (rename(tmp, path) != 0) set_err(err, sizeof err, "export: cannot rename %s to %s (%s)", tmp, path, strerror(errno));
-        char dir[4096];
-        parent_dir(path, dir, sizeof dir);
-        fsync_dir(dir);
+    if (be->rank == 0) {   // every rank's slices are durable (fsynced above): rename into place
+        FILE *done = fopen(tmp, "rb");
+        char why[900] = "";
+        if (!done || commit_file(done, tmp, path, why, sizeof why) != 0) set_err(err, sizeof err, "export: %s", done ? why : strerror(errno));
     }
     export_agree(be, err, tmp);
 }

@@ -20,7 +20,7 @@ GPT2EmbedParams gpt2_embed_view(const Zero3 *z, const GPT2Config *c, void *base,
 
 GPT2BlockParams gpt2_block_view(const Zero3 *z, const GPT2Config *c, int l, void *base, void *mlp_base, Zero3DType t) {
     const int u = gpt2_unit_block(c, l), half = gpt2_units_per_block(c) == 2;
-    const int first = half ? 0 : (l % gpt2_blocks_per_unit(c)) * BLK_NUM;   // block l's first tensor in its unit
+    const int first = half ? 0 : gpt2_block_in_unit(c, l) * BLK_NUM;   // block l's first tensor in its unit
     const int mlp_unit = half ? u + 1 : u, mlp_first = half ? -BLK_LN2W : first;
     void *mb = half ? mlp_base : base;
     GPT2BlockParams v;
@@ -92,13 +92,13 @@ void gpt2_tensor_unit(const GPT2Config *c, int kind, int layer, int *u, int *i) 
     const int k = kind - W_LN1W;   // 0..11 inside a block
     if (gpt2_units_per_block(c) == 2) { *u = gpt2_unit_block(c, layer) + k / 6; *i = k % 6; return; }
     *u = gpt2_unit_block(c, layer);
-    *i = (layer % gpt2_blocks_per_unit(c)) * BLK_NUM + k;
+    *i = gpt2_block_in_unit(c, layer) * BLK_NUM + k;
 }
 
 int gpt2_wrap_of_layout(int L, int nunits, int block_tensors) {
     const int nb = nunits - 2;
     if (nb == 2 * L && block_tensors == BLK_NUM / 2) return GPT2_WRAP_HALF;
-    if (nb >= 1 && L % nb == 0 && block_tensors == BLK_NUM * (L / nb) && L / nb <= ZERO3_MAX_TENSORS / BLK_NUM)
+    if (nb >= 1 && L % nb == 0 && block_tensors == BLK_NUM * (L / nb) && L / nb <= GPT2_WRAP_MAX)
         return L / nb;
     return -1;
 }

@@ -24,6 +24,7 @@ typedef struct {
     int wrap;
 } GPT2Config;
 #define GPT2_WRAP_HALF (-2)
+#define GPT2_WRAP_MAX (ZERO3_MAX_TENSORS / BLK_NUM)   // blocks per unit: a unit holds at most ZERO3_MAX_TENSORS
 
 #define GPT2_MODEL_MAGIC 20240326
 #define GPT2_NUM_KINDS 16
@@ -56,9 +57,12 @@ static inline int gpt2_unit_block(const GPT2Config *c, int l) {
     return 1 + l / gpt2_blocks_per_unit(c) * gpt2_units_per_block(c);
 }
 static inline int gpt2_unit_head(const GPT2Config *c) { return gpt2_block_units(c) + 1; }
+// block l's place among the blocks of its unit: 0 for the first (its unit is gathered before it),
+// blocks_per_unit - 1 for the last (released after it)
+static inline int gpt2_block_in_unit(const GPT2Config *c, int l) { return l % gpt2_blocks_per_unit(c); }
 
 // ------------------------------------------------------------------------------------------------
-// Typed views of a unit: its tensors by name, made once per gather (host/model.c), so that kernel
+// Typed views of a unit: its tensors by name, made once per gather (host/passes.c), so that kernel
 // calls read `matmul_forward(l_qkv, l_ln1, w.qkvw, w.qkvb, ...)`. A view of the gradient buffer has
 // the same shape. The pointers are into the engine's memory (device memory on the GPU).
 //
@@ -105,7 +109,7 @@ int gpt2_unit_ntensors(const GPT2Config *c, int u);
 int gpt2_wrap_of_layout(int L, int nunits, int block_tensors);
 // Describes the units to the engine. Tensor offsets inside a unit are aligned to the engine's align.
 void gpt2_register_units(const GPT2Config *c, Zero3 *z);
-// How often host/model.c's training pass gathers each unit (params SHARDED), for the collective
+// How often host/passes.c's training pass gathers each unit (params SHARDED), for the collective
 // ledger's theory (zero3_theory_ledger): every unit once in the forward and once in the backward,
 // except the embedding, tied to the LM head: twice in the forward (encoder, LM head; held through
 // the LM head's backward), never in the backward (the encoder backward needs no param values).

@@ -4,11 +4,30 @@
 // a bare parameter count (-e 7.5B) the whole model is one unit (bytes exact, counts not given).
 // With link bandwidths and a compute rate it also estimates each stage's time per step.
 #include "plan.h"
-#include "readfile.h"
 #include <sys/stat.h>
 #include "gpt2.h"
+#include "passes.h"
+#include "readfile.h"
+#include "../zero3_observe.h"
+#include "zeropp.h"
 
 static const char *STAGE_NAMES[4] = {"0 DDP", "1    ", "2    ", "3    "};
+
+// Each stage's model state per rank in its three parts, GB, with "/N" where the stage shards a part:
+// the notes' split (7.5B on 64 ranks, stage 0: 15 GB params + 15 GB grads + 90 GB optimizer state).
+static void print_memory_split(double psi, int N, Zero3DType pt, Zero3DType gt) {
+    printf("  split, GB per rank: params + grads + optimizer state (Adam m, v%s); /N: divided by the %d ranks sharding it\n",
+           pt == ZERO3_F32 ? "" : " and the fp32 master", N);
+    printf("  stage  %11s     %11s     %11s    %12s\n", "params", "grads", "optimizer", "total");
+    for (int s = 0; s <= 3; s++) {
+        double part[3], whole[3];
+        zero3_theory_state_parts(s, psi, N, pt, gt, part);
+        zero3_theory_state_parts(s, psi, 1, pt, gt, whole);
+        printf("  %s", STAGE_NAMES[s]);
+        for (int i = 0; i < 3; i++) printf("  %11.3f %-2s", part[i] / 1e9, part[i] != whole[i] ? "/N" : "");
+        printf("  %12.3f\n", (part[0] + part[1] + part[2]) / 1e9);
+    }
+}
 
 static void print_memory(double psi, int N, Zero3DType pt, Zero3DType gt, const char *what) {
     printf("model-state memory per rank, %s\n", what);
@@ -25,145 +44,314 @@ static void print_memory(double psi, int N, Zero3DType pt, Zero3DType gt, const 
         grouped[j] = '\0';
         printf("  %s  %22s  %11.3f  %11.3f\n", STAGE_NAMES[s], grouped, b / 1e9, b / 1073741824.0);
     }
+    print_memory_split(psi, N, pt, gt);
 }
 
-// The seconds a ring over N ranks needs to send `bytes` from each rank at `gbps` GB/s per rank.
-static double ring_s(double bytes, double gbps) { return bytes / (gbps * 1e9); }
+// What the plan is about: the model (with its unit layout when it has one), the run's shape, and
+// the collective ledger of every stage in both precisions.
+typedef struct {
+    TrainArgs args;            // the flags, -d filled in as a run fills it (args_check_world)
+    const TrainArgs *a;        // &args
+    int N, A;                  // ranks (-plan N), micro-steps per step (from -d)
+    int G, R;                  // the shard group (-hs G; else N) and the replica groups N/G
+    long long tokens;          // tokens per step
+    GPT2Config cfg;            // the model, when have_units
+    int have_units;            // 0: a bare parameter count (the model as one unit)
+    double psi;                // parameters
+    Zero3 z;                   // the units laid out for N ranks (nothing allocated)
+    int *fwd, *bwd;            // all-gathers per unit in one micro-step's forward, backward
+    Zero3Ledger led[2][4];     // [fp32, mixed][stage]
+} Plan;
 
-int plan_main(const TrainArgs *a, const TrainBuild *build) {
-    const int N = a->plan_world, r0 = g_proc.rank == 0;
-    GPT2Config cfg;
-    double psi = 0.0;
-    int have_units = 0;
+// -e: a descriptor or a model file's header (the units known), or a bare parameter count.
+static void plan_read_model(Plan *p) {
+    const char *init = p->a->init;
     char err[512] = "";
-    if (a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &cfg) == 0) have_units = 1;
-    else {
-        char why[128];
-        FILE *f = open_regular_file(a->init, why, sizeof why);   // never blocks on a FIFO
-        int elem_bytes;
-        struct stat st;
-        if (!f && stat(a->init, &st) == 0) fatal("flag -e: cannot open model file %s (%s)", a->init, why);
-        if (f) {
-            if (gpt2_read_header(f, a->init, &cfg, &elem_bytes, err, sizeof err)) { fclose(f); fatal("%s", err); }
-            fclose(f);
-            have_units = 1;
-        } else {
-            int rc = parse_param_count(a->init, &psi, err, sizeof err);
-            if (rc < 0) fatal("%s", err);
-            if (rc == 0) fatal("flag -e: cannot open model file %s (%s); give a descriptor like d12 or a parameter count like 7.5B",
-                               a->init, strerror(errno));
-        }
+    if (init[0] == 'd' && gpt2_config_from_descriptor(init, &p->cfg) == 0) { p->have_units = 1; return; }
+    char why[128];
+    FILE *f = open_regular_file(init, why, sizeof why);   // never blocks on a FIFO
+    int elem_bytes;
+    struct stat st;
+    if (!f && stat(init, &st) == 0) fatal("flag -e: cannot open model file %s (%s)", init, why);
+    if (f) {
+        if (gpt2_read_header(f, init, &p->cfg, &elem_bytes, err, sizeof err)) { fclose(f); fatal("%s", err); }
+        fclose(f);
+        p->have_units = 1;
+        return;
     }
-    // the run's shape: A micro-steps from -d (tokens per step), else one
-    long long per_micro = (long long)N * a->B * a->T;
-    long long tokens = a->tokens_per_step ? a->tokens_per_step : per_micro;
-    if (tokens % per_micro) fatal("flag -d: %lld tokens per step is not a multiple of N*B*T = %d*%d*%d = %lld", tokens, N, a->B, a->T, per_micro);
-    int A = (int)(tokens / per_micro);
+    int rc = parse_param_count(init, &p->psi, err, sizeof err);
+    if (rc < 0) fatal("%s", err);
+    if (rc == 0) fatal("flag -e: cannot open model file %s (%s); give a descriptor like d12 or a parameter count like 7.5B",
+                       init, strerror(errno));
+}
 
-    // the exact unit layout for N ranks (nothing allocated: zero3_allocate is not called)
-    Zero3 z;
+// The run's shape, checked exactly as a run checks it (cli.h): A micro-steps from -d (tokens per
+// step), else one; the shard group; against the model when it is known (-wrap, -t). The variants
+// the plan cannot show are refused rather than ignored.
+static void plan_shape(Plan *p) {
+    TrainArgs *a = &p->args;
+    p->A = args_check_world(a, p->N);
+    p->tokens = a->tokens_per_step;
+    p->G = a->shard_group ? a->shard_group : p->N;
+    p->R = p->N / p->G;
+    if (p->have_units) args_check_model(a, &p->cfg);
+    else if (a->wrap) fatal("flag -wrap: a bare parameter count (-e %s) has no blocks to group into units; plan a descriptor "
+                            "like d48 or a model file", a->init);
+    if (a->persist_threshold)
+        fatal("flag -pt: the planner lays every unit out by its stage and does not model persistent units; leave -pt out "
+              "(a run's report shows them)");
+    if (a->clip_local) fatal("flag -clip local: changes the losses, not the memory or traffic the planner prints; leave it out");
+}
+
+// The exact unit layout for N ranks (zero3_allocate is not called) and how often each unit is gathered.
+static void no_groups(void *ctx, int group_size) { (void)ctx; (void)group_size; }
+
+// The exact unit layout for N ranks (zero3_allocate is not called), in the run's -wrap granularity
+// and -hs groups, and how often each unit is gathered under the run's -ra and -rc.
+static void plan_layout(Plan *p, int align) {
+    if (!p->have_units) return;
+    const TrainArgs *a = p->a;
     Zero3Backend fake;
     memset(&fake, 0, sizeof fake);
     fake.rank = 0;
-    fake.world = N;
-    int *fwd = NULL, *bwd = NULL;
-    if (have_units) {
-        Zero3Config zc = {3, 1, build->align, ZERO3_F32, ZERO3_F32, 0, 0, 0};
-        zero3_init(&z, &fake, &zc);
-        gpt2_register_units(&cfg, &z);
-        psi = (double)gpt2_num_parameters(&cfg);
-        fwd = (int *)xmalloc((size_t)z.nunits * sizeof(int));
-        bwd = (int *)xmalloc((size_t)z.nunits * sizeof(int));
-        gpt2_gathers_per_pass(&cfg, 0, 0, fwd, bwd);
-    }
-    if (!r0) goto done;
+    fake.world = p->N;
+    fake.make_groups = no_groups;   // nothing to split: no rank talks to another
+    Zero3Config zc = {.stage = 3, .prefetch_depth = 1, .align = align, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
+                      .shard_group = a->shard_group, .observer = &ZERO3_OBSERVER};
+    zero3_init(&p->z, &fake, &zc);
+    p->cfg.wrap = a->wrap;
+    gpt2_register_units(&p->cfg, &p->z);
+    p->psi = (double)gpt2_num_parameters(&p->cfg);
+    p->fwd = (int *)xmalloc((size_t)p->z.nunits * sizeof(int));
+    p->bwd = (int *)xmalloc((size_t)p->z.nunits * sizeof(int));
+    gpt2_gathers_per_pass(&p->cfg, !a->reshard_after_forward, a->recompute == GPT2_RECOMPUTE_OWN_GATHER, p->fwd, p->bwd);
+}
 
-    printf("plan: %s", a->init);
-    if (have_units) printf(" (GPT-2 L=%d C=%d NH=%d V=%d maxT=%d: %.0f parameters in %d units)", cfg.num_layers, cfg.channels,
-                           cfg.num_heads, cfg.vocab_size, cfg.max_seq_len, psi, z.nunits);
-    else printf(" (%.0f parameters)", psi);
-    printf(" on N=%d ranks; nothing allocated\n", N);
-    print_memory(psi, N, ZERO3_F32, ZERO3_F32, "fp32 (this CPU trainer: params 4 + grads 4 + Adam m, v 8 = 16 bytes/param)");
-    print_memory(psi, N, ZERO3_BF16, ZERO3_BF16,
-                 "mixed precision (bf16 params 2 + grads 2, fp32 master + m + v 12 = 16 bytes/param: the notes, the GPU trainer)");
-    printf("  (model state only: activations, gathered units and gradient buffers come on top)\n");
-
-    // the collective ledger per stage, both precisions
-    Zero3Ledger led[2][4];
+// The collective ledger per stage, both precisions.
+static void plan_ledgers(Plan *p) {
     for (int prec = 0; prec < 2; prec++) {
         Zero3DType t = prec ? ZERO3_BF16 : ZERO3_F32;
         for (int s = 0; s <= 3; s++) {
-            if (have_units) zero3_theory_ledger(&z, s, A, t, t, fwd, bwd, &led[prec][s]);
-            else zero3_theory_ledger_params(s, psi, N, A, t, t, &led[prec][s]);
+            if (p->have_units) zero3_theory_ledger(&p->z, s, p->A, t, t, p->fwd, p->bwd, &p->led[prec][s]);
+            else zero3_theory_ledger_params(s, p->psi, p->G, p->R, p->A, t, t, &p->led[prec][s]);
         }
     }
+}
+
+static void print_model(const Plan *p) {
+    const GPT2Config *c = &p->cfg;
+    printf("plan: %s", p->a->init);
+    if (p->have_units) printf(" (GPT-2 L=%d C=%d NH=%d V=%d maxT=%d: %.0f parameters in %d units)", c->num_layers, c->channels,
+                              c->num_heads, c->vocab_size, c->max_seq_len, p->psi, p->z.nunits);
+    else printf(" (%.0f parameters)", p->psi);
+    printf(" on N=%d ranks; nothing allocated\n", p->N);
+    const TrainArgs *a = p->a;
+    if (p->R > 1)
+        printf("HSDP (-hs %d): the state sharded over groups of G=%d ranks, replicated across %d groups (memory /G, not /N; "
+               "each step all-reduces the gradient shards across the groups)\n", p->G, p->G, p->R);
+    char wrap[16];
+    if (a->wrap == GPT2_WRAP_HALF) snprintf(wrap, sizeof wrap, "half");
+    else snprintf(wrap, sizeof wrap, "%d", a->wrap ? a->wrap : 1);
+    if (a->wrap || !a->reshard_after_forward || a->recompute)
+        printf("variants: %d units (-wrap %s), -ra %d, -rc %d: the units and their gathers as a run lays them out\n",
+               p->z.nunits, wrap, a->reshard_after_forward, a->recompute);
+    print_memory(p->psi, p->G, ZERO3_F32, ZERO3_F32, "fp32 (this CPU trainer: params 4 + grads 4 + Adam m, v 8 = 16 bytes/param)");
+    print_memory(p->psi, p->G, ZERO3_BF16, ZERO3_BF16,
+                 "mixed precision (bf16 params 2 + grads 2, fp32 master + m + v 12 = 16 bytes/param: the usual accounting, and the GPU trainer)");
+    printf("  (model state only: activations, gathered units and gradient buffers come on top)\n");
+}
+
+static void print_communication(const Plan *p) {
+    const int A = p->A;
     printf("communication per step, bytes each rank sends (ring model: all-gather and reduce-scatter move (N-1)/N of\n"
            "the buffer, all-reduce twice that), A=%d micro-step%s per step%s:\n", A, A > 1 ? "s" : "",
            A > 1 ? " (grads SHARDED, stages 2-3, reduce-scatter at every micro-step and stage 3 gathers at every one;"
                    " stages 0-1 reduce once per step)" : "");
-    printf("  GB, mixed precision            fwd_gather  bwd_gather  reduce_sc.  all_reduce step_gather       total   x DDP   total fp32\n");
-    double ddp = zero3_ledger_bytes(&led[1][0]);
+    printf("  GB, mixed precision            fwd_gather  bwd_gather  reduce_sc.  all_reduce step_gather       total   x DDP   total fp32%s\n",
+           p->R > 1 ? "   across groups" : "");
+    double ddp = zero3_ledger_bytes(&p->led[1][0]);
     for (int s = 0; s <= 3; s++) {
-        const Zero3Ledger *l = &led[1][s];
+        const Zero3Ledger *l = &p->led[1][s];
         printf("  %s                      ", STAGE_NAMES[s]);
         for (int k = 0; k < ZERO3_COLL_NORM; k++) printf("  %10.3f", l->row[k].bytes / 1e9);
         double total = zero3_ledger_bytes(l);
-        printf("  %10.3f  %6.3f  %11.3f\n", total / 1e9, ddp > 0 ? total / ddp : 0.0, zero3_ledger_bytes(&led[0][s]) / 1e9);
-        if (have_units) {
+        printf("  %10.3f  %6.3f  %11.3f", total / 1e9, ddp > 0 ? total / ddp : 0.0, zero3_ledger_bytes(&p->led[0][s]) / 1e9);
+        if (p->R > 1) printf("  %14.3f", l->row[ZERO3_COLL_REPLICA_REDUCE].bytes / 1e9);
+        printf("\n");
+        if (p->have_units) {
             printf("        collectives            ");
             for (int k = 0; k < ZERO3_COLL_NORM; k++) printf("  %10.0f", l->row[k].count);
             printf("   (+1 norm all-reduce)\n");
         }
     }
-    if (!have_units) printf("  (a bare parameter count: the model as one unit gathered once per pass; counts depend on the units)\n");
+    if (!p->have_units) printf("  (a bare parameter count: the model as one unit gathered once per pass; counts depend on the units)\n");
+}
 
+static double positive(double x) { return x > 0.0 ? x : 0.0; }
+
+PlanStepTime plan_predict_step(const PlanStepInput *in) {
+    const double A = in->micro_steps, *c = in->coll_s;
+    PlanStepTime t;
+    memset(&t, 0, sizeof t);
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) t.comm_s += c[k];
+    t.compute_s = in->fwd_s + in->bwd_s + in->other_s;
+    // one micro-step's forward: its gathers behind its compute
+    const double f = in->fwd_s / A, fg = c[ZERO3_COLL_FWD_GATHER] / A;
+    const double eg = in->edge_gather_s < fg ? in->edge_gather_s : fg;
+    const double fwd_exposed = in->prefetch ? eg + positive(fg - eg - f) : fg;
+    // one micro-step's backward: its gathers and, where it reduces, its reductions behind its compute
+    const double b = in->bwd_s / A, bg = c[ZERO3_COLL_BWD_GATHER] / A;
+    const double reducing = in->grads_sharded ? A : 1.0;   // grads FULL: the last micro-step reduces all
+    const double red = (c[ZERO3_COLL_REDUCE_SCATTER] + c[ZERO3_COLL_ALL_REDUCE]) / reducing;
+    const double er = in->edge_reduce_s < red ? in->edge_reduce_s : red;
+    const int hides = in->prefetch || bg == 0.0;
+    const double bwd_reducing = hides ? er + positive(bg + red - er - b) : bg + red;
+    const double bwd_plain = hides ? positive(bg - b) : bg;
+    t.fwd_over_s = A * positive(fg - f);
+    t.bwd_over_s = reducing * positive(bg + red - b) + (A - reducing) * positive(bg - b);
+    t.exposed_s = A * fwd_exposed + reducing * bwd_reducing + (A - reducing) * bwd_plain +
+                  c[ZERO3_COLL_STEP_GATHER] + c[ZERO3_COLL_REPLICA_REDUCE] + c[ZERO3_COLL_NORM];
+    t.step_s = t.compute_s + t.exposed_s;
+    return t;
+}
+
+void plan_links(const TrainArgs *a, Zero3Links *links) {
+    memset(links, 0, sizeof *links);
+    links->inside = (Zero3Link){a->link_gbps, a->link_latency_s};
+    links->across = a->link_x_gbps > 0.0 ? (Zero3Link){a->link_x_gbps, a->link_x_latency_s} : links->inside;
+    links->node_ranks = a->ranks_per_node > 0 ? a->ranks_per_node : a->shard_group;
+}
+
+const Zero3Link *plan_kind_ring(const Zero3Links *links, int kind, int shard, int replicas, int world, double *steps) {
+    // rank 0's ring for this kind: its shard group, its replica group, or every rank (the norm)
+    int stride = 1, n = shard;
+    if (kind == ZERO3_COLL_REPLICA_REDUCE) { stride = shard; n = replicas; }
+    if (kind == ZERO3_COLL_NORM) n = world;
+    const int all_reduce = kind == ZERO3_COLL_ALL_REDUCE || kind == ZERO3_COLL_REPLICA_REDUCE || kind == ZERO3_COLL_NORM;
+    double sent;
+    zero3_ring_cost(all_reduce, 1.0, n, &sent, steps);   // the steps of one collective
+    return zero3_links_ring(links, 0, stride, n);
+}
+
+void plan_collective_seconds(const Zero3Ledger *ledger, const Zero3Links *links, int shard, int replicas,
+                             int world, double *coll_s) {
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) {
+        double steps;
+        const Zero3Link *link = plan_kind_ring(links, k, shard, replicas, world, &steps);
+        coll_s[k] = zero3_link_seconds(link, ledger->row[k].bytes, ledger->row[k].count * steps);
+    }
+}
+
+// One stage's row of the time table: ring seconds per collective kind, how much of each pass's
+// communication its compute can hide, what is left exposed (plan_predict_step).
+static void print_stage_time(const Plan *p, int s, const Zero3Links *links, double compute, double edge_padded) {
+    const int A = p->A, N = p->N;
+    PlanStepInput in;
+    memset(&in, 0, sizeof in);
+    in.micro_steps = A;
+    in.grads_sharded = s >= 2;
+    in.prefetch = p->a->prefetch_depth >= 1;
+    in.fwd_s = compute / 3.0;          // forward 2 psi, backward 4 psi FLOPs per token
+    in.bwd_s = 2.0 * compute / 3.0;
+    plan_collective_seconds(&p->led[1][s], links, p->G, p->R, N, in.coll_s);
+    if (p->have_units && p->G > 1) {   // the embedding, in bf16: gathered first (stage 3), reduced last, in the shard group
+        const Zero3Link *link = zero3_links_ring(links, 0, 1, p->G);
+        double sent, steps;
+        zero3_ring_cost(s == 0, edge_padded * 2.0, p->G, &sent, &steps);
+        in.edge_reduce_s = zero3_link_seconds(link, sent, steps);
+        zero3_ring_cost(0, edge_padded * 2.0, p->G, &sent, &steps);
+        in.edge_gather_s = s == 3 ? zero3_link_seconds(link, sent, steps) : 0.0;
+    }
+    PlanStepTime t = plan_predict_step(&in);
+    const double *c = in.coll_s;
+    const double fcomm = c[ZERO3_COLL_FWD_GATHER];
+    const double bcomm = c[ZERO3_COLL_BWD_GATHER] + c[ZERO3_COLL_REDUCE_SCATTER] + c[ZERO3_COLL_ALL_REDUCE];
+    const double window = s < 2 ? in.bwd_s / A : in.bwd_s;   // grads FULL: reduced in the last micro-step only
+    const double sg = c[ZERO3_COLL_STEP_GATHER];
+    const char *verdict = (t.fwd_over_s + t.bwd_over_s == 0.0) ? (sg > 0 ? "hidden, but for the gather after AdamW"
+                                                                          : "hidden (but for the first/last unit)")
+                                                                : "NOT hidden: communication-bound";
+    printf("  %s  %8.1f  %10.1f  %16.2f  %16.2f  %10.1f  %7.1f  %s\n", STAGE_NAMES[s], t.comm_s * 1e3, compute * 1e3,
+           in.fwd_s > 0 ? fcomm / in.fwd_s : 0.0, window > 0 ? bcomm / window : 0.0, t.exposed_s * 1e3, t.step_s * 1e3, verdict);
+}
+
+// With link bandwidths (-bw/-link, -bwx/-linkx) and a compute rate (-tf): each stage's time per step.
+static void print_time(const Plan *p) {
+    const TrainArgs *a = p->a;
+    const int N = p->N;
     if (a->link_gbps <= 0.0 || a->tflops <= 0.0) {
         printf("time: give -bw GB/s (per rank, inside a node), -tf TFLOP/s (per rank) [-bwx GB/s across nodes, -rpn ranks per node]"
                " for the time per step\n");
-        goto done;
+        return;
     }
-    {
-        int rpn = a->ranks_per_node > 0 ? a->ranks_per_node : N;
-        double bwx = a->link_x_gbps > 0 ? a->link_x_gbps : a->link_gbps;
-        double bw = N > rpn ? bwx : a->link_gbps;   // a ring across nodes runs at its slowest link
-        double compute = 6.0 * psi * (double)tokens / N / (a->tflops * 1e12);
-        double fc = compute / 3.0, bc = 2.0 * compute / 3.0;   // forward 2 psi, backward 4 psi FLOPs per token
-        // one unit's collectives that nothing can hide: the first gather of each forward and the
-        // last reduction of each backward (the embedding for GPT-2); unknown for a bare count
-        double edge_units = 0.0;
-        if (have_units) edge_units = (double)z.units[gpt2_unit_emb(&cfg)].padded * (N - 1.0) / N;
-        printf("time per step, mixed precision: %lld tokens per step (%d per rank per micro-step x %d), %.0f FLOPs per token (6 x params)"
-               " at %g TFLOP/s per rank; ring links %g GB/s per rank (%s)\n", tokens, a->B * a->T, A, 6.0 * psi, a->tflops, bw,
-               N > rpn ? "across nodes: the slowest link of the ring" : "inside one node");
-        printf("  stage   comm ms  compute ms  fwd comm/compute  bwd comm/compute  exposed ms  step ms  prefetch and overlap\n");
-        for (int s = 0; s <= 3; s++) {
-            const Zero3Ledger *l = &led[1][s];
-            double fg = ring_s(l->row[ZERO3_COLL_FWD_GATHER].bytes, bw), bg = ring_s(l->row[ZERO3_COLL_BWD_GATHER].bytes, bw);
-            double rs = ring_s(l->row[ZERO3_COLL_REDUCE_SCATTER].bytes, bw), ar = ring_s(l->row[ZERO3_COLL_ALL_REDUCE].bytes, bw);
-            double sg = ring_s(l->row[ZERO3_COLL_STEP_GATHER].bytes, bw);
-            double comm = fg + bg + rs + ar + sg, fcomm = fg, bcomm, window = bc, edge = 0.0;
-            if (s == 0 || s == 1) window = bc / A;   // grads FULL: reduced in the last micro-step's backward only
-            bcomm = bg + rs + ar;
-            if (have_units && N > 1) {
-                double unit_red = (s == 0 ? 2.0 : 1.0) * edge_units * 2 / bw / 1e9;
-                edge = unit_red * (s >= 2 ? A : 1) + (s == 3 ? A * edge_units * 2 / bw / 1e9 : 0.0);
-            }
-            double over_f = fcomm > fc ? fcomm - fc : 0.0, over_b = bcomm > window ? bcomm - window : 0.0;
-            double exposed = over_f + over_b + sg + edge;   // the post-step gather runs after AdamW: nothing to hide it behind
-            const char *verdict = (over_f + over_b == 0.0) ? (sg > 0 ? "hidden, but for the gather after AdamW"
-                                                                     : "hidden (but for the first/last unit)")
-                                                           : "NOT hidden: communication-bound";
-            printf("  %s  %8.1f  %10.1f  %16.2f  %16.2f  %10.1f  %7.1f  %s\n", STAGE_NAMES[s], comm * 1e3, compute * 1e3,
-                   fc > 0 ? fcomm / fc : 0.0, window > 0 ? bcomm / window : 0.0, exposed * 1e3, (compute + exposed) * 1e3, verdict);
-        }
-        printf("  (model: forward = 1/3 and backward = 2/3 of the compute; stage-3 forward gathers hide behind the forward, its\n"
-               "   backward gathers and reduce-scatters behind the backward, with prefetch -pd >= 1; all-reduce and stage-1\n"
-               "   reduce-scatter behind the last micro-step's backward; stages 1-2 gather the updated params after AdamW, exposed;\n"
-               "   the first unit's gather and the last unit's reduction%s have nothing to hide behind; latency ignored)\n",
-               have_units ? " (GPT-2: the embedding)" : " (not counted for a bare parameter count)");
+    Zero3Links links;
+    plan_links(a, &links);
+    const Zero3Link *link = zero3_links_ring(&links, 0, 1, N);   // a ring across nodes runs at its slowest link
+    const int across = link == &links.across && links.node_ranks > 0 && links.node_ranks < N;
+    double compute = 6.0 * p->psi * (double)p->tokens / N / (a->tflops * 1e12);
+    // one unit's collectives that nothing can hide: the first gather of each forward and the
+    // last reduction of each backward (the embedding for GPT-2); unknown for a bare count
+    double edge_padded = 0.0;
+    if (p->have_units) edge_padded = (double)p->z.units[gpt2_unit_emb(&p->cfg)].padded;
+    printf("time per step, mixed precision: %lld tokens per step (%d per rank per micro-step x %d), %.0f FLOPs per token (6 x params)"
+           " at %g TFLOP/s per rank; ring links %g GB/s per rank", p->tokens, a->B * a->T, p->A, 6.0 * p->psi, a->tflops, link->gbps);
+    if (link->latency_s > 0) printf(" + %g us per ring step", link->latency_s * 1e6);
+    printf(" (%s)\n", across ? "across nodes: the slowest link of the ring" : "inside one node");
+    printf("  stage   comm ms  compute ms  fwd comm/compute  bwd comm/compute  exposed ms  step ms  prefetch and overlap\n");
+    for (int s = 0; s <= 3; s++) print_stage_time(p, s, &links, compute, edge_padded);
+    printf("  (model: forward = 1/3 and backward = 2/3 of the compute; stage-3 forward gathers hide behind the forward, its\n"
+           "   backward gathers and reduce-scatters behind the backward, with prefetch -pd >= 1; all-reduce and stage-1\n"
+           "   reduce-scatter behind the last micro-step's backward; stages 1-2 gather the updated params after AdamW, exposed;\n"
+           "   the first unit's gather and the last unit's reduction%s have nothing to hide behind; latency: one per ring step)\n",
+           p->have_units ? " (GPT-2: the embedding)" : " (not counted for a bare parameter count)");
+}
+
+// ZeRO++ (docs/zeropp.md) on paper: stage 3 in mixed precision with each idea and all three, node
+// groups of -rpn ranks (hpZ's and qgZ's G): bytes each rank sends per step, the part that crosses
+// nodes, and the model-state memory per rank (hpZ keeps a secondary shard: params / G more).
+static void print_zeropp(const Plan *p) {
+    const int N = p->N, rpn = p->a->ranks_per_node > 0 && p->a->ranks_per_node < N ? p->a->ranks_per_node : N;
+    const int G = N % rpn == 0 ? rpn : N;
+    static const struct { const char *name; int qw, hp, qg; } rows[] = {
+        {"exact ZeRO-3", 0, 0, 0}, {"-qw 8", 8, 0, 0}, {"-hp G", 0, 1, 0}, {"-qg 8", 0, 0, 8},
+        {"-qg 8 -hp G", 0, 1, 8}, {"-qw 8 -hp G -qg 8", 8, 1, 8}};
+    printf("ZeRO++ (stage 3, mixed precision, node groups G = %d of %d rank%s%s): GB each rank sends per step\n", G, N,
+           N > 1 ? "s" : "", rpn == N ? "; -rpn R sets the ranks per node" : "");
+    printf("  flags                    total   across nodes  across vs exact  model state GB/rank\n");
+    double exact_across = 0.0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int hp = rows[i].hp;
+        Zero3PlusPlus pp = {rows[i].qw, hp ? G : 0, rows[i].qg, hp ? G : N};
+        Zero3Ledger l;
+        zero3_theory_ledger_zeropp(p->have_units ? &p->z : NULL, p->psi, N, p->A, ZERO3_BF16, ZERO3_BF16, p->fwd, p->bwd, &pp, &l);
+        double across = zeropp_across_bytes(&l, N > rpn, pp.node_size > rpn);
+        if (i == 0) exact_across = across;
+        double mem = zero3_theory_state_bytes(3, p->psi, N, ZERO3_BF16, ZERO3_BF16) + (hp && N > 1 ? 2.0 * p->psi / G : 0.0);
+        printf("  %-20s %10.3f  %13.3f  %15.3f  %19.3f\n", rows[i].name, zero3_ledger_bytes(&l) / 1e9, across / 1e9,
+               exact_across > 0 ? across / exact_across : 0.0, mem / 1e9);
     }
-done:
-    if (have_units) { free(fwd); free(bwd); zero3_free(&z); }
+    printf("  (qwZ: int8 codes + one fp32 scale per %d elements, %.4f bytes a parameter instead of 2; hpZ: backward gathers\n"
+           "   inside the node; qgZ: int8 gradients all-to-all in the node group, node sums requantized across: -qg alone is\n"
+           "   one hop over all ranks. Bytes under the ring model, as above)\n", ZERO3_QUANT_BLOCK, 1.0 + 4.0 / ZERO3_QUANT_BLOCK);
+}
+
+int plan_main(const TrainArgs *a, int align) {
+    Plan p;
+    memset(&p, 0, sizeof p);
+    p.args = *a;
+    p.a = &p.args;
+    p.N = a->plan_world;
+    plan_read_model(&p);
+    plan_shape(&p);
+    plan_layout(&p, align);
+    if (g_proc.rank == 0) {
+        print_model(&p);
+        plan_ledgers(&p);
+        print_communication(&p);
+        print_zeropp(&p);
+        print_time(&p);
+    }
+    if (p.have_units) { free(p.fwd); free(p.bwd); zero3_free(&p.z); }
     fflush(stdout);
     return 0;
 }

@@ -1,6 +1,6 @@
 // host/plan.h: the planner (-plan N): ZeRO's memory and communication for N ranks, on paper.
 #pragma once
-#include "train.h"
+#include "cli.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -8,8 +8,47 @@ extern "C" {
 
 // Prints (rank 0) the plan for a->plan_world ranks and the model of -e (a descriptor, a model
 // file's header, or a bare parameter count); reads no data and allocates no model. Returns the
-// exit status; a bad -e is one error line on every rank (fatal).
-int plan_main(const TrainArgs *a, const TrainBuild *build);
+// exit status; a bad -e is one error line on every rank (fatal). align: the trainer's tensor
+// alignment in elements (its units are laid out as a run would lay them out).
+int plan_main(const TrainArgs *a, int align);
+
+// ---- the time model: one step on paper -----------------------------------------------------------
+// What it takes: the compute of a step, split into the passes that can hide communication, and the
+// ring time of each kind of collective (zero3_link_seconds over the ledger's bytes and steps).
+typedef struct {
+    int micro_steps;                   // A
+    int grads_sharded;                 // stages 2-3: every micro-step's backward reduces; else the last one only
+    int prefetch;                      // gathers issued ahead of use (-pd >= 1); 0: each one waited on in full
+    double fwd_s, bwd_s, other_s;      // compute per step: the forwards, the backwards, the rest (AdamW, the loop)
+    double coll_s[ZERO3_COLL_KINDS];   // ring seconds per step of each kind of collective
+    double edge_gather_s;              // per micro-step: the first unit's gather, which nothing can hide
+    double edge_reduce_s;              // per reducing micro-step: the last unit's reduction, likewise
+} PlanStepInput;
+
+// What it answers, per step.
+typedef struct {
+    double compute_s, comm_s, exposed_s, step_s;
+    double fwd_over_s, bwd_over_s;     // the passes' communication beyond their compute (0: prefetch hides it)
+} PlanStepTime;
+
+// The model: in each micro-step the forward's gathers run behind the forward's compute and the
+// backward's gathers and reductions behind the backward's, on one communication stream (a pipeline
+// of two stages: what is exposed is the first unit's gather or the last unit's reduction, or the
+// communication beyond the compute, whichever is more); without prefetch every gather is waited on
+// in full. The gathers after AdamW, the all-reduce across replica groups and the norm have nothing
+// to hide behind. step = compute + exposed.
+PlanStepTime plan_predict_step(const PlanStepInput *in);
+
+// The links the flags describe for `world` ranks: -link (or -bw) inside a node, -linkx (or -bwx)
+// across nodes (default: the same as inside), nodes of -rpn ranks, else the -hs groups, else one.
+void plan_links(const TrainArgs *a, Zero3Links *links);
+// Rank 0's ring for collectives of kind `kind` in a run whose shard groups hold `shard` ranks,
+// `replicas` groups, `world` ranks: its link, and the ring steps of one collective (*steps).
+const Zero3Link *plan_kind_ring(const Zero3Links *links, int kind, int shard, int replicas, int world, double *steps);
+// The ring seconds per step of each kind of collective in `ledger` for a run whose shard groups
+// hold `shard` ranks, `replicas` groups, `world` ranks (rank 0's rings).
+void plan_collective_seconds(const Zero3Ledger *ledger, const Zero3Links *links, int shard, int replicas,
+                             int world, double *coll_s);
 
 #ifdef __cplusplus
 }

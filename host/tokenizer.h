@@ -48,6 +48,62 @@ static inline void tokenizer_free(Tokenizer *t) {
     memset(t, 0, sizeof(*t));
 }
 
+// The header: magic, version, vocabulary size and EOT token into t. 0, or -1 with a message.
+static inline int tokenizer_read_header(Tokenizer *t, const char *path, const unsigned char *file, size_t size,
+                                        char *err, size_t errlen) {
+    uint32_t header[256];
+    if (size < TOKENIZER_HEADER_BYTES)
+        return read_fail(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
+                         path, size, (size_t)TOKENIZER_HEADER_BYTES);
+    memcpy(header, file, TOKENIZER_HEADER_BYTES);  // the file is little-endian, as is the host
+    if (header[0] != TOKENIZER_MAGIC)
+        return read_fail(err, errlen, "%s: bad magic %u (want %u): not a tokenizer file",
+                         path, header[0], TOKENIZER_MAGIC);
+    if (header[1] != TOKENIZER_VERSION)
+        return read_fail(err, errlen, "%s: version %u, want %u (regenerate with data/tinyshakespeare.py)",
+                         path, header[1], TOKENIZER_VERSION);
+    t->vocab_size = header[2];
+    t->eot_token = header[3];
+    if (t->vocab_size == 0 || t->vocab_size > TOKENIZER_MAX_VOCAB)
+        return read_fail(err, errlen, "%s: vocab size %u outside 1..%u", path, t->vocab_size,
+                         TOKENIZER_MAX_VOCAB);
+    if (t->eot_token >= t->vocab_size)
+        return read_fail(err, errlen, "%s: EOT token %u is not below the vocab size %u",
+                         path, t->eot_token, t->vocab_size);
+    return 0;
+}
+
+// The (length, bytes) records after the header, walked once to check each fits, then copied out
+// NUL-terminated. Each record costs 1 + L file bytes and L + 1 table bytes, so the table is
+// body-sized. 0, or -1 with a message.
+static inline int tokenizer_read_tokens(Tokenizer *t, const char *path, const unsigned char *body, size_t body_size,
+                                        char *err, size_t errlen) {
+    t->offsets = (uint32_t *)malloc(((size_t)t->vocab_size + 1) * sizeof(uint32_t));
+    t->bytes = (char *)malloc(body_size > 0 ? body_size : 1);
+    if (t->offsets == NULL || t->bytes == NULL)
+        return read_fail(err, errlen, "%s: out of memory for %u tokens", path, t->vocab_size);
+    size_t pos = 0;  // read position in body; also the write position in t->bytes
+    for (uint32_t id = 0; id < t->vocab_size; id++) {
+        if (pos >= body_size)
+            return read_fail(err, errlen, "%s: file ends at token %u of %u (truncated)",
+                             path, id, t->vocab_size);
+        size_t len = body[pos];
+        if (len == 0) return read_fail(err, errlen, "%s: token %u has length 0", path, id);
+        if (pos + 1 + len > body_size)
+            return read_fail(err, errlen, "%s: token %u (%zu bytes) runs past the end of the file (truncated)",
+                             path, id, len);
+        t->offsets[id] = (uint32_t)pos;
+        memcpy(t->bytes + pos, body + pos + 1, len);
+        t->bytes[pos + len] = '\0';
+        pos += 1 + len;
+    }
+    t->offsets[t->vocab_size] = (uint32_t)pos;
+    if (pos != body_size)
+        return read_fail(err, errlen, "%s: %zu bytes of trailing garbage after the last token",
+                         path, body_size - pos);
+    return 0;
+}
+
 // Loads and validates the tokenizer file. Returns 0 on success; on failure returns -1, writes a
 // one-line message naming the file into err, and leaves t zeroed (tokenizer_free is still safe).
 static inline int tokenizer_init(Tokenizer *t, const char *path, char *err, size_t errlen) {
@@ -55,80 +111,9 @@ static inline int tokenizer_init(Tokenizer *t, const char *path, char *err, size
     unsigned char *file = NULL;
     size_t size = 0;
     if (read_whole_file(path, "tokenizer file", &file, &size, err, errlen) != 0) { return -1; }
-
-    int rc = 0;
-    uint32_t header[256];
-    if (size < TOKENIZER_HEADER_BYTES) {
-        rc = read_fail(err, errlen, "%s: %zu bytes, shorter than the %zu-byte header",
-                             path, size, (size_t)TOKENIZER_HEADER_BYTES);
-        goto done;
-    }
-    memcpy(header, file, TOKENIZER_HEADER_BYTES);  // the file is little-endian, as is the host
-    if (header[0] != TOKENIZER_MAGIC) {
-        rc = read_fail(err, errlen, "%s: bad magic %u (want %u): not a tokenizer file",
-                             path, header[0], TOKENIZER_MAGIC);
-        goto done;
-    }
-    if (header[1] != TOKENIZER_VERSION) {
-        rc = read_fail(err, errlen, "%s: version %u, want %u (regenerate with data/tinyshakespeare.py)",
-                             path, header[1], TOKENIZER_VERSION);
-        goto done;
-    }
-    t->vocab_size = header[2];
-    t->eot_token = header[3];
-    if (t->vocab_size == 0 || t->vocab_size > TOKENIZER_MAX_VOCAB) {
-        rc = read_fail(err, errlen, "%s: vocab size %u outside 1..%u", path, t->vocab_size,
-                             TOKENIZER_MAX_VOCAB);
-        goto done;
-    }
-    if (t->eot_token >= t->vocab_size) {
-        rc = read_fail(err, errlen, "%s: EOT token %u is not below the vocab size %u",
-                             path, t->eot_token, t->vocab_size);
-        goto done;
-    }
-
-    {
-        // Walk the (length, bytes) records once to check each fits, then copy them out NUL-terminated.
-        // Each record costs 1 + L file bytes and L + 1 table bytes, so the table is body-sized.
-        const unsigned char *body = file + TOKENIZER_HEADER_BYTES;
-        size_t body_size = size - TOKENIZER_HEADER_BYTES;
-        t->offsets = (uint32_t *)malloc(((size_t)t->vocab_size + 1) * sizeof(uint32_t));
-        t->bytes = (char *)malloc(body_size > 0 ? body_size : 1);
-        if (t->offsets == NULL || t->bytes == NULL) {
-            rc = read_fail(err, errlen, "%s: out of memory for %u tokens", path, t->vocab_size);
-            goto done;
-        }
-        size_t pos = 0;  // read position in body; also the write position in t->bytes
-        for (uint32_t id = 0; id < t->vocab_size; id++) {
-            if (pos >= body_size) {
-                rc = read_fail(err, errlen, "%s: file ends at token %u of %u (truncated)",
-                                     path, id, t->vocab_size);
-                goto done;
-            }
-            size_t len = body[pos];
-            if (len == 0) {
-                rc = read_fail(err, errlen, "%s: token %u has length 0", path, id);
-                goto done;
-            }
-            if (pos + 1 + len > body_size) {
-                rc = read_fail(err, errlen, "%s: token %u (%zu bytes) runs past the end of the file (truncated)",
-                                     path, id, len);
-                goto done;
-            }
-            t->offsets[id] = (uint32_t)pos;
-            memcpy(t->bytes + pos, body + pos + 1, len);
-            t->bytes[pos + len] = '\0';
-            pos += 1 + len;
-        }
-        t->offsets[t->vocab_size] = (uint32_t)pos;
-        if (pos != body_size) {
-            rc = read_fail(err, errlen, "%s: %zu bytes of trailing garbage after the last token",
-                                 path, body_size - pos);
-            goto done;
-        }
-    }
-
-done:
+    int rc = tokenizer_read_header(t, path, file, size, err, errlen);
+    if (rc == 0)
+        rc = tokenizer_read_tokens(t, path, file + TOKENIZER_HEADER_BYTES, size - TOKENIZER_HEADER_BYTES, err, errlen);
     free(file);
     if (rc != 0) { tokenizer_free(t); }
     return rc;

@@ -1,21 +1,23 @@
 // host/train.h: the training program both trainers run (train.c): a trainer's main fills its
-// backend and build description and calls train_main.
+// backend and build description (its compute table among it) and calls train_main.
 #pragma once
 #include "../zero3.h"
 #include "cli.h"
-#include "model.h"
+#include "passes.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 // What a trainer binary is, beyond its backend: the engine's data types and alignment for its
-// kernels, whether it is the DDP build, and the model.bin version it exports.
+// kernels, whether it is the DDP build, the model.bin version it exports, and its math: the
+// compute table the passes call (gpt2_cpu.c, gpt2_gpu.cuh).
 typedef struct {
     Zero3DType param_type, grad_type;   // working params / gradients
     int align;                          // tensor alignment in elements
     int ddp_only;                       // built with DDP=1: fixed at stage 0
     int export_version;                 // model.bin at the end of a run: 3 fp32, 5 bf16
+    const GPT2Compute *compute;         // the per-unit math on this binary's device
 } TrainBuild;
 
 // The LR at step s (0-based) under the flags' schedule (docs/DESIGN.md section 3).
@@ -35,7 +37,7 @@ float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip);
 void trainer_load_batch(Trainer *tr, int step, int k);
 void trainer_destroy(Trainer *tr);
 Zero3 *trainer_engine(Trainer *tr);
-GPT2 *trainer_model(Trainer *tr);
+GPT2Passes *trainer_model(Trainer *tr);
 const TrainArgs *trainer_args(const Trainer *tr);
 int trainer_micro_steps(const Trainer *tr);   // A
 const int *trainer_inputs(const Trainer *tr);

@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # scripts/bench_variants.sh: the variants side by side on one model and N ranks: bytes sent per step,
 # collectives per step, resident model state, peak, activations, exposed communication.
-#   bash scripts/bench_variants.sh [-n N] [-e MODEL] [extra trainer flags...]
-# Figures in the README ("Variants") come from: bash scripts/bench_variants.sh -n 4 -e d4
+#   scripts/bench_variants.sh [-n N] [-e MODEL] [-x STEPS] [--stages] [--bytes] [extra trainer flags...]
+#     -n N ranks (4), -e MODEL (d4), -x STEPS per run (4; the figures are the last step's)
+#     --stages   stages 0-3 only, instead of the stages and every variant
+#     --bytes    leave out the exposed-time column: what is left does not depend on the clock
+# The figures in docs/variants.md come from: scripts/bench_variants.sh -n 4 -e d4
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-N=4; MODEL=d4
-while [ $# -gt 0 ]; do case "$1" in -n) N=$2; shift 2 ;; -e) MODEL=$2; shift 2 ;; *) break ;; esac; done
+N=4; MODEL=d4; STEPS=4; STAGES=0; BYTES=0
+while [ $# -gt 0 ]; do case "$1" in
+  -n) N=$2; shift 2 ;; -e) MODEL=$2; shift 2 ;; -x) STEPS=$2; shift 2 ;;
+  --stages) STAGES=1; shift ;; --bytes) BYTES=1; shift ;; *) break ;; esac; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 make -s train_gpt2_zero3 >/dev/null || exit 1
 G=$(( N / 2 > 0 ? N / 2 : 1 ))
-printf '%-22s %12s %11s %12s %12s %12s %10s\n' variant "sent/step" collectives "state/rank" "peak/rank" activations "exposed"
-for v in "-z 0" "-z 2" "-z 3" "-z 3 -ra 0" "-z 3 -rc 1" "-z 3 -rc 2" "-z 3 -pt 1000000" "-z 3 -hs $G" "-z 3 -wrap half" "-z 3 -wrap 2"; do
-  out=$(mpirun -np "$N" ./train_gpt2_zero3 -e "$MODEL" -b 2 -t 64 -x 4 -v 0 $v "$@" 2>&1)
+VARIANTS=("-z 0" "-z 1" "-z 2" "-z 3" "-z 3 -ra 0" "-z 3 -rc 1" "-z 3 -rc 2" "-z 3 -pt 1000000" "-z 3 -hs $G" "-z 3 -wrap half" "-z 3 -wrap 2")
+[ "$STAGES" = 1 ] && VARIANTS=("-z 0" "-z 1" "-z 2" "-z 3")
+row() { if [ "$BYTES" = 1 ]; then printf '%-22s %12s %11s %12s %12s %12s\n' "${@:1:6}"; else printf '%-22s %12s %11s %12s %12s %12s %10s\n' "$@"; fi; }
+row variant "sent/step" collectives "state/rank" "peak/rank" activations "exposed"
+for v in "${VARIANTS[@]}"; do
+  out=$(mpirun -np "$N" ./train_gpt2_zero3 -e "$MODEL" -b 2 -t 64 -x "$STEPS" -v 0 $v "$@" 2>&1) || { echo "$out" >&2; exit 1; }
   last=$(echo "$out" | grep '^step' | tail -1)
   sent=$(echo "$last" | sed -E 's/.*sent ([^|]*) \|.*/\1/')
   peak=$(echo "$last" | sed -E 's/.*peak ([^|]*) \|.*/\1/')
   exposed=$(echo "$last" | sed -E 's/.*exposed comm ([0-9.]+ ms \([0-9]+%\)).*/\1/')
-  count=$(echo "$out" | sed -n '/collective ledger, last step/,/^ledger:/p' | awk '$3 == "x" {c += $2} END {print c + 0}')
+  count=$(echo "$out" | sed -n '/collective ledger, last step/,/^ledger:/p' | awk '$3 ~ /^collectives?,$/ {c += $2} END {print c + 0}')
   state=$(echo "$out" | sed -nE 's/.*this run holds ([0-9.]+ [KMG]?i?B).*/\1/p')
   acts=$(echo "$out" | sed -nE 's/.*activations per rank: ([0-9.]+ [KMG]?i?B) without recompute, ([0-9.]+ [KMG]?i?B) with.*/\1|\2/p')
   case "$v" in *-rc*) acts=${acts#*|} ;; *) acts=${acts%|*} ;; esac
-  printf '%-22s %12s %11s %12s %12s %12s %10s\n' "$v" "$sent" "$count" "$state" "$peak" "$acts" "${exposed:-?}"
+  row "$v" "$sent" "$count" "$state" "$peak" "$acts" "${exposed:-?}"
 done

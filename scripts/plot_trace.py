@@ -6,10 +6,16 @@ communication lane, on the step's time axis, so the overlap (or the lack of it) 
 
 Compute: forward (blue), backward (green), AdamW (grey), waits for a collective (red: the exposed
 communication). Communication: gathers (orange), reduce-scatters (purple), all-reduces (brown).
+Bars wide enough carry their unit's name (embedding, b0, b1, ..., head).
 Without --step the last step of the trace is drawn (the first one records the prefetch schedule).
 """
-import argparse, json
-import matplotlib
+import argparse, json, os, sys
+try:
+    import matplotlib
+except ImportError:   # a python3 on PATH without matplotlib (pyenv, a venv): Debian's has it (python3-matplotlib)
+    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3":
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit("plot_trace.py: error: matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
@@ -32,6 +38,7 @@ def main():
     ev = [e for e in ev if e["args"].get("step") == step]
     ranks = sorted({e["pid"] for e in ev})
     t0 = min(e["ts"] for e in ev if e["cat"] == "step")
+    label_ms = max(e["dur"] for e in ev if e["cat"] == "step") / 1e3 / 40   # a bar of 1/40 of the step or more
     fig, ax = plt.subplots(figsize=(14, 1.2 + 1.1 * len(ranks)))
     labels, ypos = [], []
     exposed = {}
@@ -48,7 +55,12 @@ def main():
                     exposed[r] = exposed.get(r, 0.0) + w
             else:
                 key, y = e["args"]["kind"], base
-            ax.broken_barh([(x, max(w, 0.05))], (y, 1.0), facecolors=COLORS.get(key, "#999999"), edgecolor="none")
+            ax.broken_barh([(x, max(w, 0.05))], (y, 1.0), facecolors=COLORS.get(key, "#999999"), edgecolor="white",
+                           linewidth=0.3)
+            unit = e["args"].get("unit", "")
+            if unit and key != "wait" and w >= label_ms:   # the unit's name on bars wide enough to hold it
+                ax.text(x + w / 2, y + 0.5, unit.replace("block", "b"), ha="center", va="center", fontsize=6,
+                        color="white", clip_on=True)
         step_ms = [e["dur"] / 1e3 for e in ev if e["pid"] == r and e["cat"] == "step"][0]
         labels += [f"rank {r} comm", f"rank {r} compute\n(exposed {exposed.get(r, 0.0):.0f} of {step_ms:.0f} ms)"]
         ypos += [base + 0.5, base + 1.8]

@@ -7,24 +7,27 @@
 #   scripts/train.sh --cpu | --gpu     choose
 #   scripts/train.sh --pretrained      start from OpenAI's GPT-2 124M (llm.c's gpt2_124M.bin, downloaded
 #                                      once into data/, or found in the cache folder): Shakespeare in minutes
+#   scripts/train.sh --out DIR         the output folder (default out/cpu, out/gpu, out/*_pretrained)
 #   scripts/train.sh -- FLAGS...       extra trainer flags, appended (e.g. -- -x 1000 -s 200)
 #
 # CPU: min(4, cores) ranks of a small model (-e d4c128h4t64) for 300 steps, a few minutes on a laptop,
 # with samples every 100 steps. GPU: GPT-2 124M (-e d12) on every GPU of this machine. Output in
 # out/cpu or out/gpu (log.csv, checkpoints, model.bin) and the loss plot out/*/loss.png. Run again
-# after an interruption (Ctrl-C, SIGTERM): it resumes from the last checkpoint; after a finished run
-# it starts over.
+# after an interruption (Ctrl-C, SIGTERM): it resumes any unfinished run, judged by what its last
+# checkpoint says the run was started to do (its step and its -x), and continues to that -x unless
+# the extra flags give another; after a finished run it starts over. It says which it does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-mode=auto; pretrained=0; extra=()
+mode=auto; pretrained=0; extra=(); out=
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) mode=cpu; shift ;;
     --gpu) mode=gpu; shift ;;
     --pretrained) pretrained=1; shift ;;
+    --out) [ $# -ge 2 ] || { echo "train.sh: --out needs a folder" >&2; exit 2; }; out=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "train.sh: unknown option $1 (-h for help)" >&2; exit 2 ;;
   esac
 done
@@ -61,14 +64,27 @@ if [ "$pretrained" -eq 1 ]; then
   init=(-e "$model")
 fi
 
-# a folder this script owns: resume an interrupted run, start over after a finished one
-out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained
-resume_or_fresh() {   # resume_or_fresh STEPS: the -y 1 / -f 1 flag for out/
-  local latest step
-  [ -f "$out/latest" ] || [ -f "$out/log.csv" ] || return 0
-  latest=$(cat "$out/latest" 2>/dev/null || true)
-  step=$(echo "$latest" | sed -n 's/^ckpt_0*\([0-9][0-9]*\)_g[0-9]*$/\1/p')
-  if [ -n "$step" ] && [ "$step" -lt "$1" ]; then echo "-y 1"; else echo "-f 1"; fi
+# a folder this script owns: resume an unfinished run, start over after a finished one
+if [ -z "$out" ]; then out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained; fi
+# word K of a checkpoint's meta.bin, a little-endian int64 (docs/CHECKPOINT_FORMAT.md: 3 the step, 21 -x)
+meta_word() { od -An -t d8 -j $(( $2 * 8 )) -N 8 "$1" 2>/dev/null | tr -d ' '; }
+resume_or_fresh() {   # the flags for out/: -y 1 -x TOTAL (unfinished), -f 1 (finished or unreadable), none (empty)
+  local latest meta step total
+  [ -e "$out/latest" ] || [ -e "$out/log.csv" ] || return 0
+  latest=; [ ! -f "$out/latest" ] || latest=$(head -c 64 "$out/latest" | head -1 || true)   # never a FIFO
+  meta=$out/$latest/meta.bin
+  case "$latest" in ckpt_*) ;; *) meta=/nonexistent ;; esac
+  step=$(meta_word "$meta" 3); total=$(meta_word "$meta" 21)
+  if [ -n "$step" ] && [ -n "$total" ] && [ "$step" -lt "$total" ]; then
+    echo "train.sh: resuming the unfinished run in $out: its checkpoint is at step $step of the $total it was started to do" >&2
+    echo "-y 1 -x $total"
+  elif [ -n "$step" ] && [ -n "$total" ]; then
+    echo "train.sh: the run in $out finished ($step of $total steps): starting over (-f 1)" >&2
+    echo "-f 1"
+  else
+    echo "train.sh: $out holds no readable checkpoint: starting over (-f 1)" >&2
+    echo "-f 1"
+  fi
 }
 
 if [ "$mode" = gpu ]; then
@@ -95,7 +111,7 @@ else
   bin=./train_gpt2_zero3
 fi
 # shellcheck disable=SC2046
-cmd=("${launch[@]}" "$bin" "${init[@]}" "${flags[@]}" -o "$out" $(resume_or_fresh "$steps") "${extra[@]}")
+cmd=("${launch[@]}" "$bin" "${init[@]}" "${flags[@]}" -o "$out" $(resume_or_fresh) "${extra[@]}")
 echo "train.sh: ${cmd[*]}"
 OMP_NUM_THREADS=1 "${cmd[@]}"
 /usr/bin/python3 scripts/plot_loss.py "$out/log.csv" "$out/loss.png"

@@ -51,6 +51,7 @@ put("absurd_channels.bin", with_int(model, 6, -48))
 put("truncated_model.bin", model[:len(model) - 100])
 put("header_only.bin", model[:1024])
 tokens = open(val, "rb").read()
+put("bad_magic_tokens.bin", with_int(tokens, 0, 12345))
 put("short_tokens.bin", tokens[:1024 + 200])            # the header still says 32768 tokens
 ids = list(range(1000)); ids[500] = 60000                # one id past GPT-2's vocabulary
 put("big_id_tokens.bin", struct.pack("<3i", 20240520, 1, len(ids)) + b"\0" * (1024 - 12) + struct.pack("<%dH" % len(ids), *ids))
@@ -75,7 +76,8 @@ corrupt_copy bad_latest; echo "../../etc" >"$work/bad_latest/latest"
 corrupt_copy dangling_latest; echo "ckpt_00000099_g9" >"$work/dangling_latest/latest"
 corrupt_copy wrong_meta; cp "$work/good/$ckpt/shard_00000.bin" "$work/wrong_meta/$ckpt/meta.bin"
 corrupt_copy good2   # a second good folder: cases run at once, and a folder takes one run at a time
-mkdir -p "$work/empty_out"
+mkdir -p "$work/empty_out" "$work/a_dir"
+mkfifo "$work/val_fifo"   # a reader that opened it would wait for a writer forever
 
 # ---------------------------------------------------------------- model files (-e)
 expect_error "model: wrong magic"          "bad_magic.bin: bad magic 12345"      -e "$work/bad_magic.bin" -b 2 -t 16 -x 1
@@ -87,10 +89,16 @@ expect_error "model: header only"          "header_only.bin: size"              
 expect_error "model: missing file"         "cannot open model file"              -e "$work/nope.bin" -b 2 -t 16 -x 1
 expect_error "model: bad descriptor"       "cannot open model file d2c48h2"      -e d2c48h2 -b 2 -t 16 -x 1
 # ---------------------------------------------------------------- token files (-i / -j)
+expect_error "tokens: wrong magic"         "bad_magic_tokens.bin: bad magic 12345" "${SMALL[@]}" -x 1 -i "$work/bad_magic_tokens.bin"
 expect_error "tokens: shorter than header" "flag -i: .*short_tokens.bin.*truncated" "${SMALL[@]}" -x 1 -i "$work/short_tokens.bin"
-expect_error "tokens: id >= V"             "flag -j: .*token 500 is id 60000"    "${SMALL[@]}" -x 1 -j "$work/big_id_tokens.bin"
-expect_error "tokens: fewer than a batch"  "flag -i: .*fewer than B\*T\+1"        "${SMALL[@]}" -x 1 -i "$work/tiny_tokens.bin"
+expect_error "tokens: id >= V"             "flag -j: .*token 500 is id 60000"    "${SMALL[@]}" -v 1 -x 1 -j "$work/big_id_tokens.bin"
+expect_error "tokens: fewer than a batch"  "flag -b: .* -t 16 = 32 tokens needs 33 .*tiny_tokens.bin \(-i\) holds 10" "${SMALL[@]}" -x 1 -i "$work/tiny_tokens.bin"
 expect_error "tokens: missing file"        "flag -i: .*cannot open"              "${SMALL[@]}" -x 1 -i "$work/nope.bin"
+# the validation split (-j), read only when the run validates (-v > 0)
+expect_error "val: under one sequence"     "flag -t: -t 16 needs 17 tokens for one validation sequence.*tiny_tokens.bin \(-j\) holds 10" "${SMALL[@]}" -v 1 -x 1 -j "$work/tiny_tokens.bin"
+expect_error "val: missing file"           "flag -j: .*nope.bin: cannot open token file .*; validation \(every -v 1 steps\) reads it, -v 0 turns it off" "${SMALL[@]}" -v 1 -x 1 -j "$work/nope.bin"
+expect_error "val: a directory"            "flag -j: .*a_dir: cannot open token file \(a folder, not a regular file\)" "${SMALL[@]}" -v 1 -x 1 -j "$work/a_dir"
+expect_error "val: a FIFO"                 "flag -j: .*val_fifo: cannot open token file \(a FIFO, not a regular file\)" "${SMALL[@]}" -v 1 -x 1 -j "$work/val_fifo"
 # ---------------------------------------------------------------- flags
 expect_error "flag: -t above maxT"         "flag -t: .*64 is larger than the model's maxT 32" -e d2c48h2t32 -b 2 -t 64 -x 1
 expect_error "flag: unknown"               "unknown flag -Q"                     "${SMALL[@]}" -Q 1

@@ -13,25 +13,22 @@
 // a per-tensor normwise bound (||got - ref|| / ||ref||), which the BF16 build relies on (test_gpt2.cu
 // says why); a trainer that needs none passes INFINITY.
 //
-// The including test has included its trainer (and so train_loop.h) first, and supplies
-//   const void *model_activation(Model *m, int k, int layer);
-//     where the model keeps, from its last forward, activation k of TEST_LAYER_ACTS of `layer`, or
-//     (k = TEST_ACT_LNF, TEST_ACT_LOGITS) lnf (B,T,C) or the logits (B,T,Vp): B*T rows of
-//     the build's param_type elements (both trainers keep activations in the working-param type).
+// The including test hands test_main its backend and its trainer's build description, whose compute
+// table (host/passes.h) reads the activations of the last forward (`activation`): B*T rows of the
+// build's param_type elements (both trainers keep activations in the working-param type).
 // Engine and model buffers are read through the backend's copy_to_host, so device memory is fine.
 #pragma once
 #include "dump.h"
-#include "../host/model.h"
+#include "../host/passes.h"
 #include "../host/train.h"
 
 static const Zero3Backend *g_test_be;   // the backend under test (copies from its memory)
 static const TrainBuild *g_test_build;   // the trainer binary's data types and alignment
 
-// the per-layer activations the dump records, by its names, with their width in units of C
-static const struct { const char *name; int width_in_C; } TEST_LAYER_ACTS[] = {
+// the per-layer activations the dump records, by its names, with their width in units of C, in the
+// order of GPT2Activation (GPT2_ACT_LN1 ...)
+static const struct { const char *name; int width_in_C; } TEST_LAYER_ACTS[GPT2_LAYER_ACTS] = {
     {"ln1", 1}, {"qkv", 3}, {"atty", 1}, {"residual2", 1}, {"ln2", 1}, {"fch", 4}, {"fch_gelu", 4}, {"residual3", 1}};
-enum { TEST_NUM_LAYER_ACTS = sizeof TEST_LAYER_ACTS / sizeof TEST_LAYER_ACTS[0], TEST_ACT_LNF = -1, TEST_ACT_LOGITS = -2 };
-const void *model_activation(Model *m, int k, int layer);
 
 // per element of activations, of gradients; per tensor of gradients; the global gradient norm; the
 // step-0 loss; the losses of the later training steps
@@ -141,21 +138,22 @@ static void to_host_floats(float *out, const void *src, size_t n, Zero3DType t) 
 }
 
 // Activations of step 0 (A = 1): this rank's rows [row0, row0 + b) of every recorded tensor.
-static void check_activations(Tally *t, const Dump *d, Model *m, const GPT2Config *c, int b, int T, int row0, double tol) {
+static void check_activations(Tally *t, const Dump *d, GPT2Passes *passes, const GPT2Config *c, int b, int T, int row0, double tol) {
     size_t BT0 = (size_t)row0 * T, bT = (size_t)b * T, C = c->channels, Vp = c->padded_vocab_size, V = c->vocab_size;
     float *got = (float *)xmalloc(bT * (Vp > 4 * C ? Vp : 4 * C) * sizeof(float));
     char name[64];
+    const GPT2Compute *compute = passes->compute;
     for (int l = 0; l < c->num_layers; l++)
-        for (int k = 0; k < TEST_NUM_LAYER_ACTS; k++) {
+        for (int k = 0; k < GPT2_LAYER_ACTS; k++) {
             snprintf(name, sizeof name, "%s.%d", TEST_LAYER_ACTS[k].name, l);
             size_t width = TEST_LAYER_ACTS[k].width_in_C * C;
-            to_host_floats(got, model_activation(m, k, l), bT * width, g_test_build->param_type);
+            to_host_floats(got, compute->activation(passes->state, (GPT2Activation)k, l), bT * width, g_test_build->param_type);
             const DumpRecord *r = need(d, name);
             check_rows(t, name, got, width, r->f + BT0 * width, width, bT, width, tol);
         }
-    to_host_floats(got, model_activation(m, TEST_ACT_LNF, 0), bT * C, g_test_build->param_type);
+    to_host_floats(got, compute->activation(passes->state, GPT2_ACT_LNF, 0), bT * C, g_test_build->param_type);
     check_rows(t, "lnf", got, C, need(d, "lnf")->f + BT0 * C, C, bT, C, tol);
-    to_host_floats(got, model_activation(m, TEST_ACT_LOGITS, 0), bT * Vp, g_test_build->param_type);
+    to_host_floats(got, compute->activation(passes->state, GPT2_ACT_LOGITS, 0), bT * Vp, g_test_build->param_type);
     check_rows(t, "logits", got, Vp, need(d, "logits")->f + BT0 * V, V, bT, V, tol);
     free(got);
 }
@@ -211,8 +209,8 @@ static int run_case(const Zero3Backend *be, const Dump *d, const char *model_pat
     memset(&t, 0, sizeof t);
     Trainer *tr = make_trainer(be, d, model_path, tokens_path, stage, A, prefetch);
     Zero3 *z = trainer_engine(tr);
-    GPT2 *g = trainer_model(tr);
-    const GPT2Config *cfg = &g->cfg;
+    GPT2Passes *passes = trainer_model(tr);
+    const GPT2Config *cfg = &passes->cfg;
     if (cfg->num_layers != d->L || cfg->channels != d->C || cfg->vocab_size != d->V) fatal("dump and model shapes differ");
     if (d->beta1 != 0.9f || d->beta2 != 0.95f || d->eps != 1e-8f) fatal("dump: AdamW betas/eps differ from the contract's");
     const float *ref_losses = need(d, "train_losses")->f, *ref_norms = need(d, "train_grad_norms")->f,
@@ -221,8 +219,8 @@ static int run_case(const Zero3Backend *be, const Dump *d, const char *model_pat
     if (A == 1) {
         check_tokens(&t, d, tr, 0, 0);
         zero3_micro_begin(z, 0, 1, ZERO3_PASS_FORWARD);
-        gpt2_forward(g, trainer_inputs(tr), trainer_targets(tr), 0);
-        check_activations(&t, d, g->m, cfg, b, T, r * b, tol->act);
+        gpt2_pass_forward(passes, trainer_inputs(tr), trainer_targets(tr), 0);
+        check_activations(&t, d, passes, cfg, b, T, r * b, tol->act);
     }
     double max_loss_err = 0.0;
     int clipped = 0;
@@ -286,7 +284,7 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
     if (dump_open(&d, dump_path, err, sizeof err)) fatal("%s (make dumps creates it)", err);
     if (g_proc.rank == 0) {
         char dev[512];
-        model_describe(dev, sizeof dev);
+        build->compute->describe(dev, sizeof dev);
         printf("%s: %s (L=%d C=%d NH=%d V=%d B=%d T=%d, %d steps, reference in float%d) on %d rank(s)\n  %s\n", prog,
                dump_path, d.L, d.C, d.NH, d.V, d.B, d.T, d.nsteps, d.compute_bits, be->world, dev);
         printf("  tolerances: activations %.0e, gradients %.0e and normwise %.0e, grad norm %.0e, loss %.0e, "

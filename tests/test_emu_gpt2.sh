@@ -21,7 +21,7 @@ start=$(date +%s)
 
 build() {  # build NAME FLAGS...: one emulated test_gpt2cu into $work/NAME
   local name=$1; shift
-  dev/cuda/emu/build.sh "$work/$name" test_gpt2.cu "$@" zero3.c host/*.c > "$work/build_$name.log" 2>&1 ||
+  dev/cuda/emu/build.sh "$work/$name" test_gpt2.cu "$@" --library > "$work/build_$name.log" 2>&1 ||
     { cat "$work/build_$name.log"; fail "emulator build $name ($*)"; }
 }
 build fp32_mpi -DENABLE_FP32 -DUSE_MPI &

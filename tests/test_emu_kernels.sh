@@ -8,12 +8,13 @@
 # layernorm (its backward: a warp per row for dinp, a thread per channel vector for dweight/dbias),
 # and the engine's shard math (gpu/shard_math.cuh): the one-launch multi-tensor AdamW over
 # misaligned, odd segments (bitwise against the one-tensor kernel), the vectorized sum of squares
-# (the same bits aligned or not), accumulate and casts at aligned and misaligned offsets. The
+# (the same bits aligned or not), accumulate and casts at aligned and misaligned offsets, and ZeRO++'s
+# block quantization (bitwise against the CPU backend's, round trip within half a step). The
 # attention check runs a second time under another warp schedule (EMU_SCHED_SEED), since a missing
 # __syncthreads shows up as a wrong result only under some schedules. No GPU and no nvcc needed.
 . "$(dirname "$0")/lib.sh"
 start=$(date +%s)
-dev/cuda/emu/run_dev_checks.sh attention classifier matmul layernorm adamw norm residual || fail "emulated kernel checks"
+dev/cuda/emu/run_dev_checks.sh attention classifier matmul layernorm adamw norm residual quantize || fail "emulated kernel checks"
 for p in bf16 fp32; do
   EMU_SCHED_SEED=7 OMP_NUM_THREADS=2 dev/cuda/bin/emu/attention_$p > "$work/att_$p.log" 2>&1 ||
     { grep -E "FAIL|emulator|outside" "$work/att_$p.log" | head; fail "attention_$p under EMU_SCHED_SEED=7"; }

@@ -39,9 +39,10 @@ def run(n, stage, B, extra, outdir, env_extra=None):
 def ledger_rows(stdout):
     """{kind: (count, bytes)} of the measured and the theory columns of the end-of-run ledger."""
     measured, theory = {}, {}
-    for m in re.finditer(r"^  (\w+)\s+(\d+) x\s+(\d+) bytes \|\s+(\d+) x\s+(\d+) bytes", stdout, re.M):
-        measured[m.group(1)] = (int(m.group(2)), int(m.group(3)))
-        theory[m.group(1)] = (int(m.group(4)), int(m.group(5)))
+    row = r"(\d+) collectives?,\s+([\d,]+) bytes in all"
+    for m in re.finditer(r"^  (\w+)\s+" + row + r" \|\s+" + row, stdout, re.M):
+        measured[m.group(1)] = (int(m.group(2)), int(m.group(3).replace(",", "")))
+        theory[m.group(1)] = (int(m.group(4)), int(m.group(5).replace(",", "")))
     return measured, theory
 
 

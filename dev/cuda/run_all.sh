@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs the given dev/cuda check programs one after the other, then prints every KERNEL line as a
-# summary. Exit status 1 if any program failed (non-zero exit, or a FAIL line, or no KERNEL line).
+# summary. A program that is missing (it did not build) is reported and the others still run.
+# Exit status 1 if any program failed (missing, non-zero exit, or a FAIL line, or no KERNEL line).
 # Full output: bin/run.log (and $OUT/dev_cuda.log when OUT is set).
 cd "$(dirname "$0")" || exit 1
+mkdir -p bin
 log=bin/run.log
 : > "$log"
 failed=()
 for b in "$@"; do
+  if [ ! -x "$b" ]; then echo "=== $b did not build" | tee -a "$log"; failed+=("$b"); continue; fi
   echo "=== $b" | tee -a "$log"
   start=$(date +%s.%N)
   if ! "./$b" 2>&1 | tee -a "$log" | sed 's/^/  /'; then :; fi

@@ -4,7 +4,7 @@
 #pragma once
 #include "../../host/checkpoint.h"
 #include "../../host/gpt2.h"
-#include "../../zero3.h"
+#include "../../zero3_observe.h"
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,7 +61,8 @@ static void fuzz_backend(Zero3Backend *be, int rank, int world) {
 // Lays out cfg in z for rank `rank` of `world` at `stage` (no collectives are needed for that).
 static void fuzz_engine(Zero3 *z, Zero3Backend *be, const GPT2Config *cfg, int rank, int world, int stage) {
     fuzz_backend(be, rank, world);
-    Zero3Config zc = {stage, 1, 16, ZERO3_F32, ZERO3_F32, 0, 0, 0};
+    Zero3Config zc = {.stage = stage, .prefetch_depth = 1, .align = 16, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
+                      .observer = &ZERO3_OBSERVER};
     zero3_init(z, be, &zc);
     gpt2_register_units(cfg, z);
     zero3_allocate(z);

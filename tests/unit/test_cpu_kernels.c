@@ -356,6 +356,36 @@ static int check_gelu_targeted(void) {
     return ok ? 0 : 1;
 }
 
+// Layernorm where its epsilon matters: rows of variance 1e-7 .. 1e-3 (a nearly constant residual
+// stream), where 1e-5 is a large part of var + eps, against the formula in double with eps = 1e-5,
+// the value the contract (PyTorch's nn.LayerNorm) fixes. An eps of 1e-6 errs there by up to 3x.
+static int check_layernorm_eps(void) {
+    enum { C = 64, ROWS = 5 };
+    float x[ROWS * C], w[C], b[C], out[ROWS * C], mean[ROWS], rstd[ROWS];
+    for (int c = 0; c < C; c++) { w[c] = 1.0f; b[c] = 0.0f; }
+    double worst = 0.0;
+    for (int r = 0; r < ROWS; r++) {
+        double spread = sqrt(1e-7 * pow(10.0, r));   // std of the row: variance 1e-7 .. 1e-3
+        for (int c = 0; c < C; c++) x[r * C + c] = (float)(0.5 + spread * ((c % 2) ? 1.0 : -1.0));
+    }
+    layernorm_forward(out, mean, rstd, x, w, b, 1, ROWS, C);
+    for (int r = 0; r < ROWS; r++) {
+        double m = 0.0, v = 0.0;
+        for (int c = 0; c < C; c++) m += x[r * C + c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[r * C + c] - m) * (x[r * C + c] - m);
+        v /= C;
+        for (int c = 0; c < C; c++) {
+            double want = (x[r * C + c] - m) / sqrt(v + 1e-5), err = fabs(out[r * C + c] - want) / (fabs(want) + 1e-3);
+            if (err > worst) worst = err;
+        }
+    }
+    int ok = worst <= 1e-3;
+    printf("layernorm eps: rows of variance 1e-7 .. 1e-3, worst error %.2e against eps = 1e-5 in double: %s\n", worst,
+           ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
 // ------------------------------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -416,6 +446,7 @@ int main(int argc, char **argv) {
         }
     }
     if (check_gelu_targeted()) return 1;
+    if (check_layernorm_eps()) return 1;
     printf("test_cpu_kernels: all %d checks passed (tolerance %.0e), bitwise identical on 1, 2 and 3 threads\n",
            checks, TOL);
     return 0;

@@ -12,10 +12,10 @@
 //     nothing but the decay, so after one step every element of the contract's six matrices (named
 //     here, not taken from gpt2.h's table) is exactly p*(1 - lr*wd) and every other element is p.
 //
-// build: gcc -O2 -fopenmp -I. tests/unit/test_engine_layout.c zero3.c -lm
+// build: gcc -O2 -fopenmp -I. tests/unit/test_engine_layout.c zero3.c zero3_observe.c -lm
 #include "../../host/common.h"
 #include "../../host/gpt2.h"
-#include "../../zero3.h"
+#include "../../zero3_observe.h"
 #include "../../cpu/backend_cpu.h"
 
 static int failures = 0;
@@ -53,7 +53,8 @@ static void make_engine(Zero3 *z, Zero3Backend *be, const GPT2Config *c, int sta
     memset(be, 0, sizeof(*be));
     be->rank = rank; be->world = world;
     be->alloc = t_alloc; be->free = t_free; be->zero = t_zero; be->adamw = t_adamw;
-    Zero3Config zc = {stage, 1, align, ZERO3_F32, ZERO3_F32, 0, 0, 0};
+    Zero3Config zc = {.stage = stage, .prefetch_depth = 1, .align = align, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
+                      .observer = &ZERO3_OBSERVER};
     zero3_init(z, be, &zc);
     gpt2_register_units(c, z);
     zero3_allocate(z);
@@ -66,7 +67,7 @@ static void test_layout(const GPT2Config *c, int world, int align) {
     for (int r = 0; r < world; r++) {
         Zero3 z; Zero3Backend be;
         make_engine(&z, &be, c, 3, r, world, align);
-        CHECK(z.total_numel == nparams, "numel %zu != %zu", z.total_numel, nparams);
+        CHECK(z.totals.numel == nparams, "numel %zu != %zu", z.totals.numel, nparams);
         for (int u = 0; u < z.nunits; u++) {
             Zero3Unit *U = &z.units[u];
             CHECK(U->padded % ((size_t)world * align) == 0, "unit %s: P=%zu not a multiple of N*align", U->name, U->padded);
@@ -114,7 +115,7 @@ static void test_decay(const GPT2Config *c, int world, int stage) {
             MarkArg a = {dst, begin, NULL, 0};
             gpt2_for_each_piece(c, &z, u, begin, count, mark_piece, &a);
         }
-        z.stats.comm_bytes = 0;
+        z.observe.stats.comm_bytes = 0;
         zero3_optimizer_step(&z, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
         zero3_free(&z);
     }
@@ -149,7 +150,8 @@ static void test_decay_cpu_backend(const GPT2Config *c, int stage) {
     char **argv = NULL;
     backend_cpu_init(&be, &argc, &argv);
     Zero3 z;
-    Zero3Config zc = {stage, 1, 64, ZERO3_F32, ZERO3_F32, 0, 0, 0};
+    Zero3Config zc = {.stage = stage, .prefetch_depth = 1, .align = 64, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
+                      .observer = &ZERO3_OBSERVER};
     zero3_init(&z, &be, &zc);
     gpt2_register_units(c, &z);
     zero3_allocate(&z);

@@ -1,5 +1,5 @@
 // tests/unit/test_engine_schedule.c: the prefetch schedule and the peak memory of ZeRO-3, through
-// the real passes (host/model.c) and the real engine, with the compute stubbed out.
+// the real passes (host/passes.c) and the real engine, with a compute table that computes nothing.
 //
 // Prefetching the wrong unit changes neither the losses nor the bytes sent, only the overlap and
 // the memory, so the loss tests cannot see it. Here a recording backend (host memory, collectives
@@ -14,45 +14,8 @@
 //     every compute, the current unit's params, the next `depth` units' params, the held embedding,
 //     and in the backward the embedding's gradient buffer, the current unit's, and the previous
 //     unit's (its reduce-scatter still in flight).
-#include "../../host/model.h"
-#include <stdio.h>
-
-static int failures = 0;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
-
-// ---- a recording backend: rank 0 of 2, host memory, collectives that copy and complete at wait
-static void *b_alloc(void *ctx, size_t bytes) { return xcalloc(1, bytes); }
-static void b_free(void *ctx, void *p) { free(p); }
-static void b_zero(void *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
-static void b_copy(void *ctx, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-static int g_handles;
-static void *b_all_gather(void *ctx, const void *shard, void *full, size_t n, Zero3DType t) {
-    if (shard != full) memmove(full, shard, n * 4);
-    return (void *)(intptr_t)++g_handles;
-}
-static void *b_reduce_scatter(void *ctx, const void *full, void *shard, size_t n, Zero3DType t) {
-    if (shard != full) memmove(shard, full, n * 4);
-    return (void *)(intptr_t)++g_handles;
-}
-static void *b_all_reduce(void *ctx, void *buf, size_t n, Zero3DType t) { return (void *)(intptr_t)++g_handles; }
-static void b_wait(void *ctx, void *h) {}
-static double b_scalar(void *ctx, double x) { return x; }
-static void b_sumsq_add(void *ctx, const void *x, size_t n, Zero3DType t) {}
-static double b_sumsq_total(void *ctx) { return 1.0; }
-static void b_add(void *ctx, void *dst, const void *src, size_t n, Zero3DType t) {}
-static void b_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
-                    float b1, float b2, float eps, float scale, int t) {}
-
-static Zero3Backend recording_backend(void) {
-    Zero3Backend be;
-    memset(&be, 0, sizeof be);
-    be.rank = 0; be.world = 2;
-    be.alloc = b_alloc; be.free = b_free; be.zero = b_zero; be.copy_to_host = b_copy; be.copy_to_device = b_copy;
-    be.all_gather_start = b_all_gather; be.reduce_scatter_start = b_reduce_scatter; be.all_reduce_start = b_all_reduce;
-    be.wait = b_wait; be.all_reduce_scalar = b_scalar; be.sum_squares_add = b_sumsq_add;
-    be.sum_squares_total = b_sumsq_total; be.add = b_add; be.adamw = b_adamw;
-    return be;
-}
+#include "recording_backend.h"
+#include "../../zero3_observe.h"
 
 // ---- GPT-2's gather order for one training pass, written out independently of the engine
 static int g_order[64], g_order_len;
@@ -67,7 +30,7 @@ static void expected_order(const GPT2Config *c) {
     g_order_len = n;
 }
 
-// ---- the live-buffer model and the checks, run at every compute of the stubbed model
+// ---- the live-buffer model and the checks, run at every call of the compute
 static Zero3 *g_z;
 static int g_depth, g_checking, g_pos;     // g_pos: position in g_order of the unit computing now
 static int g_backward, g_emb_held, g_prev_grads;   // g_prev_grads: unit whose reduction is in flight
@@ -104,76 +67,79 @@ static void at_compute(int pos, int backward) {
     if (bytes > g_model_peak) g_model_peak = bytes;
 }
 
-// ---- the stubbed model: each compute checks, nothing is computed
-struct Model { int L; };
-size_t model_activation_bytes(const GPT2Config *cfg, int B, int T, int recompute) { return 0; }
-Model *model_create(const GPT2Config *cfg, int B, int T, int recompute) { Model *m = xcalloc(1, sizeof(Model)); m->L = cfg->num_layers; return m; }
-void model_free(Model *m) { free(m); }
-void model_set_batch(Model *m, const int *inputs, const int *targets, int training) { g_backward = 0; g_prev_grads = -1; }
-void model_embed_forward(Model *m, const GPT2EmbedParams *w) { at_compute(0, 0); }
-void model_block_forward(Model *m, int l, const GPT2BlockParams *w) { at_compute(1 + l, 0); }
-void model_final_norm_forward(Model *m, const GPT2HeadParams *w) { at_compute(1 + m->L, 0); }
-void model_lm_head_forward(Model *m, const GPT2EmbedParams *w) { g_emb_held = 1; at_compute(2 + m->L, 0); }
-double model_mean_loss(Model *m) { return 0.0; }
-void model_loss_accumulate(Model *m) {}
-double model_loss_take(Model *m) { return 0.0; }
-void model_lm_head_backward(Model *m, const GPT2EmbedParams *w, const GPT2EmbedParams *dw, float dloss) {
+// ---- the compute: each call checks, nothing is computed
+struct GPT2ComputeState { int L; };
+static GPT2ComputeState *create(const GPT2Config *cfg, int B, int T, int recompute) {
+    GPT2ComputeState *m = xcalloc(1, sizeof(GPT2ComputeState));
+    m->L = cfg->num_layers;
+    return m;
+}
+static void destroy(GPT2ComputeState *m) { free(m); }
+static void set_batch(GPT2ComputeState *m, const int *inputs, const int *targets, int training) { g_backward = 0; g_prev_grads = -1; }
+static void embed_forward(GPT2ComputeState *m, const GPT2EmbedParams *w) { at_compute(0, 0); }
+static void block_forward(GPT2ComputeState *m, int l, const GPT2BlockParams *w) { at_compute(1 + l, 0); }
+static void final_norm_forward(GPT2ComputeState *m, const GPT2HeadParams *w) { at_compute(1 + m->L, 0); }
+static void lm_head_forward(GPT2ComputeState *m, const GPT2EmbedParams *w) { g_emb_held = 1; at_compute(2 + m->L, 0); }
+static void lm_head_backward(GPT2ComputeState *m, const GPT2EmbedParams *w, const GPT2EmbedParams *dw, float dloss) {
     at_compute(2 + m->L, 1);   // still the embedding's gather: the next gathers are the head's and the blocks'
     g_emb_held = 0;
 }
-void model_final_norm_backward(Model *m, const GPT2HeadParams *w, const GPT2HeadParams *dw) {
+static void final_norm_backward(GPT2ComputeState *m, const GPT2HeadParams *w, const GPT2HeadParams *dw) {
     at_compute(3 + m->L, 1);
     g_prev_grads = g_order[3 + m->L];
 }
-void model_block_backward(Model *m, int l, const GPT2BlockParams *w, const GPT2BlockParams *dw) {
+static void block_backward(GPT2ComputeState *m, int l, const GPT2BlockParams *w, const GPT2BlockParams *dw) {
     int pos = 4 + m->L + (m->L - 1 - l);
     at_compute(pos, 1);
     g_prev_grads = g_order[pos];
 }
-void model_embed_backward(Model *m, const GPT2EmbedParams *dw) {}
-void model_probs(Model *m, int b, int t, float *probs) {}
-void model_describe(char *buf, size_t n) { snprintf(buf, n, "stub"); }
-double model_flops_fraction(double f) { return -1.0; }
-void model_step_begin(int step) {}
-void model_step_end(void) {}
-void model_step_note(char *buf, size_t n) { if (n) buf[0] = 0; }
+static void embed_backward(GPT2ComputeState *m, const GPT2EmbedParams *dw) {}
+static double mean_loss(GPT2ComputeState *m) { return 0.0; }
+// the passes call nothing else in a training step
+static const GPT2Compute CHECKING_COMPUTE = {
+    .create = create, .destroy = destroy, .set_batch = set_batch,
+    .embed_forward = embed_forward, .block_forward = block_forward, .final_norm_forward = final_norm_forward,
+    .lm_head_forward = lm_head_forward, .mean_loss = mean_loss, .lm_head_backward = lm_head_backward,
+    .final_norm_backward = final_norm_backward, .block_backward = block_backward, .embed_backward = embed_backward,
+};
 
 static void run(int depth) {
     GPT2Config c = {8, 64, 64, 4, 2, 16, 0};   // maxT V Vp L NH C, one unit per block
     Zero3Backend be = recording_backend();
     Zero3 z;
-    Zero3Config zc = {3, depth, 16, ZERO3_F32, ZERO3_F32, 0, 0, 0};
+    Zero3Config zc = {.stage = 3, .prefetch_depth = depth, .align = 16, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
+                      .observer = &ZERO3_OBSERVER};
     zero3_init(&z, &be, &zc);
     gpt2_register_units(&c, &z);
     zero3_allocate(&z);
     g_z = &z;
     g_depth = depth;
     expected_order(&c);
-    GPT2 g = {c, &z, model_create(&c, 1, 1, 0), NULL, 0};
+    GPT2Passes g = {c, &z, &CHECKING_COMPUTE, create(&c, 1, 1, 0), NULL, 0};
     int tokens[1] = {0};
     for (int step = 0; step < 3; step++) {
         g_checking = step > 0;   // the first pass records the schedule, without prefetch
         g_model_peak = 0;
         zero3_step_begin(&z);
         zero3_micro_begin(&z, 0, 1, ZERO3_PASS_TRAIN);
-        gpt2_forward(&g, tokens, tokens, 1);
-        gpt2_backward(&g, 1.0f);
+        gpt2_pass_forward(&g, tokens, tokens, 1);
+        gpt2_pass_backward(&g, 1.0f);
         zero3_grad_norm(&z);
         zero3_optimizer_step(&z, 0.0f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, step + 1);
         zero3_check_idle(&z);
         if (step == 0) {   // 1. the recording is GPT-2's order
-            const Zero3Schedule *s = &z.schedule[ZERO3_PASS_TRAIN];
+            const Zero3PassOrder *s = &z.schedule.pass_order[ZERO3_PASS_TRAIN];
             int same = s->recorded && s->len == g_order_len;
             for (int i = 0; same && i < g_order_len; i++) same = s->order[i] == g_order[i];
             CHECK(same, "depth %d: the recorded schedule is not GPT-2's gather order", depth);
         } else {
-            CHECK(z.stats.transient_peak == g_model_peak, "depth %d step %d: transient peak %zu bytes, the model says %zu",
-                  depth, step, z.stats.transient_peak, g_model_peak);
+            CHECK(z.observe.stats.transient_peak == g_model_peak, "depth %d step %d: transient peak %zu bytes, the model says %zu",
+                  depth, step, z.observe.stats.transient_peak, g_model_peak);
         }
     }
     printf("  depth %d: schedule of %d gathers recorded; peak transient %zu bytes = %.2f units of a block (model: %zu)\n",
-           depth, g_order_len, z.stats.transient_peak, (double)z.stats.transient_peak / unit_bytes(1), g_model_peak);
-    model_free(g.m);
+           depth, g_order_len, z.observe.stats.transient_peak, (double)z.observe.stats.transient_peak / unit_bytes(1), g_model_peak);
+    destroy(g.state);
     zero3_free(&z);
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds a CUDA source of this project for the CPU emulator (see README.md here).
-#   dev/cuda/emu/build.sh [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...]
-# For the trainer and its test the extra C files are the engine and the host library:
-#   dev/cuda/emu/build.sh OUT test_gpt2.cu -DENABLE_FP32 zero3.c host/*.c
+#   dev/cuda/emu/build.sh [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...] [--library]
+# For the trainer and its test, --library adds the C files both trainers link (the process layer,
+# the engine and its measurement, the host library: LIBRARY_C below, the Makefile's ENGINE_SRC and
+# HOST_SRC):
+#   dev/cuda/emu/build.sh OUT test_gpt2.cu -DENABLE_FP32 --library
 # With -DUSE_MPI the program is compiled and linked with MPI (mpicxx --showme), and the emulated
 # NCCL runs its collectives over MPI: run the result under mpirun -np N.
 # SRC.cu is a path from the repository root (e.g. dev/cuda/layernorm.cu or test_gpt2.cu). The
@@ -13,11 +15,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 asan=()
 if [ "${1:-}" = "--asan" ]; then asan=(-fsanitize=address -fno-omit-frame-pointer); shift; fi
-[ $# -ge 2 ] || { echo "usage: $0 [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...] [--library]" >&2; exit 2; }
 out="$1"; src="$2"; shift 2
 defs=(); extra_c=()
+LIBRARY_C=(proc.c zero3.c zero3_observe.c $(cd "$root" && echo host/*.c))
 for a in "$@"; do
   case "$a" in
+    --library) extra_c+=("${LIBRARY_C[@]}") ;;
     -D*|-U*) defs+=("$a") ;;
     *.c) extra_c+=("$a") ;;
     *) echo "build.sh: unexpected argument $a" >&2; exit 2 ;;

@@ -14,7 +14,7 @@ dump=${1:-dev/ref/small.dump}; model=${2:-dev/ref/small_model.bin}
 fail=0
 for p in FP32 BF16; do
   bin="dev/cuda/bin/emu/test_gpt2cu_$p"
-  "$here/build.sh" "${asan[@]}" "$bin" test_gpt2.cu -DENABLE_$p zero3.c host/*.c || { fail=1; continue; }
+  "$here/build.sh" "${asan[@]}" "$bin" test_gpt2.cu -DENABLE_$p --library || { fail=1; continue; }
   "$bin" "$dump" "$model" || fail=1
 done
 exit $fail

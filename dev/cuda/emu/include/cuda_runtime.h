@@ -649,7 +649,7 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return cudaSuccess;
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t stream) {
-    emu::progress();
+    emu::run_any_ready();
     return emu::pending(emu::resolve(stream)) ? cudaErrorNotReady : cudaSuccess;
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned = 0) {
@@ -692,7 +692,7 @@ inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e || !e->alive) return cudaErrorInvalidValue;
     if (!e->stream || emu::has_run(e->stream, e->ticket)) return cudaSuccess;
-    emu::progress();
+    emu::run_any_ready();
     return emu::has_run(e->stream, e->ticket) ? cudaSuccess : cudaErrorNotReady;
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {

@@ -1,6 +1,6 @@
 // emu_streams.h: streams, events and the order in which queued GPU work runs, for the CPU emulator
 // (dev/cuda/emu/README.md). Included by cuda_runtime.h; defines EmuStream, EmuEvent and, in
-// namespace emu, the queues (enqueue, add_wait) and the drains (run_until, run_all, progress).
+// namespace emu, the queues (enqueue, add_wait) and the drains (run_until, run_all, run_any_ready).
 //
 // On a GPU, work issued to a stream runs later, at a time the host does not control, and work on
 // two streams overlaps in any order unless an event orders it. The emulator makes that visible:
@@ -123,7 +123,8 @@ inline bool ready(const EmuStream* s) {
     return w.run || has_run(w.on, w.ticket);
 }
 
-inline void step(EmuStream* s) {
+// Runs the item at the head of s (work, or a satisfied wait) and counts it done.
+inline void run_head(EmuStream* s) {
     Work w = std::move(s->queue->front());
     s->queue->pop_front();
     if (w.run) w.run();
@@ -187,7 +188,7 @@ inline EmuStream* pick(EmuStream* goal, uint64_t ticket, Policy p) {
 // Runs work until stream s has completed `ticket` items (and everything that needs).
 inline void run_until(EmuStream* s, uint64_t ticket) {
     const Policy p = (Policy)(stream_random() % 4);
-    while (!has_run(s, ticket)) step(pick(s, ticket, p));
+    while (!has_run(s, ticket)) run_head(pick(s, ticket, p));
 }
 
 // Runs everything queued on every stream (cudaDeviceSynchronize), the streams in a random order.
@@ -203,9 +204,9 @@ inline void run_all() {
 }
 
 // One step of progress anywhere (the GPU moves on while the host polls, e.g. cudaEventQuery).
-inline void progress() {
+inline void run_any_ready() {
     EmuStream* r = any_ready();
-    if (r) step(r);
+    if (r) run_head(r);
 }
 
 // Queues work on stream s and returns its ticket. The legacy default stream's implicit

@@ -18,7 +18,7 @@
 
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef enum { ncclSuccess = 0, ncclSystemError = 2, ncclInvalidArgument = 4, ncclInvalidUsage = 5 } ncclResult_t;
-typedef enum { ncclFloat = 7, ncclDouble = 8, ncclBfloat16 = 9 } ncclDataType_t;
+typedef enum { ncclInt8 = 0, ncclFloat = 7, ncclDouble = 8, ncclBfloat16 = 9 } ncclDataType_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;
 struct EmuNcclComm {
     int nranks, rank;
@@ -28,9 +28,10 @@ struct EmuNcclComm {
 };
 typedef EmuNcclComm* ncclComm_t;
 
-inline size_t emu_nccl_size(ncclDataType_t t) { return t == ncclDouble ? 8 : t == ncclFloat ? 4 : 2; }
+inline size_t emu_nccl_size(ncclDataType_t t) { return t == ncclDouble ? 8 : t == ncclFloat ? 4 : t == ncclInt8 ? 1 : 2; }
 inline const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "emulated NCCL error"; }
-inline ncclResult_t ncclGetVersion(int* v) { *v = 22800; return ncclSuccess; }
+#define NCCL_VERSION_CODE 22800  // 2.28: what the trainer checks for ncclCommSplit (HSDP's groups)
+inline ncclResult_t ncclGetVersion(int* v) { *v = NCCL_VERSION_CODE; return ncclSuccess; }
 
 // A fresh random id, as NCCL's: ranks that were not handed rank 0's id cannot form a communicator.
 inline ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
@@ -73,6 +74,27 @@ inline ncclResult_t ncclCommDestroy(ncclComm_t c) {
     MPI_Comm_free(&c->mpi);
 #endif
     delete c;
+    return ncclSuccess;
+}
+// The ranks of `c` with the same color form a new communicator, ordered by key (NCCL 2.18's
+// ncclCommSplit; the config is not used). Like NCCL's, a collective call of every rank of `c`: the
+// work already queued on the old communicator runs first, so no rank waits in a queued collective
+// while another waits in the split.
+inline ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t* out, void* config) {
+    (void)config;
+    emu::run_all();
+#ifdef USE_MPI
+    MPI_Comm m;
+    MPI_Comm_split(c->mpi, color, key, &m);
+    int n = 0, r = 0;
+    MPI_Comm_size(m, &n);
+    MPI_Comm_rank(m, &r);
+    *out = new EmuNcclComm{n, r, m};
+#else
+    (void)color;
+    (void)key;
+    *out = new EmuNcclComm{c->nranks, c->rank};
+#endif
     return ncclSuccess;
 }
 // nothing may block in an abort (the other ranks may be gone): no MPI call, and the object is kept
@@ -168,6 +190,63 @@ inline void run_all_reduce(const void* send, void* recv, size_t n, ncclDataType_
     if (send != recv) memmove(recv, send, bytes);
 }
 
+// Point-to-point (ncclSend / ncclRecv), as NCCL pairs them: the k-th send from rank a to rank b
+// meets the k-th receive on b from a. Between ncclGroupStart and ncclGroupEnd the calls are only
+// written down; the group then runs as one operation on the stream (every send and receive posted,
+// then all waited for), so a group that sends to and receives from every peer cannot deadlock.
+struct NcclP2p {
+    bool send;
+    const void* sbuf;
+    void* rbuf;
+    size_t bytes;
+    int peer;
+    EmuNcclComm* c;
+};
+inline int nccl_group_depth = 0;
+inline std::vector<NcclP2p> nccl_group_ops;
+inline cudaStream_t nccl_group_stream = 0;
+
+inline void run_p2p(const std::vector<NcclP2p>& ops) {
+    // what is sent is taken when the group runs, before anything is received (the buffers may alias)
+    std::vector<std::vector<char>> sent;
+    for (const NcclP2p& o : ops)
+        if (o.send) sent.emplace_back((const char*)o.sbuf, (const char*)o.sbuf + o.bytes);
+#ifdef USE_MPI
+    if (!ops.empty() && ops[0].c->nranks > 1) {
+        std::vector<MPI_Request> req(ops.size());
+        size_t k = 0;
+        for (size_t i = 0; i < ops.size(); i++) {
+            const NcclP2p& o = ops[i];
+            if (o.send) mpi_check(MPI_Isend(sent[k++].data(), mpi_count(o.bytes), MPI_BYTE, o.peer, 0, o.c->mpi, &req[i]), "send");
+            else mpi_check(MPI_Irecv(o.rbuf, mpi_count(o.bytes), MPI_BYTE, o.peer, 0, o.c->mpi, &req[i]), "receive");
+        }
+        mpi_check(MPI_Waitall((int)req.size(), req.data(), MPI_STATUSES_IGNORE), "send/receive wait");
+        return;
+    }
+#endif
+    // one rank: every send is to itself, and meets the receives in order
+    size_t k = 0;
+    for (const NcclP2p& o : ops) {
+        if (o.send) continue;
+        if (k >= sent.size() || sent[k].size() != o.bytes) die("emulated NCCL: a receive of %zu bytes with no matching send", o.bytes);
+        memcpy(o.rbuf, sent[k++].data(), o.bytes);
+    }
+}
+
+inline ncclResult_t p2p_call(bool send, const void* sbuf, void* rbuf, size_t n, ncclDataType_t t, int peer, EmuNcclComm* c,
+                             cudaStream_t s) {
+    if (!c || peer < 0 || peer >= c->nranks) return ncclInvalidArgument;
+    if (nccl_group_depth > 0 && !nccl_group_ops.empty() && nccl_group_stream != s) return ncclInvalidUsage;
+    nccl_group_ops.push_back(NcclP2p{send, sbuf, rbuf, n * emu_nccl_size(t), peer, c});
+    nccl_group_stream = s;
+    if (nccl_group_depth == 0) {   // outside a group: a group of one
+        std::vector<NcclP2p> ops;
+        ops.swap(nccl_group_ops);
+        enqueue(s, [ops]() { run_p2p(ops); });
+    }
+    return ncclSuccess;
+}
+
 }  // namespace emu
 
 // The API calls: checked when issued, queued on the stream.
@@ -186,5 +265,31 @@ inline ncclResult_t ncclAllReduce(const void* send, void* recv, size_t n, ncclDa
                                   cudaStream_t s) {
     if (!c || op != ncclSum) return ncclInvalidArgument;
     emu::enqueue(s, [=]() { emu::run_all_reduce(send, recv, n, t, c); });
+    return ncclSuccess;
+}
+inline ncclResult_t ncclGroupStart() { emu::nccl_group_depth++; return ncclSuccess; }
+inline ncclResult_t ncclGroupEnd() {
+    if (emu::nccl_group_depth == 0) return ncclInvalidUsage;
+    if (--emu::nccl_group_depth == 0 && !emu::nccl_group_ops.empty()) {
+        std::vector<emu::NcclP2p> ops;
+        ops.swap(emu::nccl_group_ops);
+        emu::enqueue(emu::nccl_group_stream, [ops]() { emu::run_p2p(ops); });
+    }
+    return ncclSuccess;
+}
+inline ncclResult_t ncclSend(const void* send, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    return emu::p2p_call(true, send, nullptr, n, t, peer, c, s);
+}
+inline ncclResult_t ncclRecv(void* recv, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t s) {
+    return emu::p2p_call(false, nullptr, recv, n, t, peer, c, s);
+}
+inline ncclResult_t ncclCommUserRank(ncclComm_t c, int* rank) {
+    if (!c) return ncclInvalidArgument;
+    *rank = c->rank;
+    return ncclSuccess;
+}
+inline ncclResult_t ncclCommCount(ncclComm_t c, int* count) {
+    if (!c) return ncclInvalidArgument;
+    *count = c->nranks;
     return ncclSuccess;
 }

@@ -1,0 +1,121 @@
+// proc.c: the process's rank, its errors, its checked allocation and its clock (proc.h).
+#include "proc.h"
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <dirent.h>
+
+ProcessInfo g_proc = {0, 1, NULL, NULL};
+
+void fatal(const char *fmt, ...) {
+    if (g_proc.rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "error: ");
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        va_end(ap);
+        fflush(stderr);
+    }
+    if (g_proc.shutdown) g_proc.shutdown();
+    exit(1);
+}
+
+void fatal_local(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error (rank %d): ", g_proc.rank);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    if (g_proc.abort_all && g_proc.world > 1) g_proc.abort_all();
+    exit(1);
+}
+
+void agree_or_exit(const Zero3Backend *be, const char *err) {
+    int failed = err[0] != '\0';
+    if (be->all_reduce_scalar(be->ctx, failed ? 1.0 : 0.0) == 0.0) return;
+    int rank0_failed = be->all_reduce_scalar(be->ctx, (be->rank == 0 && failed) ? 1.0 : 0.0) > 0.0;
+    if (failed && be->rank == 0) fprintf(stderr, "error: %s\n", err);
+    else if (failed && !rank0_failed) fprintf(stderr, "error (rank %d): %s\n", be->rank, err);
+    fflush(stderr);
+    if (g_proc.shutdown) g_proc.shutdown();
+    exit(1);
+}
+
+// The current allocation phase (alloc_phase_begin): what the memory is for, and the backend whose
+// agreement ends it (NULL outside a phase; `what` then keeps the last phase's words as context).
+static struct { const Zero3Backend *be; char what[512]; } g_alloc;
+
+void alloc_phase_begin(const Zero3Backend *be, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_alloc.what, sizeof g_alloc.what, fmt, ap);
+    va_end(ap);
+    g_alloc.be = be;
+}
+
+void alloc_phase_end(void) {
+    const Zero3Backend *be = g_alloc.be;
+    g_alloc.be = NULL;
+    if (be) agree_or_exit(be, "");
+}
+
+void alloc_failed(size_t bytes, const char *detail) {
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int i = 0;
+    while (v >= 1024.0 && i < 6) { v /= 1024.0; i++; }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "out of memory: %s asked for %.2f %s (%zu bytes) of %s", g_alloc.what[0] ? g_alloc.what :
+             "an allocation", v, units[i], bytes, detail);
+    const Zero3Backend *be = g_alloc.be;
+    g_alloc.be = NULL;
+    if (be) agree_or_exit(be, msg);   // the other ranks meet it at alloc_phase_end
+    // outside a phase the ranks are not at a common point: the failing rank reports and aborts the
+    // job. Ranks other than 0 wait a moment first, so that when every rank fails alike (the usual
+    // case) rank 0's line is the one printed and its abort ends the others before they print.
+    if (g_proc.rank != 0 && g_proc.world > 1) {
+        struct timespec ts = {2, 0};
+        nanosleep(&ts, NULL);
+    }
+    fatal_local("%s", msg);
+}
+
+void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) alloc_failed(bytes, "host memory");
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    size_t bytes;
+    if (!p) alloc_failed(mul_ok(n, size, &bytes) ? bytes : SIZE_MAX, "host memory");
+    return p;
+}
+
+int mul_ok(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int proc_open_files(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1;   // less the descriptor opendir itself holds
+}

@@ -1,0 +1,70 @@
+// proc.h: the process, the bottom layer every other part may include (it includes only zero3.h, for
+// the backend table that the all-ranks agreement calls). Four things:
+//   who am I     g_proc: this rank, the world size, and how the transport shuts down or aborts
+//   how I end    fatal (an error every rank finds), fatal_local (one rank's), agree_or_exit
+//   my memory    xmalloc / xcalloc, allocation phases, alloc_failed (one "out of memory" line)
+//   my clock     now_seconds (and proc_open_files, the open file descriptors)
+// The backends (cpu/, gpu/) install g_proc's hooks and report failed allocations here; the host
+// library (host/) and the trainers use the rest. Compiled once (proc.c) into the library both
+// trainers link.
+#pragma once
+#include <stddef.h>
+#include "zero3.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ------------------------------------------------------------------------------------------------
+// Errors. Two kinds:
+//  - fatal(): an error every rank finds the same way (a bad flag, a bad input file that all ranks
+//    read). Rank 0 prints one line; every rank shuts the transport down and exits 1. No rank waits
+//    on another, so nothing hangs.
+//  - fatal_local(): an error only this rank sees (its own shard file, a failed collective). It
+//    prints with its rank and takes every other rank down with it (MPI_Abort / NCCL abort).
+// The transport (cpu/backend_cpu.c, gpu/backend_nccl.cuh) installs the two hooks.
+typedef struct {
+    int rank, world;
+    void (*shutdown)(void);   // finalize the transport before a collective exit
+    void (*abort_all)(void);  // kill every rank (never returns)
+} ProcessInfo;
+extern ProcessInfo g_proc;
+
+void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+void fatal_local(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+// Agreement: every rank calls it after a phase that may fail on some ranks (err = "" on success).
+// If any rank failed, all of them exit(1) together, so nothing hangs: when rank 0 failed it alone
+// prints (the usual case: every rank read the same file), otherwise each failing rank prints its
+// own line with its rank. Two scalar all-reduces; a collective, so every rank must reach it.
+void agree_or_exit(const Zero3Backend *be, const char *err);
+
+// ------------------------------------------------------------------------------------------------
+// Memory.
+void *xmalloc(size_t bytes);
+void *xcalloc(size_t n, size_t size);
+int mul_ok(size_t a, size_t b, size_t *out);                 // a*b without overflow, or 0
+
+// Out of memory names what asked for it, once. The trainer brackets each phase of large allocations
+// that has no collective inside (the model state, the activations, ...) with alloc_phase_begin
+// (what the memory is for: the flag or the file) and alloc_phase_end (collective). A failed
+// allocation inside a phase -- xmalloc, xcalloc, or a backend's alloc calling alloc_failed -- goes
+// straight to agree_or_exit with one line, "out of memory: <what> asked for <bytes> ...", which the
+// other ranks meet at alloc_phase_end: every rank exits, one line is printed. Outside a phase the
+// failing rank prints the line (naming the last phase's context) and takes the job down.
+void alloc_phase_begin(const Zero3Backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void alloc_phase_end(void);
+// detail: where ("host memory", "GPU memory: 1.2 GiB free of 80 GiB on device 0"). Never returns.
+void alloc_failed(size_t bytes, const char *detail) __attribute__((noreturn));
+
+// ------------------------------------------------------------------------------------------------
+// The clock.
+double now_seconds(void);                                    // monotonic, in seconds
+
+// The process's open file descriptors (the entries of /proc/self/fd), -1 where that is not readable:
+// what the engine's step-end invariant compares from step to step, so a leak of one per step shows.
+int proc_open_files(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Regenerates every figure of README.md and docs/ from the program: the text figures in marked blocks
+# (scripts/doc_figures.py --write: bytes, memory, plans, ledgers) and the pictures.
+#   scripts/figures.sh [PART ...]      (default: every part, in this order; the whole set takes about an hour on 2 cores)
+#     text      the marked text figures in README.md and docs/*.md                        (~2 min)
+#     memory    docs/memory_vs_ranks.png: model state per rank against N, stages 0-3 (-plan)
+#     stages    docs/stages_variants.png: state, peak and bytes of stages 0-3 and the variants (d4, 4 ranks)
+#     trace     docs/trace_step.png: one ZeRO-3 step of d4 on 2 ranks, unit names on the bars
+#     losses    docs/losses_stages.png: DDP and stages 1-3, 4 ranks, 60 steps: one curve (they are equal)
+#     pitfall1  docs/pitfall1_loss.png and its table: -clip global against -clip local, 120 steps
+#     links     docs/time_*.png: scripts/lessons_links.sh ex6 and pitfall2 (emulated links)
+#     compare   dev/compare_ddp_zero3.png: scripts/compare_ddp_zero3.sh, the DDP build against ZeRO-3
+#     time      dev/trace_d12_zero3.png and docs/time.md's table: scripts/bench_time.sh, GPT-2 124M, 2 ranks
+#     zeropp    dev/zeropp_loss.png and docs/zeropp.md's table: dev/zeropp_curves.sh, 300 steps (the longest)
+# Pictures with timings differ from run to run (and with the machine's load); tests/test_docs.sh
+# checks the text figures only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PARTS=("$@"); [ ${#PARTS[@]} -gt 0 ] || PARTS=(text memory stages trace losses pitfall1 links compare time zeropp)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+make -s train_gpt2_zero3 >/dev/null
+[ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] || make -s data
+W=build/figures; mkdir -p "$W"
+train() { local dir=$1; shift; rm -rf "$dir"; mpirun -np 4 ./train_gpt2_zero3 -v 0 -o "$dir" "$@" >"$dir.out" 2>&1 || { cat "$dir.out"; exit 1; }; }
+last_loss() { tail -1 "$1/log.csv" | cut -d, -f2; }
+
+pitfall1() {   # two settings, -clip global against -clip local; the table goes into docs/primer.md
+  local m="-e d2c48h2t32 -b 4 -t 32 -x 120" runs=() table="$W/pitfall1.txt"
+  printf '| setting | -clip global, loss at step 120 | -clip local | local against global |\n|---|---:|---:|---:|\n' >"$table"
+  for s in "1e-3 1.0" "1e-3 1e-4"; do
+    set -- $s
+    for c in global local; do train "$W/p1_${1}_${2}_$c" $m -l "$1" -gc "$2" -clip $c; done
+    local g l; g=$(last_loss "$W/p1_${1}_${2}_global"); l=$(last_loss "$W/p1_${1}_${2}_local")
+    printf '| `-l %s -gc %s` | %.4f | %.4f | %+.2f%% |\n' "$1" "$2" "$g" "$l" "$(awk -v g="$g" -v l="$l" 'BEGIN { print 100 * (l - g) / g }')" >>"$table"
+    runs+=("-gc $2 global=$W/p1_${1}_${2}_global/log.csv" "-gc $2 local=$W/p1_${1}_${2}_local/log.csv")
+  done
+  $PY dev/plot_figures.py losses docs/pitfall1_loss.png \
+    "d2c48h2t32, 4 ranks, -l 1e-3: clipping by the global norm against each rank's own" "${runs[@]}"
+  cat "$table"
+}
+
+for part in "${PARTS[@]}"; do
+  echo "== $part"
+  case $part in
+  text) $PY scripts/doc_figures.py --write ;;
+  memory) $PY dev/plot_figures.py memory docs/memory_vs_ranks.png ;;
+  stages)
+    scripts/bench_variants.sh -n 4 -e d4 -x 2 --bytes | tee "$W/variants_d4_n4.txt"
+    $PY dev/plot_figures.py stages "$W/variants_d4_n4.txt" docs/stages_variants.png \
+      "GPT-2 d4 on 4 ranks, B=2 T=64, one step each: scripts/bench_variants.sh -n 4 -e d4 (grey: stages 0-2)" ;;
+  trace)
+    mpirun -np 2 ./train_gpt2_zero3 -e d4 -b 2 -t 64 -x 3 -v 0 -z 3 -tr "$W/trace.json" >"$W/trace.out" 2>&1
+    $PY scripts/plot_trace.py "$W/trace.json" docs/trace_step.png --step 2 \
+      --title "one ZeRO-3 step: GPT-2 d4, 2 ranks, -pd 1 (mpirun -np 2 ./train_gpt2_zero3 -e d4 -b 2 -t 64 -x 3 -v 0 -tr T)" ;;
+  losses)
+    runs=()
+    for z in 0 1 2 3; do
+      train "$W/loss_z$z" -e d2c64h2t64 -b 4 -t 64 -x 60 -z $z
+      runs+=("$([ $z = 0 ] && echo DDP || echo "stage $z")=$W/loss_z$z/log.csv")
+    done
+    for z in 1 2 3; do cmp -s <(cut -d, -f2 "$W/loss_z0/log.csv") <(cut -d, -f2 "$W/loss_z$z/log.csv") \
+      && echo "stage $z: the same losses as DDP, every step" || echo "stage $z: losses differ from DDP's"; done
+    $PY dev/plot_figures.py losses docs/losses_stages.png "d2c64h2t64, 4 ranks: DDP and ZeRO stages 1-3 (one curve: they are equal)" "${runs[@]}" ;;
+  pitfall1) pitfall1 ;;
+  links) scripts/lessons_links.sh ex6 docs; scripts/lessons_links.sh pitfall2 docs ;;
+  compare) scripts/compare_ddp_zero3.sh -n 4 -x 120 -p dev/compare_ddp_zero3.png ;;
+  time) scripts/bench_time.sh -e d12 -n 2 -b 4 -t 64 -x 6 -p dev/trace_d12_zero3.png ;;
+  zeropp) B=2 dev/zeropp_curves.sh "$W/zeropp" && cp "$W/zeropp/zeropp_loss.png" dev/zeropp_loss.png ;;
+  *) echo "figures.sh: unknown part '$part' (text memory stages trace losses pitfall1 links compare time zeropp)" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU trainer itself (train_gpt2_zero3.cu, BF16) on the CPU emulator of CUDA (dev/cuda/emu), for
+# what its end-of-run summary and data loading say (~1 minute, most of it the build):
+#   - the cuBLASLt epilogue fallback line, `epilogue fallbacks: gelu N, bgradb M`, against a count by
+#     hand: with the emulated library playing one without the GELU and bias-gradient epilogues
+#     (EMU_LT_NO_GELU=1 EMU_LT_NO_BGRAD=1) every GEMM that asks for one falls back: per layer and
+#     step the fc forward (GELU) and the fcproj backward (DGELU), and the four bias gradients (BGRADB);
+#     per layer and validation batch the fc forward again. With the epilogues present: 0 and 0.
+#   - -v 0 never opens the validation file; a validation split shorter than one batch validates.
+#   - ZeRO++ on the GPU backend (-qw 8 -hp 2 -qg 8: int8 gathers, node-group all-gathers, grouped
+#     send/receive all-to-all) on 2 emulated ranks gives the CPU trainer's losses.
+. "$(dirname "$0")/lib.sh"
+command -v g++ >/dev/null || { echo "SKIP: no g++ for the emulator"; exit 0; }
+make -s dumps >/dev/null || fail "make dumps"
+MODEL=dev/ref/small_model.bin    # L=3 C=72 NH=3 V=1024 maxT=64 (dev/gpt2_reference.py)
+TOKENS=dev/ref/small_tokens.bin  # tinyshakespeare's validation split, ids modulo 1024
+L=3
+t0=$(date +%s)
+dev/cuda/emu/build.sh "$work/train" train_gpt2_zero3.cu -DENABLE_BF16 --library \
+  >"$work/build.log" 2>&1 || { tail -20 "$work/build.log"; fail "emulator build of train_gpt2_zero3.cu"; }
+echo "build: $(( $(date +%s) - t0 )) s"
+# a 50-token validation split: fewer than B*T+1 = 65 at -b 2 -t 32
+$PY - "$TOKENS" "$work/short_val.bin" <<'EOF' || fail "writing the short split"
+import sys
+data = open(sys.argv[1], "rb").read()
+header = bytearray(data[:1024]); header[8:12] = (50).to_bytes(4, "little")
+open(sys.argv[2], "wb").write(bytes(header) + data[1024:1024 + 100])
+EOF
+
+# fallbacks LOG: "N M" from the summary's line (exactly one line mentions fallbacks)
+fallbacks() {
+  [ "$(grep -c 'fallback' "$1")" -eq 1 ] || { cat "$1"; fail "want exactly one line mentioning fallbacks in $1"; }
+  sed -n 's/^epilogue fallbacks: gelu \([0-9]*\), bgradb \([0-9]*\)$/\1 \2/p' "$1"
+}
+run() {  # run NAME ENV... -- ARGS...: the emulated trainer, its output in $work/NAME.log
+  local name=$1; shift
+  local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout -k 10 300 "$work/train" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 "$@" >"$work/$name.log" 2>&1 ||
+    { tail -20 "$work/$name.log"; fail "$name: exit $?"; }
+}
+
+# 2 steps, no validation (-j names no file): 2*L GELU + 2*L DGELU, 2*4*L BGRADB
+run unfused EMU_LT_NO_GELU=1 EMU_LT_NO_BGRAD=1 -- -x 2 -v 0 -j "$work/no_such_val.bin"
+got=$(fallbacks "$work/unfused.log")
+[ "$got" = "$((4 * L)) $((8 * L))" ] || fail "unfused, -v 0: fallbacks '$got', want '$((4 * L)) $((8 * L))'"
+echo "ok   no epilogues, 2 steps, -v 0 (-j missing): epilogue fallbacks gelu ${got% *}, bgradb ${got#* } (by hand: 4L, 8L)"
+
+# 2 steps validating each (-m 1) on the short split: L more GELU per validation
+run unfused_val EMU_LT_NO_GELU=1 EMU_LT_NO_BGRAD=1 -- -x 2 -v 1 -m 1 -j "$work/short_val.bin"
+got=$(fallbacks "$work/unfused_val.log")
+[ "$got" = "$((6 * L)) $((8 * L))" ] || fail "unfused, 2 validations: fallbacks '$got', want '$((6 * L)) $((8 * L))'"
+grep -q '^| val      50 tokens, fewer than one batch (B\*T+1 = 65): each validation batch is B=2 rows of T=32' \
+  "$work/unfused_val.log" || fail "no line saying how the short split is read"
+[ "$(grep -c '^step .*| val [0-9]' "$work/unfused_val.log")" -eq 2 ] || fail "want a val loss on both step lines"
+echo "ok   no epilogues, 2 steps validating on a 50-token split: gelu ${got% *}, bgradb ${got#* } (by hand: 6L, 8L)"
+
+# the emulated library with every epilogue: none falls back
+run fused -- -x 1 -v 0
+got=$(fallbacks "$work/fused.log")
+[ "$got" = "0 0" ] || fail "with the epilogues: fallbacks '$got', want '0 0'"
+echo "ok   with the epilogues: gelu 0, bgradb 0 ($(( $(date +%s) - t0 )) s in all)"
+
+# ZeRO++ through the GPU backend's own collectives (FP32, 2 ranks over MPI) against the CPU trainer
+if command -v mpicxx >/dev/null; then
+  dev/cuda/emu/build.sh "$work/train_mpi" train_gpt2_zero3.cu -DENABLE_FP32 -DUSE_MPI --library >"$work/build_mpi.log" 2>&1 ||
+    { tail -20 "$work/build_mpi.log"; fail "emulator build of train_gpt2_zero3.cu with MPI"; }
+  make -s train_gpt2_zero3 || fail "make train_gpt2_zero3"
+  ZPP=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 3 -v 0 -z 3 -qw 8 -hp 2 -qg 8)
+  timeout -k 10 300 mpirun -np 2 "$work/train_mpi" "${ZPP[@]}" >"$work/zpp_gpu.log" 2>&1 || { tail -20 "$work/zpp_gpu.log"; fail "ZeRO++ on 2 emulated ranks"; }
+  timeout -k 10 120 mpirun -np 2 ./train_gpt2_zero3 "${ZPP[@]}" >"$work/zpp_cpu.log" 2>&1 || { tail -20 "$work/zpp_cpu.log"; fail "ZeRO++ on 2 CPU ranks"; }
+  losses() { sed -n 's/^step .* | loss \([0-9.]*\) .*/\1/p' "$1"; }
+  $PY - <(losses "$work/zpp_gpu.log") <(losses "$work/zpp_cpu.log") <<'EOF' || fail "ZeRO++: the GPU backend's losses are not the CPU trainer's"
+import sys
+gpu = [float(x) for x in open(sys.argv[1])]; cpu = [float(x) for x in open(sys.argv[2])]
+worst = max(abs(g - c) / c for g, c in zip(gpu, cpu)) if len(gpu) == len(cpu) == 3 else float("inf")
+print(f"ok   ZeRO++ (-qw 8 -hp 2 -qg 8) on 2 emulated GPU ranks: losses {gpu}, CPU trainer {cpu}, worst relative {worst:.1e}")
+sys.exit(0 if worst < 1e-5 else 1)
+EOF
+  grep -q "^ledger: measured = theory" "$work/zpp_gpu.log" || fail "ZeRO++ on the emulated GPU: the ledger is not theory"
+fi

@@ -1,0 +1,198 @@
+// test_engine_contract.c: the engine against the contract written out by hand, not against its own
+// tables (ZERO3_STAGE_LAYOUT) or its own theory (zero3_theory_*), which a wrong row would agree with.
+//
+//  1. The stage table and each variant's placements, as docs/DESIGN.md section 2 states them, typed
+//     in below: for every stage (and persistence, HSDP, -ra 0) the placement of each unit's params,
+//     grads and optimizer state, its state between steps, and the resident bytes of a two-unit model
+//     worked out by hand (100 and 1000 parameters, 4 ranks, align 1, fp32 and bf16).
+//  2. The collectives of one step, counted by a backend double: how many all-gathers,
+//     reduce-scatters and all-reduces each stage and variant issues, by hand.
+//  3. The step-end invariant after a departure from the recorded schedule: a unit prefetched and then
+//     not used is dropped at the optimizer step, and zero3_check_step_end (on here) finds every unit
+//     at rest, no handle kept.
+//  4. The exposed communication against an independent clock: a backend whose every wait sleeps
+//     WAIT_MS and whose compute sleeps COMPUTE_MS; the engine's exposed time must be the number of
+//     waits times WAIT_MS (and so not the compute, and not twice the waits), and the step's timeline
+//     must fit inside a wall clock read around it.
+#include "recording_backend.h"
+#include "../../zero3_observe.h"
+#include <time.h>
+
+#define WAIT_MS 4.0
+#define COMPUTE_MS 6.0
+
+static int n_gather, n_reduce_scatter, n_all_reduce, n_wait, clocked;
+static double waited_ms, computed_ms;   // the double's own clock: what the sleeps really took
+// sleeps ms and returns how long it really slept (a loaded machine oversleeps), by its own clock
+static double sleep_ms(double ms) {
+    struct timespec ts = {0, (long)(ms * 1e6)}, a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    while (nanosleep(&ts, &ts) != 0) {}
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6;
+}
+static void *c_all_gather(void *ctx, const void *shard, void *full, size_t n, Zero3DType t) { n_gather++; return (void *)(intptr_t)1; }
+static void *c_reduce_scatter(void *ctx, const void *full, void *shard, size_t n, Zero3DType t) { n_reduce_scatter++; return (void *)(intptr_t)1; }
+static void *c_all_reduce(void *ctx, void *buf, size_t n, Zero3DType t) { n_all_reduce++; return (void *)(intptr_t)1; }
+static void c_wait(void *ctx, void *h) { n_wait++; if (clocked) waited_ms += sleep_ms(WAIT_MS); }
+static void c_make_groups(void *ctx, int g) {}
+static void *c_replica(void *ctx, void *buf, size_t n, Zero3DType t) { return (void *)(intptr_t)1; }
+// the clock: stamps are the host clock at the call (the CPU backend's meaning)
+static double stamp_t[4096];
+static int nstamps;
+static int c_stamp(void *ctx) { stamp_t[nstamps] = now_seconds(); return nstamps++; }
+static void c_comm_stamps(void *ctx, int *b, int *e) { *b = c_stamp(ctx); *e = c_stamp(ctx); }
+static void c_stamps_read(void *ctx, double *s, int n) { if (s) for (int i = 0; i < n; i++) s[i] = stamp_t[i]; nstamps = 0; }
+
+typedef struct { int stage, world, group; size_t persist; int keep; Zero3DType pt; } Case;
+
+static void make(Zero3 *z, Zero3Backend *be, Case c) {
+    *be = recording_backend();
+    be->rank = 1; be->world = c.world;
+    be->all_gather_start = c_all_gather; be->reduce_scatter_start = c_reduce_scatter;
+    be->all_reduce_start = c_all_reduce; be->wait = c_wait;
+    be->make_groups = c_make_groups; be->replica_all_reduce_start = c_replica;
+    be->stamp = c_stamp; be->comm_stamps = c_comm_stamps; be->stamps_read = c_stamps_read;
+    Zero3Config cfg = {.stage = c.stage, .prefetch_depth = 0, .align = 1, .param_type = c.pt, .grad_type = c.pt,
+                       .persist_threshold = c.persist, .keep_params_until_backward = c.keep, .shard_group = c.group,
+                       .observer = &ZERO3_OBSERVER};
+    zero3_init(z, be, &cfg);
+    const char *n0[] = {"small"}, *n1[] = {"big"};
+    size_t s0[] = {100}, s1[] = {1000};
+    int d[] = {1};
+    zero3_add_unit(z, "small", 1, n0, s0, d);
+    zero3_add_unit(z, "big", 1, n1, s1, d);
+    zero3_allocate(z);
+}
+
+// One training step, one micro-step: forward over both units, backward in reverse, norm, AdamW.
+static void one_step(Zero3 *z, double compute_ms) {
+    zero3_step_begin(z);
+    zero3_micro_begin(z, 0, 1, ZERO3_PASS_TRAIN);
+    for (int u = 0; u < 2; u++) { zero3_pre_forward(z, u); computed_ms += sleep_ms(compute_ms); zero3_post_forward(z, u); }
+    for (int u = 1; u >= 0; u--) { zero3_pre_backward(z, u); computed_ms += sleep_ms(compute_ms); zero3_post_backward(z, u); }
+    zero3_grad_norm(z);
+    zero3_optimizer_step(z, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1);
+}
+
+static const char *P(Zero3Placement p) { return p == ZERO3_SHARDED ? "sharded" : "full"; }
+
+// 1 + 2: placements, resident bytes and one step's collectives, each against the figures by hand
+static void check_contract(const char *name, Case c, const char *want_small, const char *want_big,
+                           size_t want_bytes, int want_gathers, int want_rs, int want_ar) {
+    Zero3 z; Zero3Backend be;
+    make(&z, &be, c);
+    char got[2][64];
+    for (int u = 0; u < 2; u++) {
+        const Zero3Unit *U = &z.units[u];
+        snprintf(got[u], sizeof got[u], "%s %s %s %s", P(U->layout.params), P(U->layout.grads),
+                 P(U->layout.optimizer), U->param_state == ZERO3_PARAMS_SHARDED ? "SHARDED" : "RESIDENT");
+    }
+    CHECK(!strcmp(got[0], want_small), "%s: the small unit is '%s', the contract says '%s'", name, got[0], want_small);
+    CHECK(!strcmp(got[1], want_big), "%s: the big unit is '%s', the contract says '%s'", name, got[1], want_big);
+    CHECK(z.resident.bytes == want_bytes, "%s: %zu resident bytes, by hand %zu", name, z.resident.bytes, want_bytes);
+    n_gather = n_reduce_scatter = n_all_reduce = 0;
+    one_step(&z, 0.0);
+    CHECK(n_gather == want_gathers && n_reduce_scatter == want_rs && n_all_reduce == want_ar,
+          "%s: one step issued %d all-gathers, %d reduce-scatters, %d all-reduces; by hand %d, %d, %d", name,
+          n_gather, n_reduce_scatter, n_all_reduce, want_gathers, want_rs, want_ar);
+    printf("  %-26s small: %-34s big: %-34s %6zu bytes  %d/%d/%d collectives\n", name, got[0], got[1],
+           z.resident.bytes, n_gather, n_reduce_scatter, n_all_reduce);
+    zero3_free(&z);
+}
+
+// Step 1 records the order (small, big; big, small). Step 2 gathers small, whose prefetch starts
+// big's gather; then asks for small again (a departure), so big is never used and must be dropped.
+static void check_departure(void) {
+    Zero3 z; Zero3Backend be;
+    Case c = {3, 4, 0, 0, 0, ZERO3_F32};
+    make(&z, &be, c);
+    z.cfg.prefetch_depth = 1;
+    z.step.check_at_end = 1;
+    one_step(&z, 0.0);
+    zero3_step_begin(&z);
+    zero3_micro_begin(&z, 0, 1, ZERO3_PASS_TRAIN);
+    zero3_post_forward(&z, (zero3_pre_forward(&z, 0), 0));
+    CHECK(z.units[1].param_state == ZERO3_PARAMS_GATHERING, "departure: the big unit is not prefetched");
+    zero3_pre_forward(&z, 0);   // the departure
+    zero3_post_forward(&z, 0);
+    zero3_pre_backward(&z, 0);
+    zero3_post_backward(&z, 0);
+    zero3_grad_norm(&z);
+    zero3_optimizer_step(&z, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 2);   // checks the step's end
+    CHECK(z.step.checked_steps == 2, "departure: the step-end invariant ran %d times, not 2", z.step.checked_steps);
+    printf("  a prefetched unit left unused by a departure from the schedule: dropped, the step-end invariant holds\n");
+    zero3_free(&z);
+}
+
+static void check_exposed_clock(int stage) {
+    Zero3 z; Zero3Backend be;
+    Case c = {stage, 4, 0, 0, 0, ZERO3_F32};
+    make(&z, &be, c);
+    one_step(&z, 0.0);   // the first step records the schedule
+    clocked = 1; n_wait = 0; waited_ms = computed_ms = 0;
+    double t0 = now_seconds();
+    one_step(&z, COMPUTE_MS);
+    double wall = now_seconds() - t0;
+    clocked = 0;
+    int n;
+    const Zero3Event *ev = zero3_timeline_read(&z, &n);
+    double exposed_ms = z.observe.stats.exposed_s * 1e3;
+    // the engine's wait spans enclose the double's sleeps, with a few stamps' overhead; the compute
+    // spans between them must not count
+    CHECK(n_wait >= 2 && exposed_ms >= waited_ms && exposed_ms <= waited_ms + 0.2 * n_wait + 0.5,
+          "stage %d: exposed %.2f ms, the clock says %d waits took %.2f ms", stage, exposed_ms, n_wait, waited_ms);
+    double first = 1e30, last = -1e30, compute_ms = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].t_begin < first) first = ev[i].t_begin;
+        if (ev[i].t_end > last) last = ev[i].t_end;
+        CHECK(ev[i].t_end >= ev[i].t_begin, "stage %d: event %d ends before it begins", stage, i);
+        if (ev[i].type == ZERO3_EV_FORWARD || ev[i].type == ZERO3_EV_BACKWARD) compute_ms += 1e3 * (ev[i].t_end - ev[i].t_begin);
+    }
+    CHECK(n > 0 && first >= t0 && last - first <= wall, "stage %d: the timeline (%.2f ms) leaves the wall clock (%.2f ms)", stage,
+          1e3 * (last - first), 1e3 * wall);
+    CHECK(compute_ms >= computed_ms && compute_ms <= computed_ms + 1.0,
+          "stage %d: compute spans %.2f ms, the clock says %.2f ms", stage, compute_ms, computed_ms);
+    printf("  stage %d: %d waits of %.0f ms took %.2f ms: exposed %.2f ms; compute %.2f ms (the clock: %.2f); wall %.2f ms\n",
+           stage, n_wait, WAIT_MS, waited_ms, exposed_ms, compute_ms, computed_ms, 1e3 * wall);
+    zero3_free(&z);
+}
+
+int main(void) {
+    // Two units of 100 and 1000 fp32 parameters on 4 ranks (align 1: P = 100, 1000; S = 25, 250).
+    // Bytes by hand: full params/grads 1100 x 4 = 4400 each, sharded 275 x 4 = 1100; m and v
+    // 2 x 4400 full, 2 x 1100 sharded; fp32 params are the master (no separate copy).
+    // Collectives of one step, by hand: DDP all-reduces each unit's grads (2); stage 1 reduce-scatters
+    // them (2) and all-gathers the updated params (2); stage 2 the same; stage 3 gathers each unit for
+    // the forward and again for the backward (4) and reduce-scatters (2); every wait of those, plus
+    // the norm's blocking scalar (not counted here).
+    printf("the contract, by hand (4 ranks; units of 100 and 1000 parameters):\n");
+    const char *ddp = "full full full RESIDENT";
+    check_contract("stage 0", (Case){0, 4, 0, 0, 0, ZERO3_F32}, ddp, ddp, 4400 + 4400 + 8800, 0, 0, 2);
+    check_contract("stage 1", (Case){1, 4, 0, 0, 0, ZERO3_F32}, "full full sharded RESIDENT",
+                   "full full sharded RESIDENT", 4400 + 4400 + 2200, 2, 2, 0);
+    check_contract("stage 2", (Case){2, 4, 0, 0, 0, ZERO3_F32}, "full sharded sharded RESIDENT",
+                   "full sharded sharded RESIDENT", 4400 + 1100 + 2200, 2, 2, 0);
+    const char *z3 = "sharded sharded sharded SHARDED";
+    check_contract("stage 3", (Case){3, 4, 0, 0, 0, ZERO3_F32}, z3, z3, 1100 + 1100 + 2200, 4, 2, 0);
+    // persistence threshold 500: the 100-parameter unit takes DDP's row (400 + 400 + 800 bytes, one
+    // all-reduce), the other stays at stage 3 (250 x 4 x 4 = 4000 bytes, 2 gathers, 1 reduce-scatter)
+    check_contract("stage 3, -pt 500", (Case){3, 4, 0, 500, 0, ZERO3_F32}, ddp, z3, 1600 + 4000, 2, 1, 1);
+    // -ra 0: the same placements; no gather in the backward (2 gathers, not 4)
+    check_contract("stage 3, -ra 0", (Case){3, 4, 0, 0, 1, ZERO3_F32}, z3, z3, 4400, 2, 2, 0);
+    // HSDP, groups of 2 of the 4 ranks: shards of P / 2 (50 + 500 = 550 elements, x 4 parts x 4 bytes)
+    check_contract("stage 3, HSDP groups of 2", (Case){3, 4, 2, 0, 0, ZERO3_F32}, z3, z3, 550 * 16, 4, 2, 0);
+    check_contract("stage 2, HSDP groups of 2", (Case){2, 4, 2, 0, 0, ZERO3_F32}, "full sharded sharded RESIDENT",
+                   "full sharded sharded RESIDENT", 4400 + 550 * 4 * 3, 2, 2, 0);
+    // bf16 working params and grads (2 bytes), an fp32 master beside them: stage 3 holds 275 x (2 + 2
+    // + 4 + 8) = 4400 bytes; stage 0 holds 1100 x 16 = 17600
+    check_contract("stage 3, bf16", (Case){3, 4, 0, 0, 0, ZERO3_BF16}, z3, z3, 275 * 16, 4, 2, 0);
+    check_contract("stage 0, bf16", (Case){0, 4, 0, 0, 0, ZERO3_BF16}, ddp, ddp, 1100 * 16, 0, 0, 2);
+
+    check_departure();
+    printf("exposed communication against the clock (waits of %.0f ms, compute spans of %.0f ms):\n", WAIT_MS, COMPUTE_MS);
+    for (int stage = 0; stage <= 3; stage++) check_exposed_clock(stage);
+    if (failures) { fprintf(stderr, "test_engine_contract: %d failures\n", failures); return 1; }
+    printf("test_engine_contract: all passed\n");
+    return 0;
+}

@@ -1,0 +1,372 @@
+// zero3_observe.c: what the engine measures (zero3_observe.h): the collective ledger, the timeline
+// and the theory. The hooks below reach zero3.c as one table, ZERO3_OBSERVER, installed through
+// Zero3Config.observer; zero3.c calls one where each phase happens. Nothing here changes what the
+// engine does, only what it writes down (into z->observe).
+#include "zero3_observe.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS] = {
+    "fwd_gather", "bwd_gather", "reduce_scatter", "all_reduce", "step_gather", "norm", "replica_reduce",
+    "hp_bwd_gather", "qg_intra", "qg_across",
+};
+
+// ------------------------------------------------------------------------------------------------
+// The ledger, under the ring cost model: an all-gather or reduce-scatter of a full buffer of F bytes
+// sends (N-1)/N * F from each rank; an all-reduce sends 2 (N-1)/N * F.
+
+static double ring_fraction(const Zero3 *z) { return (double)(z->world - 1) / (double)z->world; }
+
+// Counts one collective of kind `kind` on a buffer of F bytes into the step's stats (its line:
+// gathers, reductions, the scalar, across replicas) and ledger; returns the bytes this rank sends.
+static double ledger_count(Zero3 *z, Zero3Collective kind, size_t F) {
+    Zero3Stats *s = &z->observe.stats;
+    double b;
+    switch (kind) {
+    case ZERO3_COLL_FWD_GATHER: case ZERO3_COLL_BWD_GATHER: case ZERO3_COLL_STEP_GATHER:
+        b = ring_fraction(z) * (double)F;
+        s->comm_gather_bytes += b; s->gathers++;
+        break;
+    case ZERO3_COLL_REDUCE_SCATTER: case ZERO3_COLL_ALL_REDUCE:
+        b = (kind == ZERO3_COLL_ALL_REDUCE ? 2.0 : 1.0) * ring_fraction(z) * (double)F;
+        s->comm_reduce_bytes += b; s->reduces++;
+        break;
+    case ZERO3_COLL_HP_GATHER:        // ZeRO++: inside the node group (all-gather, all-to-all) ...
+        b = (double)(z->node_size - 1) / (double)z->node_size * (double)F;
+        s->comm_gather_bytes += b; s->gathers++;
+        break;
+    case ZERO3_COLL_QG_INTRA:
+        b = (double)(z->node_size - 1) / (double)z->node_size * (double)F;
+        s->comm_reduce_bytes += b; s->reduces++;
+        break;
+    case ZERO3_COLL_QG_ACROSS:        // ... and across the node groups (all-to-all)
+        b = (double)(z->nodes - 1) / (double)z->nodes * (double)F;
+        s->comm_reduce_bytes += b; s->reduces++;
+        break;
+    case ZERO3_COLL_REPLICA_REDUCE:   // all-reduced across the replica groups
+        b = 2.0 * (double)(z->replicas - 1) / (double)z->replicas * (double)F;
+        s->comm_inter_bytes += b; s->reduces++;
+        break;
+    default: {                        // the norm: over every rank (under HSDP too)
+        double n = (double)z->be->world;
+        b = 2.0 * (n - 1.0) / n * (double)F;
+        s->comm_scalar_bytes += b;
+    }
+    }
+    s->comm_bytes += b;
+    s->ledger.row[kind].count += 1.0;
+    s->ledger.row[kind].bytes += b;
+    return b;
+}
+
+double zero3_ledger_bytes(const Zero3Ledger *l) {
+    double total = 0.0;
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) total += l->row[k].bytes;
+    return total;
+}
+
+size_t zero3_peak_bytes(const Zero3 *z) { return z->resident.bytes + z->observe.stats.transient_peak; }
+
+// ------------------------------------------------------------------------------------------------
+// The timeline: with a backend that takes stamps, the engine writes down when each unit computes,
+// when each collective moves, and when the compute side waits for one (the exposed communication).
+// A unit's compute span runs from the end of its pre_forward / pre_backward to the next engine call.
+
+static int timed(const Zero3 *z) { return z->be->stamp != NULL; }
+static int stamp(Zero3 *z) { return z->be->stamp(z->be->ctx); }
+
+// Appends an event; returns its index (the array may move: index it afresh after the next add).
+static int event_add(Zero3 *z, Zero3EventType type, int unit, Zero3Collective coll) {
+    Zero3Observe *o = &z->observe;
+    if (o->nevents == o->events_cap) {
+        o->events_cap = o->events_cap ? 2 * o->events_cap : 1024;
+        o->events = realloc(o->events, (size_t)o->events_cap * sizeof(Zero3Event));
+        if (!o->events) zero3_die("out of host memory");
+    }
+    Zero3Event *e = &o->events[o->nevents];
+    memset(e, 0, sizeof(*e));
+    e->type = type; e->unit = unit; e->coll = coll; e->micro = z->step.micro;
+    e->stamp_begin = e->stamp_end = -1;
+    return o->nevents++;
+}
+
+// The seconds of stamps 0..n-1, read from the backend into observe.stamp_seconds.
+static void read_stamps(Zero3 *z, int n) {
+    Zero3Observe *o = &z->observe;
+    if (n > o->stamp_cap) {
+        o->stamp_cap = n;
+        o->stamp_seconds = realloc(o->stamp_seconds, (size_t)n * sizeof(double));
+        if (!o->stamp_seconds) zero3_die("out of host memory");
+    }
+    z->be->stamps_read(z->be->ctx, o->stamp_seconds, n);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The hooks (zero3.h's Zero3Observer): the compute span first (the others close it), then in the
+// order a step calls them.
+
+static void observe_init(Zero3 *z) {
+    z->observe.unit_exposed_s = calloc(ZERO3_MAX_UNITS, sizeof(double));
+    if (!z->observe.unit_exposed_s) zero3_die("out of host memory");
+    z->observe.open_span = z->observe.open_wait = -1;
+}
+
+static void observe_free(Zero3 *z) {
+    free(z->observe.events);
+    free(z->observe.stamp_seconds);
+    free(z->observe.unit_exposed_s);
+}
+
+static void observe_compute_begin(Zero3 *z, Zero3EventType type, int unit) {
+    if (!timed(z)) return;
+    int i = event_add(z, type, unit, ZERO3_COLL_KINDS);
+    z->observe.events[i].stamp_begin = stamp(z);
+    z->observe.open_span = i;
+}
+
+static void observe_compute_end(Zero3 *z) {
+    if (z->observe.open_span < 0) return;
+    z->observe.events[z->observe.open_span].stamp_end = stamp(z);
+    z->observe.open_span = -1;
+}
+
+static void observe_step_begin(Zero3 *z) {
+    Zero3Stats *s = &z->observe.stats;
+    memset(s, 0, sizeof(*s));
+    // a fresh timeline: the stamps of whatever ran since the last step are forgotten
+    observe_compute_end(z);
+    z->observe.nevents = 0;
+    if (timed(z)) z->be->stamps_read(z->be->ctx, NULL, 0);
+    for (int i = 0; i < z->pool.count; i++)   // buffers still held across steps (none expected)
+        s->transient_bytes += z->pool.entry[i].used;
+    s->transient_peak = s->transient_bytes;
+}
+
+static void observe_step_end(Zero3 *z) { z->observe.comm_bytes_total += z->observe.stats.comm_bytes; }
+
+// The ledger's count, and the communication side of the collective: its transfer, with its bytes
+// (the two stamps the backend took around the collective it started last).
+static void observe_collective(Zero3 *z, int unit, Zero3Collective kind, size_t buffer_bytes) {
+    double bytes = ledger_count(z, kind, buffer_bytes);
+    if (!timed(z)) return;
+    int i = event_add(z, ZERO3_EV_COLLECTIVE, unit, kind);
+    Zero3Event *e = &z->observe.events[i];
+    e->bytes = bytes;
+    z->be->comm_stamps(z->be->ctx, &e->stamp_begin, &e->stamp_end);
+}
+
+static void observe_wait_begin(Zero3 *z, int unit, Zero3Collective kind) {
+    if (!timed(z)) return;
+    int i = event_add(z, ZERO3_EV_WAIT, unit, kind);
+    z->observe.events[i].stamp_begin = stamp(z);
+    z->observe.open_wait = i;
+}
+
+static void observe_wait_end(Zero3 *z) {
+    if (z->observe.open_wait < 0) return;
+    z->observe.events[z->observe.open_wait].stamp_end = stamp(z);
+    z->observe.open_wait = -1;
+}
+
+static void observe_norm_begin(Zero3 *z) { observe_wait_begin(z, -1, ZERO3_COLL_NORM); }
+
+static void observe_norm_end(Zero3 *z) {
+    observe_wait_end(z);
+    observe_collective(z, -1, ZERO3_COLL_NORM, sizeof(double));
+}
+
+static void observe_transient_acquired(Zero3 *z, size_t bytes) {
+    Zero3Stats *s = &z->observe.stats;
+    s->transient_bytes += bytes;
+    if (s->transient_bytes > s->transient_peak) s->transient_peak = s->transient_bytes;
+}
+
+static void observe_transient_released(Zero3 *z, size_t bytes) { z->observe.stats.transient_bytes -= bytes; }
+
+const Zero3Observer ZERO3_OBSERVER = {
+    .init = observe_init, .free = observe_free,
+    .step_begin = observe_step_begin, .step_end = observe_step_end,
+    .compute_begin = observe_compute_begin, .compute_end = observe_compute_end,
+    .collective = observe_collective,
+    .wait_begin = observe_wait_begin, .wait_end = observe_wait_end,
+    .norm_begin = observe_norm_begin, .norm_end = observe_norm_end,
+    .transient_acquired = observe_transient_acquired, .transient_released = observe_transient_released,
+};
+
+// What a trainer reads of the timeline (zero3_observe.h): the stamps turned into seconds.
+const Zero3Event *zero3_timeline_read(Zero3 *z, int *n) {
+    Zero3Observe *o = &z->observe;
+    *n = 0;
+    if (!timed(z) || z->cfg.observer != &ZERO3_OBSERVER) return NULL;
+    observe_compute_end(z);
+    int nstamps = 0;
+    for (int i = 0; i < o->nevents; i++) {
+        if (o->events[i].stamp_begin + 1 > nstamps) nstamps = o->events[i].stamp_begin + 1;
+        if (o->events[i].stamp_end + 1 > nstamps) nstamps = o->events[i].stamp_end + 1;
+    }
+    read_stamps(z, nstamps);
+    o->stats.exposed_s = 0.0;
+    for (int u = 0; u < z->nunits; u++) o->unit_exposed_s[u] = 0.0;
+    for (int i = 0; i < o->nevents; i++) {
+        Zero3Event *e = &o->events[i];
+        e->t_begin = e->stamp_begin >= 0 ? o->stamp_seconds[e->stamp_begin] : 0.0;
+        e->t_end = e->stamp_end >= 0 ? o->stamp_seconds[e->stamp_end] : e->t_begin;
+        if (e->type != ZERO3_EV_WAIT) continue;
+        double d = e->t_end > e->t_begin ? e->t_end - e->t_begin : 0.0;
+        o->stats.exposed_s += d;
+        if (e->unit >= 0) o->unit_exposed_s[e->unit] += d;
+    }
+    *n = o->nevents;
+    return o->events;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Theory, from the same stage table: bytes of model state per rank for psi parameters on N ranks.
+// Working params (p bytes), gradients (g bytes), and the optimizer state K: m and v (8 bytes) plus
+// an fp32 master copy (4 bytes) when the working params are not fp32; each part is whole where the
+// layout keeps it FULL and 1/N where SHARDED.
+static double placed(Zero3Placement where, double bytes, double world) {
+    return where == ZERO3_SHARDED ? bytes / world : bytes;
+}
+
+void zero3_theory_state_parts(int stage, double psi, int world, Zero3DType param_type, Zero3DType grad_type,
+                              double parts[3]) {
+    const Zero3StageLayout *L = &ZERO3_STAGE_LAYOUT[stage];
+    double p = (double)zero3_dtype_size(param_type), g = (double)zero3_dtype_size(grad_type);
+    double k = 8.0 + (param_type == ZERO3_F32 ? 0.0 : 4.0);
+    double n = (double)world;
+    parts[0] = placed(L->params, psi * p, n);
+    parts[1] = placed(L->grads, psi * g, n);
+    parts[2] = placed(L->optimizer, psi * k, n);
+}
+
+double zero3_theory_state_bytes(int stage, double psi, int world, Zero3DType param_type,
+                                Zero3DType grad_type) {
+    double parts[3];
+    zero3_theory_state_parts(stage, psi, world, param_type, grad_type, parts);
+    return parts[0] + parts[1] + parts[2];
+}
+
+double zero3_theory_run_state_bytes(const Zero3 *z) {
+    double p = (double)zero3_dtype_size(z->cfg.param_type), g = (double)zero3_dtype_size(z->cfg.grad_type);
+    double k = 8.0 + (z->resident.master_is_params ? 0.0 : 4.0), n = (double)z->world, total = 0.0;
+    for (int u = 0; u < z->nunits; u++) {
+        const Zero3Unit *U = &z->units[u];
+        double psi = (double)U->numel;
+        total += placed(U->layout.params, psi * p, n) + placed(U->layout.grads, psi * g, n) + placed(U->layout.optimizer, psi * k, n);
+        if (z->cfg.hp_group && z->world > 1 && U->layout.params == ZERO3_SHARDED) total += psi * p / z->node_size;   // hpZ's secondary shard
+    }
+    return total;
+}
+
+// Ring-model bytes sent per rank per step at A = 1: the collective ledger's data rows for a bare
+// parameter count (the norm's one number left out): DDP 2 units, stages 1-2 2 units, stage 3 3.
+double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType param_type,
+                               Zero3DType grad_type) {
+    Zero3Ledger l;
+    zero3_theory_ledger_params(stage, psi, world, 1, 1, param_type, grad_type, &l);
+    return zero3_ledger_bytes(&l) - l.row[ZERO3_COLL_NORM].bytes;
+}
+
+// The collective ledger in theory (zero3_observe.h): what zero3.c's collectives will count, from
+// the same stage table, for A micro-steps. Per unit of P elements (padded), f = (N-1)/N, p and g
+// the bytes of a param and a gradient:
+//   fwd/bwd gathers  params SHARDED: A x gathers per pass x f P p
+//   reduce-scatter   grads SHARDED: A x f P g (every micro-step); grads FULL, optimizer SHARDED: f P g
+//   all-reduce       optimizer FULL (DDP): 2 f P g, once per step
+//   step gather      params FULL, optimizer SHARDED: f P p, once per step
+//   norm             one double all-reduced: 2 f 8
+//   replica reduce   HSDP: each unit's optimizer span all-reduced across R replica groups, 2 (R-1)/R x span g
+// Each unit has its own layout (a persistent unit DDP's row). The norm's all-reduce spans every rank.
+// ZeRO++ (params and grads SHARDED, world > 1), with G the node group's size and X = N / G groups,
+// q(n) = n + 4 n / block the bytes of n quantized elements:
+//   fwd gathers      qwZ: A x gathers x f q(P) (int8 codes and scales instead of P p)
+//   bwd gathers      hpZ: A x gathers x (G-1)/G P p, inside the node group (hp_bwd_gather);
+//                    else as the forward's (quantized under qwZ)
+//   reduce-scatter   qgZ: A x (G-1)/G q(P) inside the node group (qg_intra), and for X > 1
+//                    A x (X-1)/X X q(S) across node groups (qg_across)
+static double quant_bytes(double n) { return n + n / ZERO3_QUANT_BLOCK * sizeof(float); }
+
+static void theory_ledger(const Zero3StageLayout *layouts, int world, int replicas, int A, Zero3DType pt, Zero3DType gt,
+                          int nunits, const double *padded, const int *fwd, const int *bwd, const Zero3PlusPlus *pp,
+                          Zero3Ledger *out) {
+    memset(out, 0, sizeof(*out));
+    const double G = pp->node_size > 0 ? pp->node_size : world, X = world / G, fG = (G - 1.0) / G;
+    double f = (double)(world - 1) / (double)world, p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
+    double ranks = (double)world * replicas, R = (double)replicas;
+    out->row[ZERO3_COLL_NORM].count = 1.0;
+    out->row[ZERO3_COLL_NORM].bytes = 2.0 * (ranks - 1.0) / ranks * sizeof(double);
+    for (int u = 0; u < nunits; u++) {
+        const Zero3StageLayout *L = &layouts[u];
+        double P = padded[u];
+        Zero3LedgerRow *r;
+        if (replicas > 1) {
+            double span = L->optimizer == ZERO3_SHARDED ? P / world : P;
+            r = &out->row[ZERO3_COLL_REPLICA_REDUCE]; r->count += 1; r->bytes += 2.0 * (R - 1.0) / R * span * g;
+        }
+        if (world == 1) continue;   // one rank per group: no collective inside it
+        if (L->params == ZERO3_SHARDED) {
+            double gather = pp->quant_weights ? f * quant_bytes(P) : f * P * p;
+            r = &out->row[ZERO3_COLL_FWD_GATHER]; r->count += A * fwd[u]; r->bytes += A * fwd[u] * gather;
+            if (pp->hp_group) { r = &out->row[ZERO3_COLL_HP_GATHER]; r->count += A * bwd[u]; r->bytes += A * bwd[u] * fG * P * p; }
+            else { r = &out->row[ZERO3_COLL_BWD_GATHER]; r->count += A * bwd[u]; r->bytes += A * bwd[u] * gather; }
+        } else if (L->optimizer == ZERO3_SHARDED) {
+            r = &out->row[ZERO3_COLL_STEP_GATHER]; r->count += 1; r->bytes += f * P * p;
+        }
+        if (L->optimizer == ZERO3_FULL) {
+            r = &out->row[ZERO3_COLL_ALL_REDUCE]; r->count += 1; r->bytes += 2.0 * f * P * g;
+        } else if (L->grads == ZERO3_SHARDED && pp->quant_grads) {
+            r = &out->row[ZERO3_COLL_QG_INTRA]; r->count += A; r->bytes += A * fG * quant_bytes(P);
+            if (X > 1) { r = &out->row[ZERO3_COLL_QG_ACROSS]; r->count += A; r->bytes += A * (X - 1.0) * quant_bytes(P / world); }
+        } else {
+            double times = L->grads == ZERO3_SHARDED ? A : 1;
+            r = &out->row[ZERO3_COLL_REDUCE_SCATTER]; r->count += times; r->bytes += times * f * P * g;
+        }
+    }
+}
+
+void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType param_type,
+                         Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
+                         Zero3Ledger *out) {
+    int n = z->nunits ? z->nunits : 1;
+    double *padded = malloc((size_t)n * sizeof(double));
+    Zero3StageLayout *layouts = malloc((size_t)n * sizeof(Zero3StageLayout));
+    if (!padded || !layouts) zero3_die("out of host memory");
+    for (int u = 0; u < z->nunits; u++) {
+        padded[u] = (double)z->units[u].padded;
+        layouts[u] = stage < 0 ? z->units[u].layout : ZERO3_STAGE_LAYOUT[stage];
+    }
+    Zero3PlusPlus pp = {0, 0, 0, 0};
+    if (stage < 0) pp = (Zero3PlusPlus){z->cfg.quant_weights, z->cfg.hp_group, z->cfg.quant_grads, z->node_size};
+    theory_ledger(layouts, z->world, z->replicas, micro_steps, param_type, grad_type, z->nunits, padded, fwd_gathers,
+                  bwd_gathers, &pp, out);
+    free(padded);
+    free(layouts);
+}
+
+void zero3_theory_ledger_params(int stage, double nparams, int world, int replicas, int micro_steps,
+                                Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out) {
+    const int once = 1;
+    const Zero3PlusPlus none = {0, 0, 0, 0};
+    theory_ledger(&ZERO3_STAGE_LAYOUT[stage], world, replicas, micro_steps, param_type, grad_type, 1, &nparams, &once, &once, &none, out);
+}
+
+void zero3_theory_ledger_zeropp(const Zero3 *z, double nparams, int world, int micro_steps, Zero3DType param_type,
+                                Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
+                                const Zero3PlusPlus *pp, Zero3Ledger *out) {
+    const int once = 1, n = z ? z->nunits : 1;
+    double *padded = malloc((size_t)n * sizeof(double));
+    Zero3StageLayout *layouts = malloc((size_t)n * sizeof(Zero3StageLayout));
+    if (!padded || !layouts) zero3_die("out of host memory");
+    // under quantization a run pads each unit to whole blocks per shard (zero3_add_unit)
+    double quantum = (pp->quant_weights || pp->quant_grads) ? (double)ZERO3_QUANT_BLOCK * world : 1.0;
+    for (int u = 0; u < n; u++) {
+        padded[u] = ceil((z ? (double)z->units[u].padded : nparams) / quantum) * quantum;
+        layouts[u] = ZERO3_STAGE_LAYOUT[3];
+    }
+    theory_ledger(layouts, world, 1, micro_steps, param_type, grad_type, n, padded, z ? fwd_gathers : &once,
+                  z ? bwd_gathers : &once, pp, out);
+    free(padded);
+    free(layouts);
+}

@@ -1,0 +1,81 @@
+// zero3_observe.h: what the engine measures, kept apart from what it does (zero3_observe.c).
+//
+// zero3.c is the ZeRO mechanism; this is the instrument panel beside it:
+//   the ledger    every collective the engine issues, counted by what it is for, with the bytes
+//                 this rank sends under the ring cost model (Zero3Stats, Zero3Ledger);
+//   the timeline  when each unit computes, when each collective moves, and when the compute side
+//                 waits for one: the exposed communication (Zero3Event, zero3_timeline_read);
+//   the theory    the same ledger and the model-state bytes worked out from the stage table alone,
+//                 to set beside what the engine counted (zero3_theory_*).
+// The mechanism reports to it through a table of hooks, one where a phase happens (zero3.h's
+// Zero3Observer: a collective issued, a wait begun and ended, the caller's compute begun and ended).
+// ZERO3_OBSERVER is that table: whoever builds an engine hands it in as Zero3Config.observer, the
+// way the backend is handed in, and reads the figures here. The arrow runs one way: this file uses
+// the engine (zero3.h); zero3.c knows only the table's type and the types of zero3_stats.h.
+#pragma once
+#include "zero3.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The hooks that fill z->observe: install as Zero3Config.observer (NULL: nothing is measured).
+extern const Zero3Observer ZERO3_OBSERVER;
+
+extern const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS];   // "fwd_gather", ...
+
+// ---- what a trainer reads ----------------------------------------------------------------------
+// The timeline of the step so far: reads the stamps (once per step, after the step's work) into
+// the events' seconds, sums the waits into observe.stats.exposed_s and observe.unit_exposed_s.
+// Returns the events (*n of them); NULL when the backend takes no stamps or ZERO3_OBSERVER is not
+// the engine's observer.
+const Zero3Event *zero3_timeline_read(Zero3 *z, int *n);
+size_t zero3_peak_bytes(const Zero3 *z);   // resident + transient peak of this step
+
+// ---- the theory --------------------------------------------------------------------------------
+// Model-state bytes per rank that stage `stage` holds for `nparams` parameters on `world` ranks,
+// in theory (no padding): working params + grads + (master if separate) + m + v.
+double zero3_theory_state_bytes(int stage, double nparams, int world, Zero3DType param_type,
+                                Zero3DType grad_type);
+// The same in its three parts: parts[0] working params, parts[1] gradients, parts[2] the optimizer
+// state (m, v, and the fp32 master when the params are not fp32); each whole or 1/world by the stage.
+void zero3_theory_state_parts(int stage, double nparams, int world, Zero3DType param_type, Zero3DType grad_type,
+                              double parts[3]);
+// This run's model-state bytes per rank in theory (no padding), from every unit's own layout (a
+// persistent unit whole, the rest per the stage, sharded over the shard group).
+double zero3_theory_run_state_bytes(const Zero3 *z);
+// Communication per step in theory, bytes this rank sends (ring model), for ONE micro-step and
+// without the norm's 16 bytes: 2 units of traffic for stages 0-2, 3 for stage 3.
+double zero3_theory_comm_bytes(int stage, double nparams, int world, Zero3DType param_type,
+                               Zero3DType grad_type);
+// The collective ledger in theory, for a step of A micro-steps: what the engine will count.
+// Grads SHARDED (stages 2-3) reduce-scatter every unit at every micro-step (A per unit); grads
+// FULL (stages 0-1) accumulate locally and reduce once per step; params SHARDED gather unit u
+// fwd_gathers[u] times in each micro-step's forward and bwd_gathers[u] times in its backward (the
+// model knows how often: GPT-2's tied embedding is gathered twice in the forward, not in the
+// backward); params FULL with a SHARDED optimizer gather each unit once after AdamW. On one rank
+// no data collective is issued (gathers and reductions are the identity there): only the norm.
+// Uses the units of z (their padded sizes for z's world) and HSDP's replica groups (replica_reduce:
+// each unit's reduced span all-reduced across them). stage 0..3: every unit as that stage lays it
+// out (the what-if table); stage -1: this run, each unit's own layout (persistent units DDP's row).
+void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType param_type,
+                         Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
+                         Zero3Ledger *out);
+// The same for a bare parameter count, as one unit gathered once per pass (bytes only: the counts
+// depend on how the model is cut into units), sharded over `world` ranks in each of `replicas` groups.
+void zero3_theory_ledger_params(int stage, double nparams, int world, int replicas, int micro_steps,
+                                Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out);
+double zero3_ledger_bytes(const Zero3Ledger *l);   // sum of the rows
+// ZeRO++'s settings, for the theory: Zero3Config's three (quant_weights, hp_group, quant_grads) and
+// node_size, the node group's size G (0: the whole shard group).
+typedef struct { int quant_weights, hp_group, quant_grads, node_size; } Zero3PlusPlus;
+// The ledger of ZeRO-3 with ZeRO++'s ideas as pp says, on `world` ranks: for z's units (laid out
+// for that world; padded to whole quantization blocks where pp quantizes), or, with z NULL, for a
+// bare parameter count as one unit gathered once per pass (the planner's what-if).
+void zero3_theory_ledger_zeropp(const Zero3 *z, double nparams, int world, int micro_steps, Zero3DType param_type,
+                                Zero3DType grad_type, const int *fwd_gathers, const int *bwd_gathers,
+                                const Zero3PlusPlus *pp, Zero3Ledger *out);
+
+#ifdef __cplusplus
+}
+#endif
