@@ -81,26 +81,17 @@ build/ddp/test_gpt2: test_gpt2.c tests/test_checks.h tests/dump.h $(CPU_HEADERS)
 	@mkdir -p build/ddp
 	$(CC_CPU) $(CFLAGS) $(DEFS) -DZERO3_DDP_ONLY -o $@ test_gpt2.c $(CPU_OBJS) $(LIB) $(LDLIBS_CPU)
 
-# engine unit tests (no transport)
-build/test_engine_layout: tests/unit/test_engine_layout.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(HOST_HEADERS)
+# The engine's unit tests (tests/unit/test_NAME.c -> build/test_NAME), each linked with the engine,
+# the host library and the CPU backend (no transport):
+#   test_engine_layout    layout, padding, decay masks, theory
+#   test_engine_schedule  the prefetch schedule and the peak memory against a model of the live buffers
+#   test_pass_order       the passes against a fake compute: the order of gathers, releases, reductions
+#   test_engine_contract  the engine against the contract written out by hand; exposed time against a clock
+#   test_quantize         ZeRO++'s block quantization through the CPU backend, N = 1..5
+UNIT_TESTS = test_engine_layout test_engine_schedule test_pass_order test_engine_contract test_quantize
+$(addprefix build/,$(UNIT_TESTS)): build/test_%: tests/unit/test_%.c tests/unit/recording_backend.h $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(HOST_HEADERS)
 	@mkdir -p build
-	gcc $(CFLAGS) -o $@ tests/unit/test_engine_layout.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
-build/test_engine_schedule: tests/unit/test_engine_schedule.c tests/unit/recording_backend.h $(LIB) $(HOST_HEADERS)
-	@mkdir -p build
-	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_engine_schedule.c $(LIB) $(LDLIBS_CPU)
-# ZeRO++'s block quantization through the CPU backend, on the engine's -qw layouts for N = 1..5
-build/test_quantize: tests/unit/test_quantize.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(HOST_HEADERS)
-	@mkdir -p build
-	gcc $(CFLAGS) -o $@ tests/unit/test_quantize.c $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
-# the passes against a fake compute: the order of gathers, releases and reductions
-build/test_pass_order: tests/unit/test_pass_order.c tests/unit/recording_backend.h $(LIB) $(HOST_HEADERS)
-	@mkdir -p build
-	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_pass_order.c $(LIB) $(LDLIBS_CPU)
-
-# the engine against the contract written out by hand, and its exposed time against a clock
-build/test_engine_contract: tests/unit/test_engine_contract.c tests/unit/recording_backend.h $(LIB) $(HOST_HEADERS)
-	@mkdir -p build
-	$(CC_CPU) $(CFLAGS) -o $@ tests/unit/test_engine_contract.c $(LIB) $(LDLIBS_CPU)
+	$(CC_CPU) $(CFLAGS) -o $@ $< $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
 
 # ---------------------------------------------------------------- data and reference dumps
 # DATA_ARGS="--input ../shared/data/tinyshakespeare/input.txt --vocab ../shared/data/gpt2" to use local copies

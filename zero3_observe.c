@@ -118,18 +118,26 @@ static void observe_free(Zero3 *z) {
     free(z->observe.unit_exposed_s);
 }
 
-static void observe_compute_begin(Zero3 *z, Zero3EventType type, int unit) {
+// An event whose two stamps the host takes itself (a compute span, a wait): opened with its begin
+// stamp, its index kept in *open until the end stamp closes it.
+static void span_open(Zero3 *z, int *open, Zero3EventType type, int unit, Zero3Collective kind) {
     if (!timed(z)) return;
-    int i = event_add(z, type, unit, ZERO3_COLL_KINDS);
+    int i = event_add(z, type, unit, kind);
     z->observe.events[i].stamp_begin = stamp(z);
-    z->observe.open_span = i;
+    *open = i;
 }
 
-static void observe_compute_end(Zero3 *z) {
-    if (z->observe.open_span < 0) return;
-    z->observe.events[z->observe.open_span].stamp_end = stamp(z);
-    z->observe.open_span = -1;
+static void span_close(Zero3 *z, int *open) {
+    if (*open < 0) return;
+    z->observe.events[*open].stamp_end = stamp(z);
+    *open = -1;
 }
+
+static void observe_compute_begin(Zero3 *z, Zero3EventType type, int unit) {
+    span_open(z, &z->observe.open_span, type, unit, ZERO3_COLL_KINDS);
+}
+
+static void observe_compute_end(Zero3 *z) { span_close(z, &z->observe.open_span); }
 
 static void observe_step_begin(Zero3 *z) {
     Zero3Stats *s = &z->observe.stats;
@@ -157,17 +165,10 @@ static void observe_collective(Zero3 *z, int unit, Zero3Collective kind, size_t 
 }
 
 static void observe_wait_begin(Zero3 *z, int unit, Zero3Collective kind) {
-    if (!timed(z)) return;
-    int i = event_add(z, ZERO3_EV_WAIT, unit, kind);
-    z->observe.events[i].stamp_begin = stamp(z);
-    z->observe.open_wait = i;
+    span_open(z, &z->observe.open_wait, ZERO3_EV_WAIT, unit, kind);
 }
 
-static void observe_wait_end(Zero3 *z) {
-    if (z->observe.open_wait < 0) return;
-    z->observe.events[z->observe.open_wait].stamp_end = stamp(z);
-    z->observe.open_wait = -1;
-}
+static void observe_wait_end(Zero3 *z) { span_close(z, &z->observe.open_wait); }
 
 static void observe_norm_begin(Zero3 *z) { observe_wait_begin(z, -1, ZERO3_COLL_NORM); }
 

@@ -183,33 +183,32 @@ static int set_output_flag(TrainArgs *a, const char *f, const char *v) {
     return 1;
 }
 
-// A bandwidth in GB/s: a bare number, or with a unit a user might type (25GB/s, 25GB, 500MB/s,
-// 200Gbit/s, 200Gb/s, 200Gbps). Returns 0 when the unit is not one of them.
-static int parse_gbps(const char *s, double *gbps) {
-    static const struct { const char *unit; double scale; } units[] = {
-        {"", 1.0}, {"GB/s", 1.0}, {"GB", 1.0}, {"GBps", 1.0}, {"MB/s", 1e-3}, {"MB", 1e-3}, {"TB/s", 1e3},
-        {"Gbit/s", 0.125}, {"Gb/s", 0.125}, {"Gbps", 0.125}, {"Mbit/s", 1.25e-4}, {"Mb/s", 1.25e-4}, {"Mbps", 1.25e-4}};
+// A number followed by one of the units in the table (the empty unit allowed only if listed):
+// *value = number * scale. Returns 0 when the number or the unit is not one of them.
+typedef struct { const char *unit; double scale; } UnitScale;
+static int parse_with_unit(const char *s, const UnitScale *units, size_t nunits, double *value) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || !isfinite(v)) return 0;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (!strcmp(end, units[i].unit)) { *gbps = v * units[i].scale; return 1; }
+    for (size_t i = 0; i < nunits; i++)
+        if (!strcmp(end, units[i].unit)) { *value = v * units[i].scale; return 1; }
     return 0;
 }
 
-// A latency with its unit (10us, 10µs, 500ns, 1ms, 0.001s): a bare number is refused, its unit
-// unknown. Returns 0 when it is not one of them.
+// A bandwidth in GB/s: a bare number, or with a unit a user might type (25GB/s, 25GB, 500MB/s,
+// 200Gbit/s, 200Gb/s, 200Gbps).
+static int parse_gbps(const char *s, double *gbps) {
+    static const UnitScale units[] = {
+        {"", 1.0}, {"GB/s", 1.0}, {"GB", 1.0}, {"GBps", 1.0}, {"MB/s", 1e-3}, {"MB", 1e-3}, {"TB/s", 1e3},
+        {"Gbit/s", 0.125}, {"Gb/s", 0.125}, {"Gbps", 0.125}, {"Mbit/s", 1.25e-4}, {"Mb/s", 1.25e-4}, {"Mbps", 1.25e-4}};
+    return parse_with_unit(s, units, sizeof units / sizeof units[0], gbps);
+}
+
+// A latency with its unit (10us, 10µs, 500ns, 1ms, 0.001s): a bare number is refused, its unit unknown.
 static int parse_latency(const char *s, double *seconds) {
-    static const struct { const char *unit; double scale; } units[] = {
-        {"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v)) return 0;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (!strcmp(end, units[i].unit)) { *seconds = v * units[i].scale; return 1; }
-    return 0;
+    static const UnitScale units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+    return parse_with_unit(s, units, sizeof units / sizeof units[0], seconds);
 }
 
 // -link / -linkx GBPS[,LATENCY]: both positive; one error line naming the flag otherwise.

@@ -588,7 +588,7 @@ static void trainer_sample(Trainer *tr) {
     int B = tr->args.B, T = tr->args.T, V = tr->cfg.vocab_size;
     float *probs = (float *)xmalloc((size_t)V * sizeof(float));
     for (int i = 0; i < B * T; i++) tr->inputs[i] = 50256 % V;
-    if (tr->be->rank == 0) printf("---- sample\n");
+    if (tr->be->rank == 0) { printf("---- sample\n"); fflush(stdout); }   // seen at once, before the first token
     int pos = 1;   // tokens in the context window (the first is the EOT)
     for (int g = 0; g < tr->args.gen_tokens; g++) {
         if (trainer_stop_requested(tr)) { trainer_sample_cut(tr, g); free(probs); return; }

@@ -94,17 +94,22 @@ done
 echo "ok   two runs given one -tr at once: t.json and t.1.json, each 12 steps of valid JSON"
 
 # ---------------------------------------------------------------- 1. prompt stops, exact resume (and the trace of a resumed run)
-S=("${M[@]}" -x 6 -v 3 -m 150 -s 3 -g 150 -n 3)
+# Validation (400 batches) and the sample (400 tokens) each take about 0.9 s on an idle core, the
+# step before them about 20 ms: a signal 0.3 s after step 2's line lands in step 3's validation, and
+# one 0.1 s after the sample's header (flushed before its first token) lands in the sample, however
+# loaded the machine (a slower machine stretches the loops more than the sleeps).
+S=("${M[@]}" -x 6 -v 3 -m 400 -s 3 -g 400 -n 3)
 for np in 1 2; do
   run_np $np "${S[@]}" -o "$work/straight$np" >"$work/straight$np.out" 2>&1 || { cat "$work/straight$np.out"; fail "np $np: the uninterrupted run failed"; }
   for where in validation sample; do
     d=$work/$where$np
     start_bg $np "${S[@]}" -o "$d" -tr "$d.json" >"$d.out" 2>"$d.err"
     pid=$!; bg_pids+=("$pid")
-    if [ $where = validation ]; then wait_for "$d.out" "^step 2/6"; sleep 0.5; else wait_for "$d.out" "^---- sample"; sleep 0.3; fi
+    if [ $where = validation ]; then wait_for "$d.out" "^step 2/6"; sleep 0.3; else wait_for "$d.out" "^---- sample"; sleep 0.1; fi
     t0=$(now); kill -TERM "$(rank_pid $np $pid)"; wait "$pid"; rc=$?; took=$(since "$t0")
     [ $rc -ne 0 ] || fail "np $np, $where: exit 0 after SIGTERM"
-    cut=$(grep -E "^(validation|---- sample) cut short after [0-9]+ of 150" "$d.out" | head -1)
+    if [ $where = validation ]; then cut_re="^validation cut short after [0-9]+ of 400 batches"; else cut_re="^---- sample cut short after [0-9]+ of 400 tokens"; fi
+    cut=$(grep -E "$cut_re" "$d.out" | head -1)
     [ -n "$cut" ] || { cat "$d.out"; fail "np $np: SIGTERM during $where did not cut it short"; }
     grep -q "^stopped by SIGTERM after step 3 of 6: checkpoint .* is complete; resume with the same command and -y 1; the trace of these steps is $d.json" "$d.err" \
       || { cat "$d.err"; fail "np $np, $where: the stop line"; }
