@@ -444,6 +444,16 @@ void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
     schedule_start(z, pass);
 }
 
+// The step ends here, before its norm and update: the reductions in flight finish (their buffers
+// go back to the pool), units gathered ahead return theirs, and the recording of the micro-step
+// that ran whole is kept. Nothing reads the partial gradients: zero3_step_begin zeros them.
+void zero3_step_abandon(Zero3 *z) {
+    OBSERVE(z, compute_end);
+    zero3_finish_reductions(z);
+    drop_unused_prefetches(z);
+    schedule_close_recording(z);
+}
+
 // ---- ZeRO++ (docs/zeropp.md): the gather and the reduction, each idea one small function ----------
 
 // qwZ: the forward (and, without hpZ, the backward) all-gather moves every shard block-quantized:

@@ -479,6 +479,10 @@ typedef struct {
 
 void zero3_step_begin(Zero3 *z);
 void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass);
+// A step given up between two micro-steps (a stop signal): every unit back at rest, its partial
+// gradients left for the next zero3_step_begin to zero; params and optimizer state are the last
+// whole step's.
+void zero3_step_abandon(Zero3 *z);
 void *zero3_pre_forward(Zero3 *z, int u);              // gather; the params to compute with
 void zero3_post_forward(Zero3 *z, int u);              // release
 Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u);  // gather + gradient buffer

@@ -637,19 +637,35 @@ static float clip_coefficient(float max_norm, double norm) {
     return coef < 1.0 ? (float)coef : 1.0f;
 }
 
-float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip) {
+// The micro-steps of step `step`, their gradients accumulated in the engine. With A > 1 every rank
+// asks before each micro-step after the first whether a stop signal came (one scalar all-reduce:
+// all ranks answer alike), so a long step ends within one micro-step. Returns the micro-steps run.
+static int trainer_accumulate(Trainer *tr, int step) {
     const TrainArgs *a = &tr->args;
-    int N = tr->be->world, A = tr->A;
-    float dloss = 1.0f / ((float)a->B * a->T * A * N);   // the step loss is the mean over all tokens
-    double loss_sum = 0.0;
-    zero3_step_begin(&tr->z);
+    const int N = tr->be->world, A = tr->A;
+    const float dloss = 1.0f / ((float)a->B * a->T * A * N);   // the step loss is the mean over all tokens
     for (int k = 0; k < A; k++) {
+        if (k > 0 && trainer_stop_requested(tr)) return k;
         trainer_load_batch(tr, step, k);
         zero3_micro_begin(&tr->z, k, A, ZERO3_PASS_TRAIN);
         gpt2_pass_forward(&tr->gpt2, tr->inputs, tr->targets, GPT2_TRAIN_DEFER_LOSS);
         gpt2_pass_backward(&tr->gpt2, dloss);
     }
-    loss_sum = gpt2_pass_take_loss(&tr->gpt2);   // the micro-steps' mean losses, read once
+    return A;
+}
+
+int trainer_step(Trainer *tr, int step, float lr, float *loss, float *norm, float *clip) {
+    const TrainArgs *a = &tr->args;
+    const int N = tr->be->world, A = tr->A;
+    zero3_step_begin(&tr->z);
+    int done = trainer_accumulate(tr, step);
+    double loss_sum = gpt2_pass_take_loss(&tr->gpt2);   // the micro-steps' mean losses, read once
+    if (done < A) {   // given up: the partial losses and gradients are dropped, the model is unchanged
+        zero3_step_abandon(&tr->z);
+        *loss = *norm = NAN;
+        *clip = 1.0f;
+        return done;
+    }
     // -clip local: each rank's own shard's norm, so each rank clips by a different coefficient
     double gnorm = a->clip_local ? zero3_local_grad_norm(&tr->z) : zero3_grad_norm(&tr->z);
     *clip = clip_coefficient(a->grad_clip, gnorm);
@@ -658,14 +674,16 @@ float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip) {
     if (tr->clip_probe) clip_probe_after(tr->clip_probe, &tr->z, *clip, global_clip, 0.9f, 0.95f, 1e-8f, step + 1);
     zero3_check_idle(&tr->z);
     *norm = (float)gnorm;
-    return (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));
+    *loss = (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));
+    return A;
 }
 
 // ------------------------------------------------------------------------------------------------
 // Preemption: SIGTERM (what Slurm and other schedulers send before they preempt a job) or SIGINT
 // asks the run to stop. The handler only records the signal (async-signal-safe: a flag and a
-// write); after each step every rank adds its flag in one scalar all-reduce, so all ranks stop
-// after the same step, write a checkpoint (with -o) and exit non-zero. A second signal ends the
+// write); after each step (and between micro-steps, validation batches and sampled tokens) every
+// rank adds its flag in one scalar all-reduce, so all ranks stop at the same point, write a
+// checkpoint of the last whole step (with -o) and exit non-zero. A second signal ends the
 // process at once, by the signal's default action.
 static volatile sig_atomic_t g_stop_signal = 0;
 
@@ -677,8 +695,8 @@ static void on_stop_signal(int sig) {
         return;
     }
     g_stop_signal = sig;
-    static const char msg[] = "\nstop requested: finishing this step (validation and sampling stop at once), then a "
-                              "checkpoint (with -o) and exit; a second signal stops at once\n";
+    static const char msg[] = "\nstop requested: stopping at the next step, micro-step, validation batch or sampled "
+                              "token, then a checkpoint (with -o) and exit; a second signal stops at once\n";
     if (g_proc.rank == 0) { ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1); (void)k; }
 }
 
@@ -884,6 +902,7 @@ typedef struct {
     double ms, exposed_ms;             // the step's time, and the part the compute side waited on collectives
     double comm;                       // bytes this rank sent in the step
     size_t peak;                       // the engine's peak bytes in the step
+    int given_up_after;                // a stop signal gave the step up after this many micro-steps; -1: it ran whole
 } StepResult;
 
 // Test hook (tests/test_faults.sh): ZERO3_INJECT_NAN_STEP=k makes step k's loss NaN on every rank,
@@ -905,9 +924,12 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     float lr = r->lr, norm, clip;
     double t0 = now_seconds();
     tr->compute->step_begin(step);
-    float loss = trainer_step(tr, step, lr, &norm, &clip);
+    float loss;
+    int done = trainer_step(tr, step, lr, &loss, &norm, &clip);
     tr->compute->step_end();   // the device's work of the step done, AdamW included
     double t1 = now_seconds();   // the step's end: loss and norm on the host, parameters updated
+    r->given_up_after = done < tr->A ? done : -1;
+    if (done < tr->A) return;   // nothing to measure, log or trace
     r->loss = loss;
     r->norm = norm;
     r->comm = tr->z.observe.stats.comm_bytes;
@@ -968,13 +990,11 @@ static void trainer_log_step(const Trainer *tr, const TrainLoop *loop, const Ste
     write_log_row(tr, loop, r);
 }
 
-// Preempted (a stop signal on some rank, collective): saves this step (unless just saved), says how
-// to resume, and returns the exit status; 0 to go on.
-static int trainer_stop_if_asked(Trainer *tr, const TrainLoop *loop, int step) {
+// Stops the run on a stop signal (every rank, collective): saves the state after `whole` steps
+// (unless just saved), says when it stopped (`when`) and how to resume, and returns `status`.
+static int trainer_stop(Trainer *tr, const TrainLoop *loop, int whole, int status, const char *when) {
     const TrainArgs *a = &tr->args;
-    int stop = step + 1 < a->steps ? trainer_stop_status(tr) : 0;
-    if (!stop) return 0;
-    if (a->out_dir && loop->saved_step != step + 1) trainer_checkpoint(tr, step + 1);
+    if (a->out_dir && loop->saved_step != whole) trainer_checkpoint(tr, whole);
     char trace[4200], trace_note[4400] = "";
     trace_close(tr->trace, trace, sizeof trace);   // the steps so far: a resumed run's trace never replaces it
     tr->trace = NULL;
@@ -983,16 +1003,34 @@ static int trainer_stop_if_asked(Trainer *tr, const TrainLoop *loop, int step) {
     if (tr->be->rank == 0) {
         fflush(stdout);
         if (a->out_dir)
-            fprintf(stderr, "stopped by %s after step %d of %d: checkpoint %s/%s is complete; resume with the same "
-                    "command and -y 1%s\n", signal_name(stop - 128), step + 1, a->steps, a->out_dir, tr->last_ckpt, trace_note);
+            fprintf(stderr, "stopped by %s %s: checkpoint %s/%s is complete; resume with the same command and -y 1%s\n",
+                    signal_name(status - 128), when, a->out_dir, tr->last_ckpt, trace_note);
         else
-            fprintf(stderr, "stopped by %s after step %d of %d; nothing was saved (-o DIR keeps a checkpoint to "
-                    "resume from)%s\n", signal_name(stop - 128), step + 1, a->steps, trace_note);
+            fprintf(stderr, "stopped by %s %s; nothing was saved (-o DIR keeps a checkpoint to resume from)%s\n",
+                    signal_name(status - 128), when, trace_note);
         fflush(stderr);
     }
     // no rank exits before rank 0 has printed: mpirun ends the job when the first rank exits non-zero
     tr->be->all_reduce_scalar(tr->be->ctx, 0.0);
-    return stop;
+    return status;
+}
+
+// After a whole step: a stop signal on some rank (collective) stops the run there; 0 to go on.
+static int trainer_stop_if_asked(Trainer *tr, const TrainLoop *loop, int step) {
+    int status = step + 1 < tr->args.steps ? trainer_stop_status(tr) : 0;
+    if (!status) return 0;
+    char when[96];
+    snprintf(when, sizeof when, "after step %d of %d", step + 1, tr->args.steps);
+    return trainer_stop(tr, loop, step + 1, status, when);
+}
+
+// A step a stop signal gave up between micro-steps: the run stops with the steps before it; the
+// resumed run runs this step again from its first micro-step (same data, same result).
+static int trainer_stop_in_step(Trainer *tr, const TrainLoop *loop, const StepResult *r) {
+    char when[160];
+    snprintf(when, sizeof when, "during step %d of %d, after %d of its %d micro-steps (the resumed run does the step "
+             "again)", r->step + 1, tr->args.steps, r->given_up_after, tr->A);
+    return trainer_stop(tr, loop, r->step, trainer_stop_status(tr), when);
 }
 
 // The end of a run with -o: a checkpoint of the final state (unless the last step just wrote one)
@@ -1015,6 +1053,7 @@ static int trainer_run(Trainer *tr) {
     for (int step = tr->start_step; step < a->steps; step++) {
         StepResult r = {.step = step, .lr = lr_at(a, step), .val = NAN};
         trainer_timed_step(tr, &r);
+        if (r.given_up_after >= 0) return trainer_stop_in_step(tr, &loop, &r);
         trainer_check_finite(tr, &loop, &r);
         if (step > tr->start_step) loop.total_ms += r.ms;   // the first step warms caches and the buffer pool
         if (due(a->val_every, step, a->steps)) r.val = trainer_validate(tr);

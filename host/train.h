@@ -29,9 +29,10 @@ typedef struct Trainer Trainer;
 // Flags, output folder, model, data, resume, params published. NULL (usage printed) on -h.
 Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build);
 // One optimizer step (0-based): A micro-steps of forward and backward, the global norm, clipping,
-// AdamW. Returns the mean loss over all N*A*B*T tokens; *norm = the norm before clipping, *clip =
-// the coefficient the gradients were scaled by (1 when not clipped).
-float trainer_step(Trainer *tr, int step, float lr, float *norm, float *clip);
+// AdamW. *loss = the mean loss over all N*A*B*T tokens; *norm = the norm before clipping, *clip =
+// the coefficient the gradients were scaled by (1 when not clipped). Returns the micro-steps run:
+// A, or fewer when a stop signal gave the step up between two of them (then nothing changed).
+int trainer_step(Trainer *tr, int step, float lr, float *loss, float *norm, float *clip);
 // This rank's micro-batch k of step `step` (the data order of the contract) into the trainer's
 // (B,T) inputs and targets.
 void trainer_load_batch(Trainer *tr, int step, int k);

@@ -2,7 +2,8 @@
 # Nothing lost, the operations guarantees (docs/operations.md), on 1 and 2 ranks of the CPU trainer:
 #  1. a stop signal during validation and during sampling ends the run at the next batch or token
 #     with its checkpoint; the resumed run's losses, last sample and model.bin equal an
-#     uninterrupted run's;
+#     uninterrupted run's; during a long step (A = 100 micro-steps) it ends between two micro-steps,
+#     the checkpoint is the step before and the resumed run does the step again, with the same result;
 #  2. -tr never harms a file: the model file, a FIFO and a folder are refused at once; a full disk
 #     (a small tmpfs) is one error line and leaves no part or temp file; a stopped run's trace stays and
 #     the resumed run's goes to a numbered file; two runs with one -tr each get a whole trace;
@@ -125,6 +126,26 @@ for np in 1 2; do
   done
 done
 
+# A long step (100 micro-steps, about a second) is given up between two micro-steps: the checkpoint
+# is the step before, and the resumed run does the step again, from its first micro-step.
+L=("${M[@]}" -d 3200 -x 3 -v 0 -n 2)
+for np in 1 2; do
+  run_np $np "${L[@]}" -o "$work/lstraight$np" >"$work/lstraight$np.out" 2>&1 || { cat "$work/lstraight$np.out"; fail "np $np: the uninterrupted long-step run failed"; }
+  d=$work/long$np
+  start_bg $np "${L[@]}" -o "$d" >"$d.out" 2>"$d.err"
+  pid=$!; bg_pids+=("$pid")
+  wait_for "$d.out" "^step 1/3"; sleep 0.3
+  t0=$(now); kill -TERM "$(rank_pid $np $pid)"; wait "$pid"; rc=$?; took=$(since "$t0")
+  [ $rc -ne 0 ] || fail "np $np, long step: exit 0 after SIGTERM"
+  line=$(grep "^stopped by SIGTERM during step 2 of 3, after [0-9]* of its $((100 / np)) micro-steps (the resumed run does the step again): checkpoint .*/ckpt_00000001_g1 is complete; resume with the same command and -y 1" "$d.err") \
+    || { cat "$d.out" "$d.err"; fail "np $np: SIGTERM during a long step did not give it up between micro-steps"; }
+  [ "$(cut -d, -f1 "$d/log.csv" | tail -1)" = 0 ] || fail "np $np, long step: log.csv has a row for the step given up"
+  run_np $np "${L[@]}" -o "$d" -y 1 >"$d.resume.out" 2>&1 || { cat "$d.resume.out"; fail "np $np, long step: resume failed"; }
+  diff <(cut -d, -f1,2 "$work/lstraight$np/log.csv") <(cut -d, -f1,2 "$d/log.csv") >/dev/null || fail "np $np, long step: train losses differ"
+  cmp -s "$work/lstraight$np/model.bin" "$d/model.bin" || fail "np $np, long step: model.bin differs"
+  echo "ok   np=$np: SIGTERM during a step of $((100 / np)) micro-steps: '$(echo "$line" | cut -c1-70)', stopped in ${took} s; resumed: losses and model.bin identical"
+done
+
 # ---------------------------------------------------------------- 3. the folder renamed under a live run
 for np in 1 2; do
   # a slower model: seconds between its checkpoints, for the new run to start in between
@@ -164,18 +185,19 @@ for np in 1 2; do
 done
 
 # ---------------------------------------------------------------- 5. scripts/train.sh resumes beyond its default 300 steps
+# 1000 steps of about 4 ms: the signal, sent at step 305, lands long before the run ends
 T=(-e d1c16h1t16 -b 1 -t 8 -v 0 -s 0 -n 50)
-scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 320 >"$work/ts1.out" 2>&1 &
+scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 1000 >"$work/ts1.out" 2>&1 &
 pid=$!; bg_pids+=("$pid")
-wait_for "$work/ts1.out" "^step 305/"
+wait_for "$work/ts1.out" "^step  *305/"
 kill -TERM "$(pgrep -f "^\./train_gpt2_zero3 .*$work/ts" | head -1)"; wait "$pid"   # a rank (mpirun acts on SIGTERM itself)
-grep -q "^stopped by SIGTERM after step 3[0-9][0-9] of 320" "$work/ts1.out" || { tail "$work/ts1.out"; fail "train.sh: the run did not stop past step 300"; }
-scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 320 >"$work/ts2.out" 2>&1 || { tail "$work/ts2.out"; fail "train.sh: the second call failed"; }
-grep -q "^train.sh: resuming the unfinished run in $work/ts: its checkpoint is at step 3[0-9][0-9] of the 320" "$work/ts2.out" || { head -20 "$work/ts2.out"; fail "train.sh: no resume"; }
-[ "$(cut -d, -f1 "$work/ts/log.csv" | sed 1d | sort -n | uniq | wc -l)" -eq 320 ] || fail "train.sh: the log does not hold steps 0..319 once each"
+grep -q "^stopped by SIGTERM after step [3-9][0-9][0-9] of 1000" "$work/ts1.out" || { tail "$work/ts1.out"; fail "train.sh: the run did not stop past step 300"; }
+scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 1000 >"$work/ts2.out" 2>&1 || { tail "$work/ts2.out"; fail "train.sh: the second call failed"; }
+grep -q "^train.sh: resuming the unfinished run in $work/ts: its checkpoint is at step [3-9][0-9][0-9] of the 1000" "$work/ts2.out" || { head -20 "$work/ts2.out"; fail "train.sh: no resume"; }
+[ "$(cut -d, -f1 "$work/ts/log.csv" | sed 1d | sort -n | uniq | wc -l)" -eq 1000 ] || fail "train.sh: the log does not hold steps 0..999 once each"
 scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 20 >"$work/ts3.out" 2>&1 || { tail "$work/ts3.out"; fail "train.sh: the third call failed"; }
-grep -q "^train.sh: the run in $work/ts finished (320 of 320 steps): starting over (-f 1)" "$work/ts3.out" || fail "train.sh: a finished run was not started over"
-echo "ok   train.sh -- -x 320 stopped $(grep -o 'after step [0-9]*' "$work/ts1.out"): the next call resumed it to 320; after that, started over"
+grep -q "^train.sh: the run in $work/ts finished (1000 of 1000 steps): starting over (-f 1)" "$work/ts3.out" || fail "train.sh: a finished run was not started over"
+echo "ok   train.sh -- -x 1000 stopped $(grep -o 'after step [0-9]*' "$work/ts1.out"): the next call resumed it to 1000; after that, started over"
 
 # ---------------------------------------------------------------- 6. the planner refuses what a run refuses
 same_line() {   # same_line WHAT ARGS...: -plan 2 and a 2-rank run print the same error line
