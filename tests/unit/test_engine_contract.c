@@ -10,7 +10,9 @@
 //  3. The step-end invariant after a departure from the recorded schedule: a unit prefetched and then
 //     not used is dropped at the optimizer step, and zero3_check_step_end (on here) finds every unit
 //     at rest, no handle kept.
-//  4. The exposed communication against an independent clock: a backend whose every wait sleeps
+//  4. A step given up between micro-steps (a stop signal): after zero3_step_abandon every unit is
+//     at rest and every buffer and handle returned, at every stage, and the next step runs whole.
+//  5. The exposed communication against an independent clock: a backend whose every wait sleeps
 //     WAIT_MS and whose compute sleeps COMPUTE_MS; the engine's exposed time must be the number of
 //     waits times WAIT_MS (and so not the compute, and not twice the waits), and the step's timeline
 //     must fit inside a wall clock read around it.
@@ -125,6 +127,35 @@ static void check_departure(void) {
     zero3_free(&z);
 }
 
+// Step 1 whole (2 micro-steps, recording the schedule); step 2 given up after its first micro-step,
+// its last reductions still in flight; the invariant must hold at once, and step 3 must run whole.
+static void check_abandon(int stage) {
+    Zero3 z; Zero3Backend be;
+    Case c = {stage, 4, 0, 0, 0, ZERO3_F32};
+    make(&z, &be, c);
+    z.cfg.prefetch_depth = 1;
+    z.step.check_at_end = 1;
+    for (int step = 1; step <= 3; step++) {
+        zero3_step_begin(&z);
+        for (int k = 0; k < 2; k++) {
+            zero3_micro_begin(&z, k, 2, ZERO3_PASS_TRAIN);
+            for (int u = 0; u < 2; u++) { zero3_pre_forward(&z, u); zero3_post_forward(&z, u); }
+            for (int u = 1; u >= 0; u--) { zero3_pre_backward(&z, u); zero3_post_backward(&z, u); }
+            if (step == 2) break;   // the stop signal
+        }
+        if (step == 2) {
+            zero3_step_abandon(&z);
+            zero3_check_step_end(&z);   // dies, naming what is still busy, when the abandon left anything
+            continue;
+        }
+        zero3_grad_norm(&z);
+        zero3_optimizer_step(&z, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, step);
+    }
+    CHECK(z.step.checked_steps == 3, "abandon, stage %d: the step-end invariant ran %d times, not 3", stage, z.step.checked_steps);
+    printf("  stage %d: a step given up after 1 of 2 micro-steps leaves every unit at rest; the next runs whole\n", stage);
+    zero3_free(&z);
+}
+
 static void check_exposed_clock(int stage) {
     Zero3 z; Zero3Backend be;
     Case c = {stage, 4, 0, 0, 0, ZERO3_F32};
@@ -190,6 +221,7 @@ int main(void) {
     check_contract("stage 0, bf16", (Case){0, 4, 0, 0, 0, ZERO3_BF16}, ddp, ddp, 1100 * 16, 0, 0, 2);
 
     check_departure();
+    for (int stage = 0; stage <= 3; stage++) check_abandon(stage);
     printf("exposed communication against the clock (waits of %.0f ms, compute spans of %.0f ms):\n", WAIT_MS, COMPUTE_MS);
     for (int stage = 0; stage <= 3; stage++) check_exposed_clock(stage);
     if (failures) { fprintf(stderr, "test_engine_contract: %d failures\n", failures); return 1; }
