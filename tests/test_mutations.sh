@@ -4,7 +4,7 @@
 # eleven (the clip branch, the loss scale, the per-rank norm, the decay mask, a GELU constant, the
 # prefetch, the data window, the sampling RNG on resume, the accumulation, a checkpoint's data
 # position, a unit's reduction) are each caught by their test, after a control run shows those tests
-# pass on the unmutated code. The whole table (44 bugs over every CPU source file, about 35 minutes
+# pass on the unmutated code. The whole table (44 bugs over every CPU source file, about 15 minutes
 # on 2 cores) runs nightly: `make mutations` (docs/testing.md).
 . "$(dirname "$0")/lib.sh"
 bash dev/mutation_check.sh --dry-run || fail "a planted bug's text is no longer in the code"
