@@ -10,7 +10,7 @@ while getopts "e:b:t:x:" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;; t) T
   *) echo "usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS]" >&2; exit 2;; esac; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 make -s train_gpt2_zero3 >/dev/null
-CORES=$(nproc)
+CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an OMP_NUM_THREADS the user exported
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 printf "%-6s %-6s %10s %12s %14s %14s\n" ranks stage ms/step tokens/s comm/step peak/rank

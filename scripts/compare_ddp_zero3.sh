@@ -34,7 +34,7 @@ PNG=${PNG:-$OUT/compare_ddp_zero3.png}
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # one OpenMP thread per rank when the ranks already cover the cores
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / N > 0 ? cores / N : 1 ))}
 
 echo "== building the DDP and ZeRO binaries"

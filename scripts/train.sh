@@ -102,7 +102,7 @@ if [ "$mode" = gpu ]; then
   bin=./train_gpt2_zero3cu
 else
   make -s train_gpt2_zero3
-  n=$(nproc); [ "$n" -le 4 ] || n=4
+  n=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc); [ "$n" -le 4 ] || n=4
   launch=(mpirun --oversubscribe -np "$n" -x OMP_NUM_THREADS=1)
   steps=300
   flags=(-e d4c128h4t64 -b 8 -t 64 -x "$steps" -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 4 -s 100 -g 64 -n 50)

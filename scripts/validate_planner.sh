@@ -20,7 +20,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 CONFIGS=("stage 0 (DDP)|2|-z 0" "stage 1|2|-z 1" "stage 2|2|-z 2" "stage 3 -pd 1|2|-z 3 -pd 1" "stage 3 -pd 0|2|-z 3 -pd 0"
          "stage 3 -wrap 2 (coarse)|2|-z 3 -wrap 2" "stage 3 -wrap half (fine)|2|-z 3 -wrap half" "HSDP -hs 2, 4 ranks|4|-z 3 -hs 2")
 LINKS=("unlimited|" "slow|-link $SLOW" "slow + latency|-link $SLOW,$LAT")
-echo "# validate_planner ($MODE): $MODEL; links: unlimited, -link $SLOW, -link $SLOW,$LAT; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# validate_planner ($MODE): $MODEL; links: unlimited, -link $SLOW, -link $SLOW,$LAT; $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 i=0
 for c in "${CONFIGS[@]}"; do
   IFS='|' read -r label np flags <<<"$c"
