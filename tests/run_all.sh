@@ -2,6 +2,10 @@
 # The test suite: runs every tests/test_*.sh in name order, each in its own process.
 # A test script exits 0 on pass, non-zero on failure. Ends with "N passed, M failed".
 # TESTS="tokenizer engine" limits the run to tests/test_{tokenizer,engine}.sh.
+# A test that runs past TEST_TIMEOUT seconds (900: the slowest takes about 2 minutes on 2 cores) is
+# stopped with everything it started (timeout signals its whole process group) and fails, so one
+# hang can never hold the suite.
+TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 cd "$(dirname "$0")/.." || exit 1
 pass=0; fail=0; failed=()
 if [ -n "${TESTS:-}" ]; then list=(); for t in $TESTS; do list+=("tests/test_$t.sh"); done
@@ -10,8 +14,18 @@ for t in "${list[@]}"; do
   name=$(basename "$t" .sh)
   echo "=== $name"
   start=$(date +%s)
-  if bash "$t"; then pass=$((pass+1)); echo "--- PASS $name ($(( $(date +%s) - start ))s)"
-  else fail=$((fail+1)); failed+=("$name"); echo "--- FAIL $name ($(( $(date +%s) - start ))s)"; fi
+  # in the background, so that a Ctrl-C here (which the test's own process group does not get)
+  # can stop the test and all it started
+  timeout -k 10 "$TEST_TIMEOUT" bash "$t" & running=$!
+  trap 'kill -TERM -- -$running 2>/dev/null; echo "stopped during $name" >&2; exit 130' INT TERM
+  wait $running; rc=$?
+  trap - INT TERM
+  if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "--- PASS $name ($(( $(date +%s) - start ))s)"
+  else
+    fail=$((fail+1)); failed+=("$name")
+    [ $rc -ne 124 ] && [ $rc -ne 137 ] || echo "$name: still running after $TEST_TIMEOUT s: stopped"
+    echo "--- FAIL $name ($(( $(date +%s) - start ))s)"
+  fi
 done
 [ $fail -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
