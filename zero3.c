@@ -5,7 +5,6 @@
 // (z->cfg.observer, zero3.h's Zero3Observer) through one OBSERVE line. No MPI, no CUDA: every
 // collective, allocation and shard-math loop goes through z->be.
 #include "zero3.h"
-#include "proc.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +122,6 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     const char *check = getenv("ZERO3_CHECK_STEPS");
     z->step.check_at_end = check && strcmp(check, "0") != 0;
 #endif
-    z->step.open_files = -1;
 }
 
 int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *names,
@@ -833,12 +831,6 @@ void zero3_check_step_end(Zero3 *z) {
     for (int i = 0; i < z->pool.count; i++)
         if (z->pool.entry[i].used) zero3_die("step end: a pool buffer not returned");
     if (z->observe.stats.transient_bytes) zero3_die("step end: transient bytes still counted live");
-    int files = proc_open_files();
-    if (z->step.open_files < 0) z->step.open_files = files;
-    else if (files > z->step.open_files) {
-        snprintf(msg, sizeof msg, "step end: %d open files, %d after the first checked step", files, z->step.open_files);
-        zero3_die(msg);
-    }
     z->step.checked_steps++;
 }
 

@@ -392,7 +392,6 @@ typedef struct {
     int in_backward;           // the phase of the gathers now: set by pre_forward / pre_backward
     int grads_complete;        // this step's gradients are reduced (and all-reduced across replicas)
     int check_at_end;          // run zero3_check_step_end after every optimizer step (ZERO3_CHECK_STEPS=1)
-    int open_files;            // the process's open files after the first checked step (-1: not yet)
     int checked_steps;         // steps whose end zero3_check_step_end has checked
 } Zero3StepState;
 
@@ -496,8 +495,8 @@ void zero3_check_idle(const Zero3 *z);
 // The invariant at the end of a step (after zero3_optimizer_step's gathers), checked there when the
 // environment sets ZERO3_CHECK_STEPS=1 or the build defines ZERO3_CHECK_STEPS (tests do both): no
 // collective in flight (the engine's and the backend's handles), every pool buffer returned, every
-// unit at rest as its layout says (params SHARDED or RESIDENT, grads IDLE, no holder), and no more
-// open files than after the first checked step. A broken invariant stops with zero3_die.
+// unit at rest as its layout says (params SHARDED or RESIDENT, grads IDLE, no holder). A broken
+// invariant stops with zero3_die. (The process's part, its open files, the trainer checks.)
 void zero3_check_step_end(Zero3 *z);
 
 // ---- the building blocks of the verbs ----------------------------------------------------------

@@ -55,6 +55,7 @@ struct Trainer {
     int timed_steps;
     RunPrediction predict;            // the time model's prediction for this run, and the measurement
     ClipProbe *clip_probe;            // -clip local: the step beside what global clipping would do
+    int open_files;                   // with ZERO3_CHECK_STEPS: open files after the first step (-1: not yet)
 };
 
 // LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr towards F*lr over the
@@ -809,7 +810,7 @@ static void trainer_summary(const Trainer *tr) {
     trainer_print_pool(tr);
     if (tr->z.step.checked_steps > 0)   // ZERO3_CHECK_STEPS=1
         printf("step-end invariant held at %d steps (%d pool buffers, %d open files)\n", tr->z.step.checked_steps,
-               tr->z.pool.count, tr->z.step.open_files);
+               tr->z.pool.count, tr->open_files);
     if (tr->timed_steps > 0) {
         printf("exposed communication by unit (rank 0, mean ms per step over %d steps):", tr->timed_steps);
         for (int u = 0; u < tr->z.nunits; u++) {
@@ -864,6 +865,7 @@ static Trainer *trainer_start(const TrainArgs *args, const Zero3Backend *be, con
     if (tr->args.clip_local)   // each rank's own norm: no all-reduce of it
         tr->ledger_theory.row[ZERO3_COLL_NORM] = (Zero3LedgerRow){0};
     tr->unit_exposed_sum = (double *)xcalloc((size_t)tr->z.nunits, sizeof(double));
+    tr->open_files = -1;
     if (tr->args.clip_local) tr->clip_probe = clip_probe_create(&tr->z);
     predict_configure(&tr->predict, &tr->args, &tr->z, &tr->ledger_theory, tr->A, gpt2_unit_emb(&tr->cfg), tr->start_step,
                       tr->args.steps, model_flops_per_token(tr) * (double)tr->args.tokens_per_step / be->world);
@@ -937,6 +939,17 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     tr->ledger_step = tr->z.observe.stats.ledger;
     r->ms = (t1 - t0) * 1000.0;
     r->exposed_ms = trainer_timeline(tr, step, t0, t1);
+}
+
+// The process's part of the step-end invariant (with ZERO3_CHECK_STEPS; the engine checks its own
+// in zero3_check_step_end): no more open files after a step than after the first one, so a file
+// the loop's outputs (log, trace, checkpoints, samples) leak once a step shows in a long run.
+static void trainer_check_open_files(Trainer *tr) {
+    if (!tr->z.step.check_at_end) return;
+    int files = proc_open_files();
+    if (tr->open_files < 0) tr->open_files = files;
+    else if (files > tr->open_files)
+        fatal_local("step end: %d open files, %d after the first checked step", files, tr->open_files);
 }
 
 // A non-finite loss or norm ends the run on every rank, naming the checkpoint to resume from.
@@ -1054,6 +1067,7 @@ static int trainer_run(Trainer *tr) {
         StepResult r = {.step = step, .lr = lr_at(a, step), .val = NAN};
         trainer_timed_step(tr, &r);
         if (r.given_up_after >= 0) return trainer_stop_in_step(tr, &loop, &r);
+        trainer_check_open_files(tr);
         trainer_check_finite(tr, &loop, &r);
         if (step > tr->start_step) loop.total_ms += r.ms;   // the first step warms caches and the buffer pool
         if (due(a->val_every, step, a->steps)) r.val = trainer_validate(tr);
