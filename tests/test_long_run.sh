@@ -3,7 +3,8 @@
 # model, L=3 C=72) at every stage and variant, with ZERO3_CHECK_STEPS=1, so zero3_check_step_end runs
 # after every optimizer step on every rank: no collective in flight (the engine's list and the
 # backend's handle table), every pool buffer returned, every unit SHARDED or RESIDENT as its layout
-# says, and no more open files than after the first step. Validation, sampling and checkpoints run
+# says; and the trainer checks after every step that the process has no more open files than
+# after the first. Validation, sampling and checkpoints run
 # inside the loop (every 50 / 100 / 100 steps), so a file or buffer they leak shows too. A resource
 # that leaks once per step passes any short test and fails here; the pool (at most 64 buffers) and
 # the handle tables (64-128) run out long before step 300.
