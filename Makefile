@@ -46,8 +46,11 @@ CPU_BACKEND_OBJ = $(OBJDIR)/cpu/backend_cpu$(if $(filter 1,$(USE_MPI)),_mpi,).o
 # the CPU math (GPT2_CPU_COMPUTE) and the backend: what a CPU program links beside the library
 CPU_OBJS = $(OBJDIR)/gpt2_cpu.o $(CPU_BACKEND_OBJ)
 
-.PHONY: all cpu gpu test data dumps ddp clean
+.PHONY: all cpu gpu test data dumps ddp clean library-sources
 all: cpu
+# the C sources of the engine and the host library, for builds outside this Makefile (the emulator's)
+library-sources:
+	@echo $(ENGINE_SRC) $(HOST_SRC)
 
 cpu: train_gpt2_zero3 test_gpt2
 

@@ -2,8 +2,8 @@
 # Builds a CUDA source of this project for the CPU emulator (see README.md here).
 #   dev/cuda/emu/build.sh [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...] [--library]
 # For the trainer and its test, --library adds the C files both trainers link (the process layer,
-# the engine and its measurement, the host library: LIBRARY_C below, the Makefile's ENGINE_SRC and
-# HOST_SRC):
+# the engine and its measurement, the host library: the Makefile's ENGINE_SRC and HOST_SRC, which
+# `make library-sources` prints):
 #   dev/cuda/emu/build.sh OUT test_gpt2.cu -DENABLE_FP32 --library
 # With -DUSE_MPI the program is compiled and linked with MPI (mpicxx --showme), and the emulated
 # NCCL runs its collectives over MPI: run the result under mpirun -np N.
@@ -18,7 +18,7 @@ if [ "${1:-}" = "--asan" ]; then asan=(-fsanitize=address -fno-omit-frame-pointe
 [ $# -ge 2 ] || { echo "usage: $0 [--asan] OUT SRC.cu [-DFLAG ...] [extra.c ...] [--library]" >&2; exit 2; }
 out="$1"; src="$2"; shift 2
 defs=(); extra_c=()
-LIBRARY_C=(proc.c zero3.c zero3_observe.c $(cd "$root" && echo host/*.c))
+read -r -a LIBRARY_C <<<"$(make -s --no-print-directory -C "$root" library-sources)"
 for a in "$@"; do
   case "$a" in
     --library) extra_c+=("${LIBRARY_C[@]}") ;;
