@@ -346,7 +346,7 @@ run_train() {
 
 # run_baseline B MODES TRAIN_NAME: dev/pytorch_baseline.py at batch B in the given modes (eager,
 # compile, fsdp2); one baseline_MODE_bB line each, with this trainer's ratio (train_NAME's tok/s),
-# then target_bB: issue 14's targets (>= torch.compile, >= 1.3x eager, MFU >= 50%) met or MISSed
+# then target_bB: the speed targets (>= torch.compile, >= 1.3x eager, MFU >= 50%) met or MISSed
 # (a MISS is a measured shortfall, not a failure)
 run_baseline() {
   local bs=$1 modes=$2 tname=$3 mode line tok ratio st

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU kernels of issue 14 run under the CPU emulator of CUDA (dev/cuda/emu), every output element
+# The GPU kernels run under the CPU emulator of CUDA (dev/cuda/emu), every output element
 # against its CPU reference, in BF16 and FP32: fused flash attention forward and backward, the
 # portable kernels and (BF16) the tensor-core ones on the emulator's WMMA (also against the
 # materialized path and each other, each run twice for determinism), the classifier's forward

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nothing lost: what a careless or unlucky user does to the CPU trainer (issue 12). Each error case
+# Nothing lost: what a careless or unlucky user does to the CPU trainer. Each error case
 # runs on 1 and 2 ranks and must exit non-zero within 30 s (nothing hangs) with exactly one line
 # starting with "error" that matches (on 1 rank that line and warnings are all of stderr).
 #  1. one run per -o: a second run into a busy folder (fresh or -y 1) is refused, naming the folder

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10, "ZeRO-3's price is time": the planner (-plan), its bad inputs, and through the trainer
+# "ZeRO-3's price is time": the planner (-plan), its bad inputs, and through the trainer
 # (tests/time_consistency.py) the collective ledger against its theory at every stage for A = 1, 2,
 # the trace's JSON, lanes and bytes, log.csv's time columns, losses with and without the
 # communication thread, and stage 3 on one rank holding no more than DDP.

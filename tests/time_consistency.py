@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 10's checks through the real trainer: the time story's instruments.
+"""The time checks through the real trainer: the time story's instruments.
 
   1. the collective ledger: at every stage, A = 1 and 2, on N = 2 (and stage 3 on N = 3) the bytes
      and counts the engine measured equal its theory ("ledger: measured = theory", row by row);
