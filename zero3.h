@@ -27,6 +27,9 @@
 //   norm = zero3_grad_norm(z);                       // one all-reduce of one number
 //   zero3_optimizer_step(z, lr, ..., clip_coef, t);  // AdamW on the local shard only
 //
+// A step may also be given up between two micro-steps (a stop signal): zero3_step_abandon(z) puts
+// every unit back at rest, and the model and optimizer state stay those of the last whole step.
+//
 // pre_forward = gather (wait for it, then prefetch the next units); post_forward = release;
 // pre_backward = gather + a gradient buffer; post_backward = reduce the gradients, release. The
 // building blocks (zero3_gather, zero3_release, zero3_grads, zero3_reduce_grads) are public too, for
