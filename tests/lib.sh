@@ -12,6 +12,18 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 BIN=${ZERO3_TRAINER:-./train_gpt2_zero3}
 
+# check_failed WHAT RC OUT ERR PATTERN LIMIT: a run that must fail as a bad input does (exit status
+# RC, stdout in OUT, stderr in ERR, run under `timeout LIMIT`): not stopped by its timeout, a non-zero
+# exit, exactly one line starting 'error' on stderr, and that line matching PATTERN. FAIL otherwise.
+check_failed() {
+  local what=$1 rc=$2 out=$3 err=$4 pattern=$5 limit=$6 n
+  [ "$rc" -ne 124 ] || fail "$what: still running after $limit s"
+  [ "$rc" -ne 0 ] || { cat "$out"; fail "$what: exit 0, want an error"; }
+  n=$(grep -c '^error' "$err")
+  [ "$n" -eq 1 ] || { cat "$err"; fail "$what: want exactly one 'error' line, got $n"; }
+  grep '^error' "$err" | grep -qE -- "$pattern" || { cat "$err"; fail "$what: message does not match /$pattern/"; }
+}
+
 # expect_error WHAT PATTERN ARGS...: the calling script's check_case (the trainer with ARGS must fail
 # with one error line matching PATTERN) in the background, four at once (mpirun spends most of its
 # time starting and tearing down); finish_cases waits, prints the results in order, fails on any FAIL.

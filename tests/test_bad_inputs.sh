@@ -14,7 +14,7 @@ SMALL=(-e d2c48h2t32 -b 2 -t 16 -v 0)
 # check_case WHAT PATTERN ARGS...: the trainer with ARGS on 1 and on 2 ranks (output in $work/case_*).
 check_case() {
   local what=$1 pattern=$2; shift 2
-  local np rc t0 secs lines out err
+  local np rc t0 secs out err
   for np in 1 2; do
     out=$work/case_$$_${BASHPID}_$np.out; err=$work/case_$$_${BASHPID}_$np.err
     t0=$(date +%s.%N)
@@ -22,11 +22,7 @@ check_case() {
     else timeout 60 mpirun -np 2 "$BIN" "$@" >"$out" 2>"$err"; fi
     rc=$?
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
-    [ $rc -ne 124 ] || fail "$what (np $np): still running after 60 s"
-    [ $rc -ne 0 ] || { cat "$out"; fail "$what (np $np): exit 0, want an error"; }
-    lines=$(grep -c '^error' "$err")
-    [ "$lines" -eq 1 ] || { cat "$err"; fail "$what (np $np): want exactly one 'error' line, got $lines"; }
-    grep '^error' "$err" | grep -qE -- "$pattern" || { cat "$err"; fail "$what (np $np): message does not match /$pattern/"; }
+    check_failed "$what (np $np)" $rc "$out" "$err" "$pattern" 60
     if [ $np -eq 1 ] && [ "$(wc -l <"$err")" -ne 1 ]; then cat "$err"; fail "$what: stderr has more than the error line"; fi
     printf 'ok   %-34s np=%d exit %d %5.1fs  %s\n' "$what" $np $rc "$secs" "$(grep '^error' "$err")"
   done

@@ -45,10 +45,7 @@ check_case() {
     out=$work/case_${BASHPID}_$np.out; err=$work/case_${BASHPID}_$np.err
     if [ "$np" -eq 1 ]; then timeout 30 "$BIN" "$@" >"$out" 2>"$err"; else timeout 30 mpirun -np 2 "$BIN" "$@" >"$out" 2>"$err"; fi
     rc=$?
-    [ $rc -ne 124 ] || fail "$what (np $np): still running after 30 s"
-    [ $rc -ne 0 ] || { cat "$out"; fail "$what (np $np): exit 0, want an error"; }
-    [ "$(grep -c '^error' "$err")" -eq 1 ] || { cat "$err"; fail "$what (np $np): want exactly one 'error' line"; }
-    grep '^error' "$err" | grep -qE -- "$pattern" || { cat "$err"; fail "$what (np $np): message does not match /$pattern/"; }
+    check_failed "$what (np $np)" $rc "$out" "$err" "$pattern" 30
     printf 'ok   %-34s np=%d  %s\n' "$what" $np "$(grep '^error' "$err" | cut -c1-140)"
   done
 }

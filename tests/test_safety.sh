@@ -47,10 +47,7 @@ check_case() {
     t0=$(now)
     trainer "$np" "$@" >"$out" 2>"$err"
     rc=$?
-    [ $rc -ne 124 ] || fail "$what (np $np): still running after 30 s"
-    [ $rc -ne 0 ] || { cat "$out"; fail "$what (np $np): exit 0, want an error"; }
-    [ "$(grep -c '^error' "$err")" -eq 1 ] || { cat "$err"; fail "$what (np $np): want exactly one 'error' line"; }
-    grep '^error' "$err" | grep -qE -- "$pattern" || { cat "$err"; fail "$what (np $np): message does not match /$pattern/"; }
+    check_failed "$what (np $np)" $rc "$out" "$err" "$pattern" 30
     if [ $np -eq 1 ] && [ "$(grep -vc '^warning: ' "$err")" -ne 1 ]; then cat "$err"; fail "$what: stderr has more than the error line (and warnings)"; fi
     printf 'ok   %-36s np=%d %4.1fs  %s\n' "$what" $np "$(since "$t0")" "$(grep '^error' "$err" | cut -c1-150)"
   done
