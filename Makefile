@@ -35,6 +35,8 @@ endif
 # (gpt2_cpu.c, gpt2_gpu.cuh: the compute tables) and the trainers.
 ENGINE_SRC = proc.c zero3.c zero3_observe.c
 HOST_SRC = $(wildcard host/*.c)
+# the trainer's own files (host/trainer.h): what a program without the train loop leaves out
+TRAINER_SRC = host/train.c host/outdir.c host/report.c host/evaluate.c host/stop.c
 HOST_HEADERS = proc.h zero3.h zero3_stats.h zero3_observe.h $(wildcard host/*.h)
 CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h) gpt2_cpu.h
 # host code and the engine are compiled once into build/obj and linked into every binary
@@ -213,7 +215,7 @@ gpu_check:
 # and the host library compiled into each under the same sanitizers.
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_LIB = $(ENGINE_SRC) $(filter-out host/train.c host/passes.c,$(HOST_SRC))
+FUZZ_LIB = $(ENGINE_SRC) $(filter-out $(TRAINER_SRC) host/passes.c,$(HOST_SRC))
 FUZZ_HARNESSES = model tokens tokenizer dump checkpoint
 .PHONY: fuzz
 fuzz: $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%) build/fuzz/make_seeds

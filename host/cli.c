@@ -351,3 +351,10 @@ void args_check_model(const TrainArgs *a, const GPT2Config *cfg) {
         fatal("flag -wrap: %d blocks per unit does not divide the model's %d blocks", a->wrap, cfg->num_layers);
     if (a->T > cfg->max_seq_len) fatal("flag -t: sequence length %d is larger than the model's maxT %d", a->T, cfg->max_seq_len);
 }
+
+int args_read(TrainArgs *a, int argc, char **argv, int ddp_only) {
+    args_defaults(a, ddp_only);
+    if (!args_parse(a, argc, argv)) return 0;
+    args_usage(a, argv[0]);
+    return 1;
+}

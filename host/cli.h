@@ -47,6 +47,9 @@ typedef struct {
     int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
 } TrainArgs;
 
+// The flags of argv, read once: defaults, parsed, checked. Returns 1 when -h was given (rank 0 has
+// printed the usage); a bad flag is one error line and exit 1 on every rank.
+int args_read(TrainArgs *a, int argc, char **argv, int ddp_only);
 // Sets every flag to its default. ddp_only: this binary is the DDP build (stage 0 only).
 void args_defaults(TrainArgs *a, int ddp_only);
 // Parses argv into a (defaults already set); a bad flag is one error line and exit 1 on every rank.

@@ -26,8 +26,8 @@ float lr_at(const TrainArgs *a, int s);
 // ---- the trainer as a library: what train_main runs, for tests that check the very step code
 // users run (tests/test_checks.h) instead of a copy of it.
 typedef struct Trainer Trainer;
-// Flags, output folder, model, data, resume, params published. NULL (usage printed) on -h.
-Trainer *trainer_create(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build);
+// For flags parsed by args_read (cli.h): output folder, model, data, resume, params published.
+Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const TrainBuild *build);
 // One optimizer step (0-based): A micro-steps of forward and backward, the global norm, clipping,
 // AdamW. *loss = the mean loss over all N*A*B*T tokens; *norm = the norm before clipping, *clip =
 // the coefficient the gradients were scaled by (1 when not clipped). Returns the micro-steps run:

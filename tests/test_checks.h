@@ -179,7 +179,9 @@ static Trainer *make_trainer(const Zero3Backend *be, const Dump *d, const char *
     const char *argv[] = {"test", "-e", model_path, "-i", tokens_path, "-j", tokens_path, "-b", v[0], "-t", v[1],
                           "-d", v[2], "-x", v[3], "-l", v[4], "-u", v[5], "-q", v[6], "-c", v[7], "-gc", v[8],
                           "-z", v[9], "-pd", v[10], "-v", "0"};
-    return trainer_create((int)(sizeof argv / sizeof argv[0]), (char **)argv, be, g_test_build);
+    TrainArgs args;
+    if (args_read(&args, (int)(sizeof argv / sizeof argv[0]), (char **)argv, g_test_build->ddp_only)) return NULL;
+    return trainer_create(&args, be, g_test_build);
 }
 
 // The tokens this rank reads for micro-step k of step s must be rows (k*N + r)*b.. of the step's
