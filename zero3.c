@@ -761,7 +761,7 @@ void *zero3_pre_forward(Zero3 *z, int u) {
 // forward to its backward, which then needs no second all-gather.
 void zero3_post_forward(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    if (z->cfg.keep_params_until_backward && z->schedule.pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
+    if (!z->cfg.reshard_after_forward && z->schedule.pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
         U->kept = 1;
     zero3_release(z, u);
 }

@@ -336,10 +336,12 @@ typedef struct {
     int align;              // tensor offsets and shard sizes are multiples of this many elements
     Zero3DType param_type;  // working parameters (what is gathered and computed with)
     Zero3DType grad_type;   // gradients (what is reduced)
-    // the variants (docs/DESIGN.md: FSDP's and DeepSpeed's knobs); all 0 = plain stages
+    // the variants (docs/DESIGN.md: FSDP's and DeepSpeed's knobs); the plain stages: all 0 but
+    // reshard_after_forward, which is 1 (FSDP's default)
     size_t persist_threshold;       // units with fewer parameters stay replicated (DeepSpeed's
                                     // stage3_param_persistence_threshold); 0 = none
-    int keep_params_until_backward; // FSDP's reshard_after_forward = False: no gather in backward
+    int reshard_after_forward;      // FSDP's: 1 frees a unit after its forward; 0 keeps it gathered
+                                    // until its backward (-ra 0), which then needs no gather
     int shard_group;                // HSDP: shard within groups of this many ranks; 0 = all ranks
     // ZeRO++ (docs/zeropp.md), stage 3's params; all 0 = exact ZeRO-3
     int quant_weights;              // qwZ: the params all-gather moves int8 codes and block scales

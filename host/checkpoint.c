@@ -52,6 +52,27 @@ static void ckpt_layout_from_engine(const Zero3 *z, CkptMeta *m) {
     }
 }
 
+// Where meta.bin keeps each flag the table of flags records (cli.c, .recorded): the file format's
+// own placement. A recorded flag with no word here is a format without room for it (fatal).
+static const struct { const char *flag; int word; } META_FLAG_WORDS[] = {
+    {"-b", M_B}, {"-t", M_T}, {"-d", M_TOKENS_PER_STEP}, {"-x", M_TOTAL_STEPS}, {"-u", M_WARMUP}, {"-l", M_LR},
+    {"-q", M_FINAL_FRAC}, {"-c", M_WEIGHT_DECAY}, {"-gc", M_GRAD_CLIP}, {"-z", M_STAGE}, {"-S", M_SEED}};
+
+static int meta_flag_word(const Flag *f) {
+    for (size_t i = 0; i < sizeof META_FLAG_WORDS / sizeof META_FLAG_WORDS[0]; i++)
+        if (!strcmp(META_FLAG_WORDS[i].flag, f->name)) return META_FLAG_WORDS[i].word;
+    fatal_local("checkpoint: flag %s is recorded (cli.c) but meta.bin has no word for it (checkpoint.c)", f->name);
+}
+
+// A recorded flag as its word: integers as they are, reals as their double's bits.
+static int64_t meta_flag_value(const Flag *f, const TrainArgs *a) {
+    return args_flag_is_real(f) ? double_bits(args_flag_real(f, a)) : (int64_t)args_flag_int(f, a);
+}
+static void meta_flag_take(const Flag *f, TrainArgs *a, int64_t word) {
+    if (args_flag_is_real(f)) args_flag_set_real(f, a, bits_double(word));
+    else args_flag_set_int(f, a, word);
+}
+
 static size_t ckpt_layout_words(const CkptMeta *m) {
     size_t n = 0;
     for (int u = 0; u < m->nunits; u++) n += 2 + 2 * (size_t)m->units[u].ntensors;
@@ -64,15 +85,14 @@ static int ckpt_meta_write(const char *path, const CkptMeta *m, char *err, size_
     const GPT2Config *c = &m->cfg;
     w[M_MAGIC] = CKPT_META_MAGIC; w[M_VERSION] = CKPT_VERSION; w[M_HEADER_WORDS] = M_FIXED_WORDS;
     w[M_RANKS] = m->ranks;
-    w[M_STEP] = m->step; w[M_WORLD] = m->world; w[M_STAGE] = m->stage; w[M_ALIGN] = m->align;
+    w[M_STEP] = m->step; w[M_WORLD] = m->world; w[M_ALIGN] = m->align;
     w[M_MAXT] = c->max_seq_len; w[M_V] = c->vocab_size; w[M_VP] = c->padded_vocab_size;
     w[M_L] = c->num_layers; w[M_NH] = c->num_heads; w[M_C] = c->channels;
-    w[M_B] = m->B; w[M_T] = m->T; w[M_A] = m->A; w[M_TOKENS_PER_STEP] = m->tokens_per_step;
+    w[M_A] = m->A;
     w[M_DATA_WINDOW] = m->data_window; w[M_SAMPLE_RNG] = (int64_t)m->sample_rng;
-    w[M_SEED] = (int64_t)m->seed; w[M_GENERATION] = m->generation;
-    w[M_TOTAL_STEPS] = m->total_steps; w[M_WARMUP] = m->warmup;
-    w[M_LR] = double_bits(m->lr); w[M_FINAL_FRAC] = double_bits(m->final_frac);
-    w[M_WEIGHT_DECAY] = double_bits(m->weight_decay); w[M_GRAD_CLIP] = double_bits(m->grad_clip);
+    w[M_GENERATION] = m->generation;
+    for (int i = 0; i < ARGS_NFLAGS; i++)
+        if (ARGS_FLAGS[i].recorded) w[meta_flag_word(&ARGS_FLAGS[i])] = meta_flag_value(&ARGS_FLAGS[i], &m->run);
     w[M_NUNITS] = m->nunits; w[M_LAYOUT_WORDS] = (int64_t)layout;
     size_t k = M_FIXED_WORDS;
     for (int u = 0; u < m->nunits; u++) {
@@ -134,16 +154,15 @@ static const char *meta_read_words(FILE *f, int64_t **words) {
 static const char *meta_take_fields(const int64_t *w, CkptMeta *m) {
     const char *problem = NULL;
     m->ranks = w[M_RANKS] ? (int)w[M_RANKS] : (int)w[M_WORLD];
-    m->step = (int)w[M_STEP]; m->world = (int)w[M_WORLD]; m->stage = (int)w[M_STAGE]; m->align = (int)w[M_ALIGN];
+    m->step = (int)w[M_STEP]; m->world = (int)w[M_WORLD]; m->align = (int)w[M_ALIGN];
     GPT2Config *c = &m->cfg;
     c->max_seq_len = (int)w[M_MAXT]; c->vocab_size = (int)w[M_V]; c->padded_vocab_size = (int)w[M_VP];
     c->num_layers = (int)w[M_L]; c->num_heads = (int)w[M_NH]; c->channels = (int)w[M_C];
-    m->B = (int)w[M_B]; m->T = (int)w[M_T]; m->A = (int)w[M_A];
-    m->tokens_per_step = w[M_TOKENS_PER_STEP]; m->data_window = w[M_DATA_WINDOW];
-    m->sample_rng = (uint64_t)w[M_SAMPLE_RNG]; m->seed = (uint64_t)w[M_SEED]; m->generation = w[M_GENERATION];
-    m->total_steps = (int)w[M_TOTAL_STEPS]; m->warmup = (int)w[M_WARMUP];
-    m->lr = bits_double(w[M_LR]); m->final_frac = bits_double(w[M_FINAL_FRAC]);
-    m->weight_decay = bits_double(w[M_WEIGHT_DECAY]); m->grad_clip = bits_double(w[M_GRAD_CLIP]);
+    m->A = (int)w[M_A];
+    m->data_window = w[M_DATA_WINDOW];
+    m->sample_rng = (uint64_t)w[M_SAMPLE_RNG]; m->generation = w[M_GENERATION];
+    for (int i = 0; i < ARGS_NFLAGS; i++)
+        if (ARGS_FLAGS[i].recorded) meta_flag_take(&ARGS_FLAGS[i], &m->run, w[meta_flag_word(&ARGS_FLAGS[i])]);
     m->nunits = (int)w[M_NUNITS];
     const int64_t big = 1ll << 40;
     if (w[M_STEP] < 0 || w[M_STEP] > 100000000) problem = "step out of range";
@@ -699,3 +718,28 @@ void ckpt_load_latest(const char *out_dir, const GPT2Config *cfg, Zero3 *z, Ckpt
     agree_or_exit(be, err);
 }
 
+
+// ------------------------------------------------------------------------------------------------
+// Resuming with other flags
+
+// One value of a recorded flag as it would be typed.
+static void flag_value_text(const Flag *f, const TrainArgs *a, char *buf, size_t n) {
+    if (args_flag_is_real(f)) snprintf(buf, n, "%g", args_flag_real(f, a));
+    else if (f->type == FLAG_SEED) snprintf(buf, n, "%llu", (unsigned long long)args_flag_int(f, a));
+    else snprintf(buf, n, "%lld", args_flag_int(f, a));
+}
+
+void ckpt_warn_changes(const CkptMeta *m, const TrainArgs *a) {
+    for (int i = 0; i < ARGS_NFLAGS; i++) {
+        const Flag *f = &ARGS_FLAGS[i];
+        if (!f->recorded || !f->on_resume) continue;
+        int same = args_flag_is_real(f) ? args_flag_real(f, &m->run) == args_flag_real(f, a)
+                                        : args_flag_int(f, &m->run) == args_flag_int(f, a);
+        if (same) continue;
+        char was[64], now[64];
+        flag_value_text(f, &m->run, was, sizeof was);
+        flag_value_text(f, a, now, sizeof now);
+        fprintf(stderr, "warning: the checkpoint was written with %s %s, this run has %s %s: %s\n", f->name, was, f->name, now,
+                f->on_resume);
+    }
+}

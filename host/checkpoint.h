@@ -24,6 +24,7 @@
 #pragma once
 #include "common.h"
 #include "gpt2.h"
+#include "cli.h"   // TrainArgs and the table of flags: which ones meta.bin records
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,17 +49,14 @@ typedef struct {
 
 typedef struct {
     int step;                  // completed steps: training continues at this step index
-    int world, stage, align;   // world: the ranks the state is sharded over (the shard files)
+    int world, align;          // world: the ranks the state is sharded over (the shard files)
     int ranks;                 // the data-parallel ranks N (HSDP: world x replicas; 0 in old files = world)
     GPT2Config cfg;
-    int B, T, A;
-    long long tokens_per_step;
+    TrainArgs run;             // the run's flags: those the table records (cli.c, .recorded) are in meta.bin
+    int A;                     // micro-steps per step
     long long data_window;     // the next training window (step*A*N, docs/DESIGN.md "data order")
     uint64_t sample_rng;       // the sampling RNG state after this step
-    uint64_t seed;
     long long generation;      // counts checkpoints written into this output directory
-    int total_steps, warmup;   // -x -u
-    double lr, final_frac, weight_decay, grad_clip;
     int nunits;
     CkptUnit *units;           // nunits (owned by the meta; ckpt_meta_free)
 } CkptMeta;
@@ -103,6 +101,9 @@ int ckpt_meta_check_model(const CkptMeta *m, const GPT2Config *c, const Zero3 *z
 // kind and layer); c is the model z was laid out for. Padding is zeroed. 0, or -1 with a message.
 int ckpt_read_state(const char *ckpt_dir, const CkptMeta *m, const GPT2Config *c, Zero3 *z, char *err, size_t errlen);
 void ckpt_meta_free(CkptMeta *m);
+// A resume whose flags differ from the checkpoint's recorded ones: one warning line each (stderr),
+// saying what the change means (the table of flags' .on_resume, cli.c).
+void ckpt_warn_changes(const CkptMeta *m, const TrainArgs *a);
 // FNV-1a over 32-bit words: any single changed word changes the result (each step is a bijection).
 uint64_t ckpt_hash(uint64_t h, const void *data, size_t bytes);
 

@@ -1,77 +1,9 @@
 // host/cli.c: parsing and checking the flags (see cli.h).
 #include "cli.h"
 #include <limits.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include "gpt2.h"
-
-void args_defaults(TrainArgs *a, int ddp_only) {
-    memset(a, 0, sizeof(*a));
-    a->ddp_only = ddp_only;
-    a->train_path = "data/tinyshakespeare/tiny_shakespeare_train.bin";
-    a->val_path = "data/tinyshakespeare/tiny_shakespeare_val.bin";
-    a->init = "d12";
-    a->B = 4; a->T = 64;
-    a->steps = 20;
-    a->lr = 3e-4f; a->final_frac = 1.0f; a->warmup = 0;
-    a->weight_decay = 0.0f; a->grad_clip = 1.0f;
-    a->stage = ddp_only ? 0 : 3;
-    a->prefetch_depth = 1;
-    a->reshard_after_forward = 1;
-    a->val_every = 10; a->val_batches = 4;
-    a->sample_every = 0; a->gen_tokens = 64;
-    a->seed = 1337;
-}
-
-void args_usage(const TrainArgs *a, const char *prog) {
-    if (g_proc.rank != 0) return;
-    printf("usage: %s [flags]   (mpirun -np N %s [flags] for N ranks)\n", prog, prog);
-    printf("  -i FILE   train tokens (llm.c format)        default data/tinyshakespeare/tiny_shakespeare_train.bin\n");
-    printf("  -j FILE   val tokens                         default data/tinyshakespeare/tiny_shakespeare_val.bin\n");
-    printf("  -e X      init: an llm.c model .bin, or dN (GPT-2 of depth N; d12 = 124M),\n");
-    printf("            or dLcChHtT (e.g. d2c64h2t64: L=2 C=64 NH=2 maxT=64)   default d12\n");
-    printf("  -o DIR    output: log.csv, checkpoints, exported model    default none\n");
-    printf("  -b B      micro-batch per rank               default 4\n");
-    printf("  -t T      sequence length                    default 64\n");
-    printf("  -d TOK    tokens per optimizer step, a multiple of N*B*T (gives A micro-steps)   default N*B*T\n");
-    printf("  -x S      steps                              default 20\n");
-    printf("  -l LR     peak learning rate                 default 3e-4\n");
-    printf("  -u W      warmup steps                       default 0\n");
-    printf("  -q F      final LR fraction (cosine decay to F*LR; 1 = constant)   default 1.0\n");
-    printf("  -c WD     weight decay on the six matrices   default 0\n");
-    printf("  -gc G     max global grad norm, 0 = no clipping   default 1.0\n");
-    printf("  -z Z      ZeRO stage 0 (DDP), 1, 2, 3        default %d\n", a->ddp_only ? 0 : 3);
-    printf("  -pd P     stage-3 prefetch depth (units gathered ahead)   default 1\n");
-    printf("  -hs G     HSDP: shard within groups of G consecutive ranks, replicate across groups (G divides N)\n");
-    printf("  -ra 0|1   reshard after forward; 0 keeps each unit gathered until its backward (-z 3)   default 1\n");
-    printf("  -rc 0|1|2 activation recompute: 1 inside the backward's gather, 2 with its own gather (the pitfall)\n");
-    printf("  -pt N     persistence threshold: units with fewer than N parameters stay replicated   default 0\n");
-    printf("  -clip global|local   local: each rank clips by its own shard's norm (the pitfall, on purpose)\n");
-    printf("  -wrap K|half  unit granularity: K blocks per unit (K divides L, at most 8), or each block's\n");
-    printf("            attention and MLP as two units (too-fine units: pitfall 2, docs/primer.md)   default 1\n");
-    printf("  -qw 8     ZeRO++ qwZ: gather params as int8 blocks with a scale each (-z 3)   default off\n");
-    printf("  -hp G     ZeRO++ hpZ: keep a secondary shard in groups of G ranks; backward gathers stay in the group (-z 3)\n");
-    printf("  -qg 8     ZeRO++ qgZ: reduce gradients as int8 blocks, all-to-all in the -hp group then across (-z 3)\n");
-    printf("  -v n      val every n steps (0 off)          default 10\n");
-    printf("  -m n      val batches per rank               default 4\n");
-    printf("  -s n      sample every n steps (0 off)       default 0\n");
-    printf("  -g n      tokens to generate                 default 64\n");
-    printf("  -n n      checkpoint every n steps (0 off; needs -o)   default 0\n");
-    printf("  -y 1      resume from the latest checkpoint in -o\n");
-    printf("  -f 1      start over in an -o that holds an earlier run's checkpoints or log (they are kept\n");
-    printf("            until this run's first checkpoint is complete; without -y 1 or -f 1 such an -o is refused)\n");
-    printf("  -S SEED   seed for init and sampling         default 1337\n");
-    printf("  -tr FILE  write a Chrome trace-event JSON of the run (open in Perfetto / chrome://tracing)\n");
-    printf("  -plan N   print the memory and communication plan for N ranks and the model of -e (which may\n");
-    printf("            also be a parameter count: 7.5B, 350M, 1.5e9), allocate nothing, exit\n");
-    printf("  -link G[,LAT]  links: GB/s each rank sends inside a node (25, 25GB/s, 200Gbit/s) and the latency of\n");
-    printf("            a ring step (10us, 1ms); a run holds each collective for the ring model's time (docs/time.md)\n");
-    printf("  -linkx G[,LAT] the same across nodes (nodes: -rpn R ranks, or the -hs G groups)\n");
-    printf("  -bw G     planner: GB/s each rank sends inside a node (ring links)\n");
-    printf("  -bwx G    planner: GB/s each rank sends across nodes        default -bw\n");
-    printf("  -rpn R    planner: ranks per node                           default N (one node)\n");
-    printf("  -tf F     planner: TFLOP/s each rank achieves\n");
-    printf("  -h        this help\n");
-}
 
 static int parse_ll(const char *s, long long *out) {
     char *end;
@@ -103,84 +35,11 @@ static float flag_float(const char *flag, const char *val, float lo, float hi) {
     if (v < lo || v > hi) fatal("flag %s: %g is out of range [%g, %g]", flag, v, lo, hi);
     return v;
 }
-
-// The run: data, model, output folder, batch shape, steps, optimizer. Returns 0 when f is none of them.
-static int set_run_flag(TrainArgs *a, const char *f, const char *v) {
-    if (!strcmp(f, "-i")) a->train_path = v;
-    else if (!strcmp(f, "-j")) a->val_path = v;
-    else if (!strcmp(f, "-e")) a->init = v;
-    else if (!strcmp(f, "-o")) a->out_dir = v;
-    else if (!strcmp(f, "-b")) a->B = flag_int(f, v, 1, 1 << 20);
-    else if (!strcmp(f, "-t")) a->T = flag_int(f, v, 1, 1 << 20);
-    else if (!strcmp(f, "-d")) {
-        long long d;
-        if (!parse_ll(v, &d) || d < 1) fatal("flag -d: expected a positive token count, got '%s'", v);
-        a->tokens_per_step = d;
-    }
-    else if (!strcmp(f, "-x")) a->steps = flag_int(f, v, 1, 100000000);
-    else if (!strcmp(f, "-l")) a->lr = flag_float(f, v, 0.0f, 10.0f);
-    else if (!strcmp(f, "-u")) a->warmup = flag_int(f, v, 0, 100000000);
-    else if (!strcmp(f, "-q")) a->final_frac = flag_float(f, v, 0.0f, 1.0f);
-    else if (!strcmp(f, "-c")) a->weight_decay = flag_float(f, v, 0.0f, 10.0f);
-    else if (!strcmp(f, "-gc")) a->grad_clip = flag_float(f, v, 0.0f, 1e6f);
-    else return 0;
-    return 1;
-}
-
-// ZeRO++: the bit width of -qw and -qg (8 only: int8 codes), the group size of -hp.
-static void set_zeropp_flag(TrainArgs *a, const char *f, const char *v) {
-    if (!strcmp(f, "-hp")) { a->hp_group = flag_int(f, v, 1, 1 << 20); return; }
-    int bits = flag_int(f, v, 1, 64);
-    if (bits != 8) fatal("flag %s: %d-bit quantization is not supported (8: int8 codes, one fp32 scale per block of %d)", f, bits,
-                         ZERO3_QUANT_BLOCK);
-    if (!strcmp(f, "-qw")) a->quant_weights = bits;
-    else a->quant_grads = bits;
-}
-
-// ZeRO and its variants: stage, prefetch, HSDP, resharding, recompute, persistence, units,
-// clipping. Returns 0 when f is none of them.
-static int set_zero_flag(TrainArgs *a, const char *f, const char *v) {
-    if (!strcmp(f, "-z")) a->stage = flag_int(f, v, 0, 3);
-    else if (!strcmp(f, "-pd")) a->prefetch_depth = flag_int(f, v, 0, 64);
-    else if (!strcmp(f, "-hs")) a->shard_group = flag_int(f, v, 1, 1 << 20);
-    else if (!strcmp(f, "-ra")) a->reshard_after_forward = flag_int(f, v, 0, 1);
-    else if (!strcmp(f, "-rc")) a->recompute = flag_int(f, v, 0, 2);
-    else if (!strcmp(f, "-pt")) {
-        long long n;
-        if (!parse_ll(v, &n) || n < 0) fatal("flag -pt: expected a parameter count >= 0, got '%s'", v);
-        a->persist_threshold = n;
-    }
-    else if (!strcmp(f, "-wrap")) a->wrap = !strcmp(v, "half") ? GPT2_WRAP_HALF : flag_int(f, v, 1, GPT2_WRAP_MAX);
-    else if (!strcmp(f, "-qw") || !strcmp(f, "-qg") || !strcmp(f, "-hp")) set_zeropp_flag(a, f, v);
-    else if (!strcmp(f, "-clip")) {
-        if (strcmp(v, "global") && strcmp(v, "local")) fatal("flag -clip: expected global or local, got '%s'", v);
-        a->clip_local = !strcmp(v, "local");
-    }
-    else return 0;
-    return 1;
-}
-
-// What the run does besides training: validation, samples, checkpoints, resume, seed, trace.
-// Returns 0 when f is none of them.
-static int set_output_flag(TrainArgs *a, const char *f, const char *v) {
-    if (!strcmp(f, "-v")) a->val_every = flag_int(f, v, 0, 100000000);
-    else if (!strcmp(f, "-m")) a->val_batches = flag_int(f, v, 1, 1000000);
-    else if (!strcmp(f, "-s")) a->sample_every = flag_int(f, v, 0, 100000000);
-    else if (!strcmp(f, "-g")) a->gen_tokens = flag_int(f, v, 1, 1 << 20);
-    else if (!strcmp(f, "-n")) a->ckpt_every = flag_int(f, v, 0, 100000000);
-    else if (!strcmp(f, "-y")) a->resume = flag_int(f, v, 0, 1);
-    else if (!strcmp(f, "-f")) a->fresh = flag_int(f, v, 0, 1);
-    else if (!strcmp(f, "-S")) {
-        long long s;
-        if (!parse_ll(v, &s) || s < 0) fatal("flag -S: expected a non-negative integer seed, got '%s'", v);
-        a->seed = (unsigned long long)s;
-    }
-    else if (!strcmp(f, "-tr")) {
-        if (!*v) fatal("flag -tr: expected a file name");
-        a->trace_path = v;
-    }
-    else return 0;
-    return 1;
+// A count or a seed: an integer of at least lo; one line saying what it is otherwise.
+static long long flag_count(const Flag *f, const char *v) {
+    long long n;
+    if (!parse_ll(v, &n) || n < (long long)f->lo) fatal("flag %s: expected %s, got '%s'", f->name, f->expected, v);
+    return n;
 }
 
 // A number followed by one of the units in the table (the empty unit allowed only if listed):
@@ -230,18 +89,237 @@ static void flag_link(const char *flag, const char *v, double *gbps, double *lat
         fatal("flag %s: latency %s must be above 0 and at most 10 s (leave it out for none)", flag, comma + 1);
 }
 
-// The planner (-plan N) and its links and compute rate. Returns 0 when f is none of them.
-static int set_plan_flag(TrainArgs *a, const char *f, const char *v) {
-    if (!strcmp(f, "-plan")) a->plan_world = flag_int(f, v, 1, 1 << 24);
-    else if (!strcmp(f, "-link")) { flag_link(f, v, &a->link_gbps, &a->link_latency_s); a->links_emulated = 1; }
-    else if (!strcmp(f, "-linkx")) { flag_link(f, v, &a->link_x_gbps, &a->link_x_latency_s); a->links_emulated = 1; }
-    else if (!strcmp(f, "-bw")) a->link_gbps = flag_float(f, v, 1e-6f, 1e6f);
-    else if (!strcmp(f, "-bwx")) a->link_x_gbps = flag_float(f, v, 1e-6f, 1e6f);
-    else if (!strcmp(f, "-rpn")) a->ranks_per_node = flag_int(f, v, 1, 1 << 24);
-    else if (!strcmp(f, "-tf")) a->tflops = flag_float(f, v, 1e-9f, 1e9f);
-    else return 0;
-    return 1;
+// -wrap K|half: K blocks per unit (in the table's range), or each block's attention and MLP apart.
+static void parse_wrap(const Flag *f, const char *v, TrainArgs *a) {
+    a->wrap = !strcmp(v, "half") ? GPT2_WRAP_HALF : flag_int(f->name, v, (long long)f->lo, (long long)f->hi);
 }
+
+// -qw 8, -qg 8: the bit width of ZeRO++'s quantization, 8 only (int8 codes).
+static void parse_bits(const Flag *f, const char *v, TrainArgs *a) {
+    int bits = flag_int(f->name, v, (long long)f->lo, (long long)f->hi);
+    if (bits != 8) fatal("flag %s: %d-bit quantization is not supported (8: int8 codes, one fp32 scale per block of %d)", f->name,
+                         bits, ZERO3_QUANT_BLOCK);
+    args_flag_set_int(f, a, bits);
+}
+
+// -clip global|local: 1 for local (each rank clips by its own shard's norm).
+static void parse_clip(const Flag *f, const char *v, TrainArgs *a) {
+    if (strcmp(v, "global") && strcmp(v, "local")) fatal("flag %s: expected global or local, got '%s'", f->name, v);
+    a->clip_local = !strcmp(v, "local");
+}
+
+// -link, -linkx GBPS[,LATENCY]: the whole link, and a run that holds its collectives for it.
+static void parse_link(const Flag *f, const char *v, TrainArgs *a) {
+    Zero3Link *link = (Zero3Link *)((char *)a + f->field);
+    flag_link(f->name, v, &link->gbps, &link->latency_s);
+    a->links_emulated = 1;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The flags. Each entry: name, type, the field it sets, default, range; then by name what a count
+// is, its parser (FLAG_CUSTOM), -h's value name, help and shown default, whether meta.bin records it
+// and what a resume with another value means, and why the planner refuses it. The model's shape and unit layout (-e, -wrap) are
+// the checkpoint's own, not flags: ckpt_meta_check_model compares them.
+#define F(field) offsetof(TrainArgs, field)
+#define BIG 100000000
+static const char SCHEDULE_CHANGED[] = "the LR schedule from here on differs from an uninterrupted run's";
+static const char BATCH_CHANGED[] = "the data order follows the step index, so the tokens differ from an uninterrupted run's";
+const Flag ARGS_FLAGS[] = {
+    // the run: data, model, output folder
+    {"-i", FLAG_PATH, F(train_path), "data/tinyshakespeare/tiny_shakespeare_train.bin", 0, 0,
+     .metavar = "FILE", .help = "train tokens (llm.c format)"},
+    {"-j", FLAG_PATH, F(val_path), "data/tinyshakespeare/tiny_shakespeare_val.bin", 0, 0,
+     .metavar = "FILE", .help = "val tokens"},
+    {"-e", FLAG_PATH, F(init), "d12", 0, 0, .metavar = "X",
+     .help = "init: an llm.c model .bin, or dN (GPT-2 of depth N; d12 = 124M),\n"
+             "or dLcChHtT (e.g. d2c64h2t64: L=2 C=64 NH=2 maxT=64)"},
+    {"-o", FLAG_PATH, F(out_dir), NULL, 0, 0, .metavar = "DIR", .help = "output: log.csv, checkpoints, exported model",
+     .shown_def = "none"},
+    // the batch and the optimizer: recorded, a resume may change them
+    {"-b", FLAG_INT, F(B), "4", 1, 1 << 20, .metavar = "B", .help = "micro-batch per rank",
+     .recorded = 1, .on_resume = BATCH_CHANGED},
+    {"-t", FLAG_INT, F(T), "64", 1, 1 << 20, .metavar = "T", .help = "sequence length",
+     .recorded = 1, .on_resume = BATCH_CHANGED},
+    {"-d", FLAG_COUNT, F(tokens_per_step), NULL, 1, 0, .expected = "a positive token count", .metavar = "TOK",
+     .help = "tokens per optimizer step, a multiple of N*B*T (gives A micro-steps)", .shown_def = "N*B*T",
+     .recorded = 1, .on_resume = BATCH_CHANGED},
+    {"-x", FLAG_INT, F(steps), "20", 1, BIG, .metavar = "S", .help = "steps",
+     .recorded = 1, .on_resume = SCHEDULE_CHANGED},
+    {"-l", FLAG_FLOAT, F(lr), "3e-4", 0, 10, .metavar = "LR", .help = "peak learning rate",
+     .recorded = 1, .on_resume = SCHEDULE_CHANGED},
+    {"-u", FLAG_INT, F(warmup), "0", 0, BIG, .metavar = "W", .help = "warmup steps",
+     .recorded = 1, .on_resume = SCHEDULE_CHANGED},
+    {"-q", FLAG_FLOAT, F(final_frac), "1.0", 0, 1, .metavar = "F", .help = "final LR fraction (cosine decay to F*LR; 1 = constant)",
+     .recorded = 1, .on_resume = SCHEDULE_CHANGED},
+    {"-c", FLAG_FLOAT, F(weight_decay), "0", 0, 10, .metavar = "WD", .help = "weight decay on the six matrices",
+     .recorded = 1, .on_resume = SCHEDULE_CHANGED},
+    {"-gc", FLAG_FLOAT, F(grad_clip), "1.0", 0, 1e6, .metavar = "G", .help = "max global grad norm, 0 = no clipping",
+     .recorded = 1, .on_resume = SCHEDULE_CHANGED},
+    // ZeRO and its variants (-z recorded: a resume at another stage reshards, and its line says so)
+    {"-z", FLAG_INT, F(stage), "3", 0, 3, .metavar = "Z", .help = "ZeRO stage 0 (DDP), 1, 2, 3", .recorded = 1},
+    {"-pd", FLAG_INT, F(prefetch_depth), "1", 0, 64, .metavar = "P", .help = "stage-3 prefetch depth (units gathered ahead)"},
+    {"-hs", FLAG_INT, F(shard_group), NULL, 1, 1 << 20, .metavar = "G",
+     .help = "HSDP: shard within groups of G consecutive ranks, replicate across groups (G divides N)"},
+    {"-ra", FLAG_INT, F(reshard_after_forward), "1", 0, 1, .metavar = "0|1",
+     .help = "reshard after forward; 0 keeps each unit gathered until its backward (-z 3)"},
+    {"-rc", FLAG_INT, F(recompute), NULL, 0, 2, .metavar = "0|1|2",
+     .help = "activation recompute: 1 inside the backward's gather, 2 with its own gather (the pitfall)"},
+    {"-pt", FLAG_COUNT, F(persist_threshold), "0", 0, 0, .expected = "a parameter count >= 0", .metavar = "N",
+     .help = "persistence threshold: units with fewer than N parameters stay replicated",
+     .plan_refuses = "the planner lays every unit out by its stage and does not model persistent units; leave -pt out "
+                     "(a run's report shows them)"},
+    {"-clip", FLAG_CUSTOM, F(clip_local), NULL, 0, 0, .parse = parse_clip, .metavar = "global|local",
+     .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)",
+     .plan_refuses = "local changes the losses, not the memory or traffic the planner prints; leave it out"},
+    {"-wrap", FLAG_CUSTOM, F(wrap), NULL, 1, GPT2_WRAP_MAX, .parse = parse_wrap, .metavar = "K|half",
+     .help = "unit granularity: K blocks per unit (K divides L, at most 8), or each block's\n"
+             "attention and MLP as two units (too-fine units: pitfall 2, docs/primer.md)", .shown_def = "1"},
+    // ZeRO++
+    {"-qw", FLAG_CUSTOM, F(quant_weights), NULL, 1, 64, .parse = parse_bits, .metavar = "8",
+     .help = "ZeRO++ qwZ: gather params as int8 blocks with a scale each (-z 3)", .shown_def = "off"},
+    {"-hp", FLAG_INT, F(hp_group), NULL, 1, 1 << 20, .metavar = "G",
+     .help = "ZeRO++ hpZ: keep a secondary shard in groups of G ranks; backward gathers stay in the group (-z 3)"},
+    {"-qg", FLAG_CUSTOM, F(quant_grads), NULL, 1, 64, .parse = parse_bits, .metavar = "8",
+     .help = "ZeRO++ qgZ: reduce gradients as int8 blocks, all-to-all in the -hp group then across (-z 3)"},
+    // what the run does besides training
+    {"-v", FLAG_INT, F(val_every), "10", 0, BIG, .metavar = "n", .help = "val every n steps (0 off)"},
+    {"-m", FLAG_INT, F(val_batches), "4", 1, 1000000, .metavar = "n", .help = "val batches per rank"},
+    {"-s", FLAG_INT, F(sample_every), "0", 0, BIG, .metavar = "n", .help = "sample every n steps (0 off)"},
+    {"-g", FLAG_INT, F(gen_tokens), "64", 1, 1 << 20, .metavar = "n", .help = "tokens to generate"},
+    {"-n", FLAG_INT, F(ckpt_every), "0", 0, BIG, .metavar = "n", .help = "checkpoint every n steps (0 off; needs -o)"},
+    {"-y", FLAG_INT, F(resume), NULL, 0, 1, .metavar = "1", .help = "resume from the latest checkpoint in -o"},
+    {"-f", FLAG_INT, F(fresh), NULL, 0, 1, .metavar = "1",
+     .help = "start over in an -o that holds an earlier run's checkpoints or log (they are kept\n"
+             "until this run's first checkpoint is complete; without -y 1 or -f 1 such an -o is refused)"},
+    {"-S", FLAG_SEED, F(seed), "1337", 0, 0, .expected = "a non-negative integer seed", .metavar = "SEED",
+     .help = "seed for init and sampling", .recorded = 1, .on_resume = "the sampling RNG continues from the checkpoint"},
+    {"-tr", FLAG_PATH, F(trace_path), NULL, 1, 0, .metavar = "FILE",
+     .help = "write a Chrome trace-event JSON of the run (open in Perfetto / chrome://tracing)"},
+    // the planner, its links and compute rate (-link, -linkx: a run's emulated links too)
+    {"-plan", FLAG_INT, F(plan_world), NULL, 1, 1 << 24, .metavar = "N",
+     .help = "print the memory and communication plan for N ranks and the model of -e (which may\n"
+             "also be a parameter count: 7.5B, 350M, 1.5e9), allocate nothing, exit"},
+    {"-link", FLAG_CUSTOM, F(link), NULL, 0, 0, .parse = parse_link, .metavar = "G[,LAT]",
+     .help = "links: GB/s each rank sends inside a node (25, 25GB/s, 200Gbit/s) and the latency of\n"
+             "a ring step (10us, 1ms); a run holds each collective for the ring model's time (docs/time.md)"},
+    {"-linkx", FLAG_CUSTOM, F(link_x), NULL, 0, 0, .parse = parse_link, .metavar = "G[,LAT]",
+     .help = "the same across nodes (nodes: -rpn R ranks, or the -hs G groups)"},
+    {"-bw", FLAG_REAL, F(link.gbps), NULL, 1e-6, 1e6, .metavar = "G", .help = "planner: GB/s each rank sends inside a node (ring links)"},
+    {"-bwx", FLAG_REAL, F(link_x.gbps), NULL, 1e-6, 1e6, .metavar = "G", .help = "planner: GB/s each rank sends across nodes",
+     .shown_def = "-bw"},
+    {"-rpn", FLAG_INT, F(ranks_per_node), NULL, 1, 1 << 24, .metavar = "R", .help = "planner: ranks per node",
+     .shown_def = "N (one node)"},
+    {"-tf", FLAG_REAL, F(tflops), NULL, 1e-9, 1e9, .metavar = "F", .help = "planner: TFLOP/s each rank achieves"},
+};
+const int ARGS_NFLAGS = (int)(sizeof ARGS_FLAGS / sizeof ARGS_FLAGS[0]);
+#undef F
+#undef BIG
+
+const Flag *args_flag(const char *name) {
+    for (int i = 0; i < ARGS_NFLAGS; i++)
+        if (!strcmp(ARGS_FLAGS[i].name, name)) return &ARGS_FLAGS[i];
+    return NULL;
+}
+
+// ------------------------------------------------------------------------------------------------
+// A flag's field, by its type
+
+static void *field_of(const Flag *f, const TrainArgs *a) { return (char *)a + f->field; }
+
+int args_flag_is_real(const Flag *f) { return f->type == FLAG_FLOAT || f->type == FLAG_REAL; }
+
+long long args_flag_int(const Flag *f, const TrainArgs *a) {
+    void *p = field_of(f, a);
+    if (f->type == FLAG_COUNT) return *(long long *)p;
+    if (f->type == FLAG_SEED) return (long long)*(unsigned long long *)p;
+    return *(int *)p;   // FLAG_INT and the custom flags' ints
+}
+double args_flag_real(const Flag *f, const TrainArgs *a) {
+    void *p = field_of(f, a);
+    return f->type == FLAG_FLOAT ? (double)*(float *)p : *(double *)p;
+}
+void args_flag_set_int(const Flag *f, TrainArgs *a, long long v) {
+    void *p = field_of(f, a);
+    if (f->type == FLAG_COUNT) *(long long *)p = v;
+    else if (f->type == FLAG_SEED) *(unsigned long long *)p = (unsigned long long)v;
+    else *(int *)p = (int)v;
+}
+void args_flag_set_real(const Flag *f, TrainArgs *a, double v) {
+    void *p = field_of(f, a);
+    if (f->type == FLAG_FLOAT) *(float *)p = (float)v;
+    else *(double *)p = v;
+}
+
+// The bytes of f's field (what args_flag_given compares).
+static size_t field_size(const Flag *f) {
+    if (f->type == FLAG_PATH) return sizeof(const char *);
+    if (f->type == FLAG_COUNT || f->type == FLAG_SEED) return sizeof(long long);
+    if (f->type == FLAG_FLOAT) return sizeof(float);
+    if (f->type == FLAG_REAL) return sizeof(double);
+    return f->parse == parse_link ? sizeof(Zero3Link) : sizeof(int);
+}
+
+int args_flag_given(const Flag *f, const TrainArgs *a) {
+    TrainArgs d;
+    args_defaults(&d, a->ddp_only);
+    if (f->type == FLAG_PATH) {
+        const char *v = *(const char **)field_of(f, a), *dv = *(const char **)field_of(f, &d);
+        return (v == NULL) != (dv == NULL) || (v && strcmp(v, dv));
+    }
+    return memcmp(field_of(f, a), field_of(f, &d), field_size(f)) != 0;
+}
+
+// Sets f from v, checked against its range: one error line naming the flag otherwise.
+static void flag_set(const Flag *f, const char *v, TrainArgs *a) {
+    switch (f->type) {
+    case FLAG_PATH:
+        if (strlen(v) < (size_t)f->lo) fatal("flag %s: expected a file name", f->name);
+        *(const char **)field_of(f, a) = v;
+        break;
+    case FLAG_INT: args_flag_set_int(f, a, flag_int(f->name, v, (long long)f->lo, (long long)f->hi)); break;
+    case FLAG_COUNT: case FLAG_SEED: args_flag_set_int(f, a, flag_count(f, v)); break;
+    case FLAG_FLOAT: case FLAG_REAL: args_flag_set_real(f, a, flag_float(f->name, v, (float)f->lo, (float)f->hi)); break;
+    case FLAG_CUSTOM: f->parse(f, v, a); break;
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Defaults and usage
+
+void args_defaults(TrainArgs *a, int ddp_only) {
+    memset(a, 0, sizeof(*a));
+    a->ddp_only = ddp_only;
+    for (int i = 0; i < ARGS_NFLAGS; i++)
+        if (ARGS_FLAGS[i].def) flag_set(&ARGS_FLAGS[i], ARGS_FLAGS[i].def, a);
+    if (ddp_only) a->stage = 0;   // the DDP build is fixed at stage 0
+}
+
+// One flag's lines of -h: "  -b B      micro-batch per rank               default 4" (the help's
+// further lines indented under the first; the default, when there is one to say, on the last).
+static void usage_flag(const Flag *f, const TrainArgs *a) {
+    char head[64], line[512], def[64] = "";
+    snprintf(head, sizeof head, "%s %s", f->name, f->metavar);
+    int n = snprintf(line, sizeof line, strlen(head) < 10 ? "  %-10s" : "  %s  ", head);
+    for (const char *h = f->help; *h; h++) {
+        if (*h == '\n') { printf("%s\n", line); n = snprintf(line, sizeof line, "%12s", ""); continue; }
+        if (n < (int)sizeof line - 1) { line[n++] = *h; line[n] = '\0'; }
+    }
+    if (f->shown_def) snprintf(def, sizeof def, "%s", f->shown_def);
+    else if (f->def && f->type == FLAG_INT) snprintf(def, sizeof def, "%lld", args_flag_int(f, a));   // as this build holds it
+    else if (f->def) snprintf(def, sizeof def, "%s", f->def);
+    if (def[0]) printf("%-*s default %s\n", n < 46 ? 46 : n + 2, line, def);
+    else printf("%s\n", line);
+}
+
+void args_usage(const TrainArgs *a, const char *prog) {
+    if (g_proc.rank != 0) return;
+    printf("usage: %s [flags]   (mpirun -np N %s [flags] for N ranks)\n", prog, prog);
+    for (int i = 0; i < ARGS_NFLAGS; i++) usage_flag(&ARGS_FLAGS[i], a);
+    printf("  -h        this help\n");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Parsing and the checks between flags
 
 // ZeRO++ is built on ZeRO-3's gathers and reduce-scatters: each flag needs -z 3, and -hp's groups
 // would duplicate HSDP's (under -hs every gather already stays inside its group).
@@ -274,21 +352,27 @@ static void args_check(const TrainArgs *a) {
     if (a->recompute == 2 && a->wrap == GPT2_WRAP_HALF)
         fatal("flag -rc 2 with -wrap half: the naive recompute gathers one unit per block; use -rc 1 (or -wrap 1)");
     if (a->resume && a->fresh) fatal("flags -y 1 and -f 1: resume, or start over, not both");
-    if (a->links_emulated && a->link_x_gbps > 0.0 && !a->shard_group && !a->ranks_per_node)
+    if (a->links_emulated && a->link_x.gbps > 0.0 && !a->shard_group && !a->ranks_per_node)
         fatal("flag -linkx: links across nodes need nodes: give -rpn R (ranks per node) or HSDP groups (-hs G)");
     args_check_zeropp(a);
+}
+
+void args_check_plan(const TrainArgs *a) {
+    for (int i = 0; i < ARGS_NFLAGS; i++)
+        if (ARGS_FLAGS[i].plan_refuses && args_flag_given(&ARGS_FLAGS[i], a))
+            fatal("flag %s: %s", ARGS_FLAGS[i].name, ARGS_FLAGS[i].plan_refuses);
 }
 
 // Parses argv into a (defaults already set). Returns 1 if -h was given.
 int args_parse(TrainArgs *a, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
-        if (f[0] != '-') fatal("unexpected argument '%s' (flags start with '-'; -h lists them)", f);
-        if (i + 1 >= argc) fatal("flag %s: missing its value", f);
-        const char *v = argv[++i];
-        if (!set_run_flag(a, f, v) && !set_zero_flag(a, f, v) && !set_output_flag(a, f, v) && !set_plan_flag(a, f, v))
-            fatal("unknown flag %s (-h lists the flags)", f);
+        const char *name = argv[i];
+        if (!strcmp(name, "-h") || !strcmp(name, "--help")) return 1;
+        if (name[0] != '-') fatal("unexpected argument '%s' (flags start with '-'; -h lists them)", name);
+        if (i + 1 >= argc) fatal("flag %s: missing its value", name);
+        const Flag *f = args_flag(name);
+        if (!f) fatal("unknown flag %s (-h lists the flags)", name);
+        flag_set(f, argv[++i], a);
     }
     args_check(a);
     return 0;

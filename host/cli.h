@@ -8,6 +8,7 @@
 extern "C" {
 #endif
 
+// The flags' values (cli.c's table says which flag sets which field, its default and its range).
 typedef struct {
     const char *train_path, *val_path;   // -i -j
     const char *init;                     // -e: an llm.c model file or a descriptor dN / dLcChHtT
@@ -39,13 +40,60 @@ typedef struct {
     unsigned long long seed;              // -S
     const char *trace_path;               // -tr: Chrome trace-event JSON of the run
     int plan_world;                       // -plan N: print the plan for N ranks and exit (0 = off)
-    double link_gbps, link_x_gbps;        // -bw -bwx (or -link -linkx): GB/s per rank inside a node / across nodes
-    double link_latency_s, link_x_latency_s;   // -link -linkx G,LAT: seconds per ring step (0 = none)
+    Zero3Link link, link_x;               // -link -linkx G[,LAT] (GB/s alone: -bw -bwx): each rank's links inside a node / across nodes
     int links_emulated;                   // -link or -linkx given: a run holds its collectives for these links
     int ranks_per_node;                   // -rpn: ranks per node (0 = all on one node; -hs G: G)
     double tflops;                        // -tf: TFLOP/s per rank, achieved (planner)
     int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
 } TrainArgs;
+
+// ------------------------------------------------------------------------------------------------
+// The table of flags (cli.c, ARGS_FLAGS): one entry a flag. The parser, -h, the range checks, the
+// planner and the checkpoint's metadata read it. Adding a flag: its TrainArgs field above, its
+// entry in the table, and the code that gives it its meaning.
+
+typedef enum {
+    FLAG_PATH,    // const char *: a file or folder name (lo = 1: it may not be empty)
+    FLAG_INT,     // int in [lo, hi]
+    FLAG_COUNT,   // long long >= lo ("expected" says what it counts)
+    FLAG_SEED,    // unsigned long long >= lo
+    FLAG_FLOAT,   // float in [lo, hi]
+    FLAG_REAL,    // double, read at float precision, in [lo, hi]
+    FLAG_CUSTOM,  // its own parser (parse), which knows its field's type
+} FlagType;
+
+typedef struct Flag Flag;
+struct Flag {
+    const char *name;        // "-b"
+    FlagType type;
+    size_t field;            // offsetof(TrainArgs, ...): the field it sets
+    const char *def;         // the default as it would be typed (NULL: zero, none)
+    double lo, hi;           // the range (FLAG_COUNT, FLAG_SEED: lo only; FLAG_CUSTOM: its parser's)
+    const char *expected;    // FLAG_COUNT, FLAG_SEED: what the value is, for the error line
+    const char *metavar;     // -h: the value's name ("B", "0|1")
+    const char *help;        // -h: what it does ('\n' continues on an indented line)
+    const char *shown_def;   // -h: the default as said (NULL: def, or an integer's value; "": none said)
+    int recorded;            // 1: meta.bin records it; a resume may change it
+    const char *on_resume;   // recorded: what a resume with another value means (a warning), NULL: nothing to say
+    const char *plan_refuses;   // -plan with it given: why the planner cannot show it (NULL: it may be given)
+    void (*parse)(const Flag *f, const char *v, TrainArgs *a);   // FLAG_CUSTOM
+};
+
+extern const Flag ARGS_FLAGS[];
+extern const int ARGS_NFLAGS;
+// The flag named name, or NULL.
+const Flag *args_flag(const char *name);
+// A flag's value in a: integers exactly (FLAG_INT, FLAG_COUNT, FLAG_SEED, FLAG_CUSTOM's ints),
+// reals as doubles (FLAG_FLOAT, FLAG_REAL). args_flag_is_real says which one holds it.
+int args_flag_is_real(const Flag *f);
+long long args_flag_int(const Flag *f, const TrainArgs *a);
+double args_flag_real(const Flag *f, const TrainArgs *a);
+void args_flag_set_int(const Flag *f, TrainArgs *a, long long v);
+void args_flag_set_real(const Flag *f, TrainArgs *a, double v);
+// Whether a holds another value for f than the default (the flag was given, to another value).
+int args_flag_given(const Flag *f, const TrainArgs *a);
+// The planner (-plan N): one error line for the first flag given that the plan cannot show.
+void args_check_plan(const TrainArgs *a);
 
 // The flags of argv, read once: defaults, parsed, checked. Returns 1 when -h was given (rank 0 has
 // printed the usage); a bad flag is one error line and exit 1 on every rank.

@@ -97,10 +97,7 @@ static void plan_shape(Plan *p) {
     if (p->have_units) args_check_model(a, &p->cfg);
     else if (a->wrap) fatal("flag -wrap: a bare parameter count (-e %s) has no blocks to group into units; plan a descriptor "
                             "like d48 or a model file", a->init);
-    if (a->persist_threshold)
-        fatal("flag -pt: the planner lays every unit out by its stage and does not model persistent units; leave -pt out "
-              "(a run's report shows them)");
-    if (a->clip_local) fatal("flag -clip local: changes the losses, not the memory or traffic the planner prints; leave it out");
+    args_check_plan(a);   // the flags whose table entry says why the plan cannot show them
 }
 
 // The exact unit layout for N ranks (zero3_allocate is not called) and how often each unit is gathered.
@@ -117,7 +114,7 @@ static void plan_layout(Plan *p, int align) {
     fake.world = p->N;
     fake.make_groups = no_groups;   // nothing to split: no rank talks to another
     Zero3Config zc = {.stage = 3, .prefetch_depth = 1, .align = align, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
-                      .shard_group = a->shard_group, .observer = &ZERO3_OBSERVER};
+                      .reshard_after_forward = 1, .shard_group = a->shard_group, .observer = &ZERO3_OBSERVER};
     zero3_init(&p->z, &fake, &zc);
     p->cfg.wrap = a->wrap;
     gpt2_register_units(&p->cfg, &p->z);
@@ -217,8 +214,8 @@ PlanStepTime plan_predict_step(const PlanStepInput *in) {
 
 void plan_links(const TrainArgs *a, Zero3Links *links) {
     memset(links, 0, sizeof *links);
-    links->inside = (Zero3Link){a->link_gbps, a->link_latency_s};
-    links->across = a->link_x_gbps > 0.0 ? (Zero3Link){a->link_x_gbps, a->link_x_latency_s} : links->inside;
+    links->inside = a->link;
+    links->across = a->link_x.gbps > 0.0 ? a->link_x : links->inside;
     links->node_ranks = a->ranks_per_node > 0 ? a->ranks_per_node : a->shard_group;
 }
 
@@ -279,7 +276,7 @@ static void print_stage_time(const Plan *p, int s, const Zero3Links *links, doub
 static void print_time(const Plan *p) {
     const TrainArgs *a = p->a;
     const int N = p->N;
-    if (a->link_gbps <= 0.0 || a->tflops <= 0.0) {
+    if (a->link.gbps <= 0.0 || a->tflops <= 0.0) {
         printf("time: give -bw GB/s (per rank, inside a node), -tf TFLOP/s (per rank) [-bwx GB/s across nodes, -rpn ranks per node]"
                " for the time per step\n");
         return;

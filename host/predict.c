@@ -7,14 +7,14 @@ void predict_links(RunPrediction *p, const TrainArgs *a, const Zero3Backend *be)
     plan_links(a, &p->links);
     if (!a->links_emulated) return;
     const int N = be->world, nodes = p->links.node_ranks;
-    if (a->link_x_gbps > 0.0 && (nodes <= 0 || nodes >= N))
+    if (a->link_x.gbps > 0.0 && (nodes <= 0 || nodes >= N))
         fatal("flag -linkx: every one of the %d ranks is on one node (%s %d), so no ring crosses nodes; give fewer "
               "ranks per node", N, a->ranks_per_node ? "-rpn" : "-hs", nodes);
     char err[512] = "";
     if (!be->emulate_links)
         set_err(err, sizeof err, "flag -link%s: this trainer cannot hold its collectives for an emulated link (its "
                 "collectives run on the GPU's communication stream); the CPU trainer emulates links, and -bw/-bwx give "
-                "the prediction real links", a->link_x_gbps > 0.0 && a->link_gbps <= 0.0 ? "x" : "");
+                "the prediction real links", a->link_x.gbps > 0.0 && a->link.gbps <= 0.0 ? "x" : "");
     else if (be->emulate_links(be->ctx, &p->links, err, sizeof err) != 0) {
         char why[512];
         snprintf(why, sizeof why, "flag -link: %s", err);

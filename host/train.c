@@ -103,24 +103,10 @@ static void trainer_resume(Trainer *tr) {
     tr->start_step = m.step;
     tr->sample.rng = m.sample_rng;
     progress(tr, "resume: %s/%s, step %d, written on N=%d at ZeRO stage %d%s (%.2f s)\n", a->out_dir, tr->output.last_ckpt,
-             m.step, m.world, m.stage, (m.world != tr->z.world || m.stage != a->stage) ? ", resharded" : "",
+             m.step, m.world, m.run.stage, (m.world != tr->z.world || m.run.stage != a->stage) ? ", resharded" : "",
              now_seconds() - t0);
-    // what may legitimately change on resume, said out loud: a different batch moves the data order
-    // (it follows the step index, docs/DESIGN.md), a different schedule changes the LR from here on
-    if (tr->be->rank == 0) {
-        if (m.tokens_per_step != a->tokens_per_step || m.B * m.T != a->B * a->T)
-            fprintf(stderr, "warning: the checkpoint was written with %lld tokens/step (B=%d T=%d), this run uses %lld (B=%d T=%d): "
-                    "the data order follows the step index, so the tokens differ from an uninterrupted run\n",
-                    m.tokens_per_step, m.B, m.T, a->tokens_per_step, a->B, a->T);
-        if (m.total_steps != a->steps || m.warmup != a->warmup || m.lr != a->lr || m.final_frac != a->final_frac ||
-            m.weight_decay != a->weight_decay || m.grad_clip != a->grad_clip)
-            fprintf(stderr, "warning: the checkpoint's schedule (-x %d -u %d -l %g -q %g -c %g -gc %g) differs from this run's "
-                    "(-x %d -u %d -l %g -q %g -c %g -gc %g)\n", m.total_steps, m.warmup, m.lr, m.final_frac, m.weight_decay,
-                    m.grad_clip, a->steps, a->warmup, a->lr, a->final_frac, a->weight_decay, a->grad_clip);
-        if (m.seed != a->seed)
-            fprintf(stderr, "warning: the checkpoint's seed %llu differs from -S %llu (the sampling RNG continues from the checkpoint)\n",
-                    (unsigned long long)m.seed, a->seed);
-    }
+    // what may legitimately change on resume, said out loud (the table of flags says what each means)
+    if (tr->be->rank == 0) ckpt_warn_changes(&m, a);
 }
 
 // Saves the training state after `step` completed steps (collective).
@@ -132,16 +118,12 @@ void trainer_checkpoint(Trainer *tr, int step) {
     m.step = step;
     m.world = tr->z.world;          // the shard world (HSDP: the group size)
     m.ranks = tr->be->world;        // the data-parallel ranks
-    m.stage = a->stage;
+    m.run = *a;                     // meta.bin keeps the flags the table records
     m.align = tr->z.cfg.align;
     m.cfg = tr->cfg;
-    m.B = a->B; m.T = a->T; m.A = tr->A;
-    m.tokens_per_step = a->tokens_per_step;
+    m.A = tr->A;
     m.data_window = (long long)step * tr->A * tr->be->world;
     m.sample_rng = tr->sample.rng;
-    m.seed = a->seed;
-    m.total_steps = a->steps; m.warmup = a->warmup;
-    m.lr = a->lr; m.final_frac = a->final_frac; m.weight_decay = a->weight_decay; m.grad_clip = a->grad_clip;
     double t0 = now_seconds();
     ckpt_save(a->out_dir, &m, &tr->z, tr->output.last_ckpt);
     trainer_log_publish(tr);
@@ -193,7 +175,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     Zero3Config zc = {.stage = a->stage, .prefetch_depth = a->prefetch_depth, .align = b->align,
                       .param_type = b->param_type, .grad_type = b->grad_type,
                       .persist_threshold = (size_t)a->persist_threshold,
-                      .keep_params_until_backward = !a->reshard_after_forward, .shard_group = a->shard_group,
+                      .reshard_after_forward = a->reshard_after_forward, .shard_group = a->shard_group,
                       .quant_weights = a->quant_weights, .hp_group = a->hp_group, .quant_grads = a->quant_grads,
                       .observer = &ZERO3_OBSERVER};
     zero3_init(&tr->z, be, &zc);

@@ -62,7 +62,7 @@ static void fuzz_backend(Zero3Backend *be, int rank, int world) {
 static void fuzz_engine(Zero3 *z, Zero3Backend *be, const GPT2Config *cfg, int rank, int world, int stage) {
     fuzz_backend(be, rank, world);
     Zero3Config zc = {.stage = stage, .prefetch_depth = 1, .align = 16, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
-                      .observer = &ZERO3_OBSERVER};
+                      .reshard_after_forward = 1, .observer = &ZERO3_OBSERVER};
     zero3_init(z, be, &zc);
     gpt2_register_units(cfg, z);
     zero3_allocate(z);
@@ -93,9 +93,9 @@ static void fuzz_make_checkpoint(const char *out_dir) {
     fuzz_fill_state(&z, &cfg);
     CkptMeta m;
     memset(&m, 0, sizeof m);
-    m.step = 3; m.world = 1; m.stage = 3; m.align = 16; m.cfg = cfg;
-    m.B = 2; m.T = 4; m.A = 1; m.tokens_per_step = 8; m.data_window = 3;
-    m.sample_rng = 12345; m.seed = 1337; m.total_steps = 10; m.lr = 3e-4; m.final_frac = 1.0; m.grad_clip = 1.0;
+    m.step = 3; m.world = 1; m.run.stage = 3; m.align = 16; m.cfg = cfg;
+    m.run.B = 2; m.run.T = 4; m.A = 1; m.run.tokens_per_step = 8; m.data_window = 3;
+    m.sample_rng = 12345; m.run.seed = 1337; m.run.steps = 10; m.run.lr = 3e-4f; m.run.final_frac = 1.0f; m.run.grad_clip = 1.0f;
     char name[CKPT_NAME_MAX];
     mkdir(out_dir, 0755);
     ckpt_save(out_dir, &m, &z, name);

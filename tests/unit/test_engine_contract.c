@@ -56,7 +56,7 @@ static void make(Zero3 *z, Zero3Backend *be, Case c) {
     be->make_groups = c_make_groups; be->replica_all_reduce_start = c_replica;
     be->stamp = c_stamp; be->comm_stamps = c_comm_stamps; be->stamps_read = c_stamps_read;
     Zero3Config cfg = {.stage = c.stage, .prefetch_depth = 0, .align = 1, .param_type = c.pt, .grad_type = c.pt,
-                       .persist_threshold = c.persist, .keep_params_until_backward = c.keep, .shard_group = c.group,
+                       .persist_threshold = c.persist, .reshard_after_forward = !c.keep, .shard_group = c.group,
                        .observer = &ZERO3_OBSERVER};
     zero3_init(z, be, &cfg);
     const char *n0[] = {"small"}, *n1[] = {"big"};

@@ -54,7 +54,7 @@ static void make_engine(Zero3 *z, Zero3Backend *be, const GPT2Config *c, int sta
     be->rank = rank; be->world = world;
     be->alloc = t_alloc; be->free = t_free; be->zero = t_zero; be->adamw = t_adamw;
     Zero3Config zc = {.stage = stage, .prefetch_depth = 1, .align = align, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
-                      .observer = &ZERO3_OBSERVER};
+                      .reshard_after_forward = 1, .observer = &ZERO3_OBSERVER};
     zero3_init(z, be, &zc);
     gpt2_register_units(c, z);
     zero3_allocate(z);
@@ -151,7 +151,7 @@ static void test_decay_cpu_backend(const GPT2Config *c, int stage) {
     backend_cpu_init(&be, &argc, &argv);
     Zero3 z;
     Zero3Config zc = {.stage = stage, .prefetch_depth = 1, .align = 64, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
-                      .observer = &ZERO3_OBSERVER};
+                      .reshard_after_forward = 1, .observer = &ZERO3_OBSERVER};
     zero3_init(&z, &be, &zc);
     gpt2_register_units(c, &z);
     zero3_allocate(&z);

@@ -120,7 +120,7 @@ int main(void) {
     Zero3Backend be = recording_backend();
     Zero3 z;
     Zero3Config zc = {.stage = 3, .prefetch_depth = 0, .align = 16, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
-                      .observer = &ZERO3_OBSERVER};
+                      .reshard_after_forward = 1, .observer = &ZERO3_OBSERVER};
     zero3_init(&z, &be, &zc);
     gpt2_register_units(&c, &z);
     zero3_allocate(&z);

@@ -25,7 +25,7 @@ static void layout(Zero3 *z, Zero3Backend *fake, const GPT2Config *c, int world)
     fake->world = world;
     fake->alloc = t_alloc;
     Zero3Config zc = {.stage = 3, .prefetch_depth = 1, .align = 64, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
-                      .quant_weights = 8};
+                      .reshard_after_forward = 1, .quant_weights = 8};
     zero3_init(z, fake, &zc);
     gpt2_register_units(c, z);
 }
