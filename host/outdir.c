@@ -2,8 +2,10 @@
 // the run's life (one run per folder), an earlier run's output refused unless -y 1 or -f 1 says
 // what to do with it, the files the run writes there checked against its inputs (fileio.h's rule),
 // the folder's identity checked before every write by name, and DIR/log.csv: started, cut back on
-// resume, or written beside an earlier log until this run's first checkpoint (-f 1).
+// resume, or written beside an earlier log until this run's first checkpoint (-f 1); and what the
+// run saves there: its checkpoints and the trained model.bin.
 #include "trainer.h"
+#include "export.h"
 #include "fileio.h"
 #include <dirent.h>
 #include <sys/stat.h>
@@ -192,3 +194,38 @@ void trainer_log_row(const Trainer *tr, const TrainLoop *loop, const StepResult 
     fflush(tr->output.log);
 }
 
+
+// Saves the training state after `step` completed steps (collective).
+void trainer_checkpoint(Trainer *tr, int step) {
+    const TrainArgs *a = &tr->args;
+    trainer_check_folder(tr, "a checkpoint");
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    m.step = step;
+    m.world = tr->z.world;          // the shard world (HSDP: the group size)
+    m.ranks = tr->be->world;        // the data-parallel ranks
+    m.run = *a;                     // meta.bin keeps the flags the table records
+    m.align = tr->z.cfg.align;
+    m.cfg = tr->cfg;
+    m.A = tr->A;
+    m.data_window = (long long)step * tr->A * tr->be->world;
+    m.sample_rng = tr->sample.rng;
+    double t0 = now_seconds();
+    ckpt_save(a->out_dir, &m, &tr->z, tr->output.last_ckpt);
+    trainer_log_publish(tr);
+    char size[32];
+    format_bytes(size, sizeof size, 12.0 * (double)tr->z.totals.shard * tr->z.world);
+    progress(tr, "checkpoint: %s/%s written (step %d, %d shard files, %s, %.2f s)\n", a->out_dir, tr->output.last_ckpt, step,
+             tr->z.world, size, now_seconds() - t0);
+}
+
+// Writes DIR/model.bin, the trained model in llm.c's format (collective).
+void trainer_export(Trainer *tr) {
+    char path[4096];
+    fmt_path(path, sizeof path, "%s/model.bin", tr->args.out_dir);
+    trainer_check_folder(tr, "model.bin");
+    double t0 = now_seconds();
+    progress(tr, "export: writing %s (llm.c version %d, every rank its own slices)\n", path, tr->build->export_version);
+    model_export(path, &tr->cfg, &tr->z, tr->build->export_version);
+    progress(tr, "export: done (%.2f s)\n", now_seconds() - t0);
+}

@@ -13,6 +13,19 @@ void format_bytes(char *buf, size_t n, double bytes) {
     snprintf(buf, n, "%.2f %s", bytes, unit[i]);
 }
 
+// A long phase says what it is doing (rank 0; trainer.h).
+void progress(const Trainer *tr, const char *fmt, ...) {
+    if (tr->be->rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+// The variants of this run (README "Variants"), and this exact configuration on paper: model state
+// from every unit's own layout, bytes per step with A micro-steps from the run's collective ledger
+// (and, under HSDP, the part that crosses replica groups), activations with and without recompute.
 // The measured figures are in the step line and log.csv; tests/variants.py holds them to these.
 static void trainer_report_variants(const Trainer *tr) {
     const TrainArgs *a = &tr->args;
@@ -225,10 +238,9 @@ static void print_step_line(const Trainer *tr, const TrainLoop *loop, const Step
            ms > 0 ? 100.0 * exposed_ms / ms : 0.0, sent, peak, note, (int)eta / 60, (int)eta % 60);
     fflush(stdout);
 }
-void trainer_log_step(const Trainer *tr, const TrainLoop *loop, const StepResult *r) {
+void trainer_print_step(const Trainer *tr, const TrainLoop *loop, const StepResult *r) {
     if (tr->be->rank != 0) return;
     print_step_line(tr, loop, r);
     if (tr->clip_probe) clip_probe_print(tr->clip_probe);
-    trainer_log_row(tr, loop, r);
 }
 

@@ -8,7 +8,6 @@
 // With -o DIR the run writes DIR/log.csv, a sharded checkpoint every -n steps and at the end, and the
 // trained model as DIR/model.bin (llm.c format); -y 1 resumes from DIR/latest (checkpoint.h).
 #include "trainer.h"
-#include "export.h"
 #include "fileio.h"
 #include "plan.h"
 #include "readfile.h"
@@ -29,17 +28,6 @@ float lr_at(const TrainArgs *a, int s) {
 
 // ------------------------------------------------------------------------------------------------
 // Setup
-
-// Prints what a long phase is doing (rank 0), so a user watching a big model knows it is not stuck.
-static void progress(const Trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void progress(const Trainer *tr, const char *fmt, ...) {
-    if (tr->be->rank != 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-}
 
 // Lays the model out in the engine and fills each rank's master slices: from the seed, or from an
 // llm.c model file (each rank reads only its slices). When resuming, the checkpoint fills them
@@ -109,41 +97,6 @@ static void trainer_resume(Trainer *tr) {
     if (tr->be->rank == 0) ckpt_warn_changes(&m, a);
 }
 
-// Saves the training state after `step` completed steps (collective).
-void trainer_checkpoint(Trainer *tr, int step) {
-    const TrainArgs *a = &tr->args;
-    trainer_check_folder(tr, "a checkpoint");
-    CkptMeta m;
-    memset(&m, 0, sizeof m);
-    m.step = step;
-    m.world = tr->z.world;          // the shard world (HSDP: the group size)
-    m.ranks = tr->be->world;        // the data-parallel ranks
-    m.run = *a;                     // meta.bin keeps the flags the table records
-    m.align = tr->z.cfg.align;
-    m.cfg = tr->cfg;
-    m.A = tr->A;
-    m.data_window = (long long)step * tr->A * tr->be->world;
-    m.sample_rng = tr->sample.rng;
-    double t0 = now_seconds();
-    ckpt_save(a->out_dir, &m, &tr->z, tr->output.last_ckpt);
-    trainer_log_publish(tr);
-    char size[32];
-    format_bytes(size, sizeof size, 12.0 * (double)tr->z.totals.shard * tr->z.world);
-    progress(tr, "checkpoint: %s/%s written (step %d, %d shard files, %s, %.2f s)\n", a->out_dir, tr->output.last_ckpt, step,
-             tr->z.world, size, now_seconds() - t0);
-}
-
-// Writes DIR/model.bin, the trained model in llm.c's format (collective).
-static void trainer_export(Trainer *tr) {
-    char path[4096];
-    fmt_path(path, sizeof path, "%s/model.bin", tr->args.out_dir);
-    trainer_check_folder(tr, "model.bin");
-    double t0 = now_seconds();
-    progress(tr, "export: writing %s (llm.c version %d, every rank its own slices)\n", path, tr->build->export_version);
-    model_export(path, &tr->cfg, &tr->z, tr->build->export_version);
-    progress(tr, "export: done (%.2f s)\n", now_seconds() - t0);
-}
-
 // The token files: the training split must hold one batch of -b x -t (B*T+1 tokens); the validation
 // split is read only when the run validates (-v > 0), and one shorter than a batch is served as one
 // batch of rows spread over it (dataloader.h), as long as it holds one sequence (T+1 tokens).
@@ -209,9 +162,6 @@ static void trainer_publish(Trainer *tr) {
     tr->passes.recompute = tr->args.recompute;
 }
 
-// The variants of this run (README "Variants"), and this exact configuration on paper: model state
-// from every unit's own layout, bytes per step with A micro-steps from the run's collective ledger
-// (and, under HSDP, the part that crosses replica groups), activations with and without recompute.
 // ------------------------------------------------------------------------------------------------
 // One optimizer step: A micro-steps of forward + backward (the engine gathers, releases and reduces
 // per unit), then the global norm, the clip coefficient and AdamW on this rank's shard.
@@ -414,7 +364,8 @@ static int trainer_run(Trainer *tr) {
         trainer_check_finite(tr, &loop, &r);
         if (step > tr->start_step) loop.total_ms += r.ms;   // the first step warms caches and the buffer pool
         if (due(a->val_every, step, a->steps)) r.val = trainer_validate(tr);
-        trainer_log_step(tr, &loop, &r);
+        trainer_print_step(tr, &loop, &r);
+        trainer_log_row(tr, &loop, &r);
         if (due(a->sample_every, step, a->steps)) trainer_sample(tr);
         if (a->ckpt_every > 0 && (step + 1) % a->ckpt_every == 0) { trainer_checkpoint(tr, step + 1); loop.saved_step = step + 1; }
         int stop = trainer_stop_if_asked(tr, &loop, step);

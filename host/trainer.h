@@ -4,7 +4,8 @@
 //
 //   file          holds                                                     called from
 //   train.c       setup, resume, one step, the step loop, train_main        the trainers' mains
-//   outdir.c      the output folder -o: its checks, its lock, log.csv       setup, checkpoints, loop
+//   outdir.c      the output folder -o: its checks, its lock, log.csv,      setup, loop, stop.c
+//                 the checkpoints and model.bin written there
 //   report.c      the startup report, the step line, the timeline, the      setup, loop, the end
 //                 end-of-run summary (ledger measured against theory)
 //   evaluate.c    validation and sampling                                   loop
@@ -88,9 +89,6 @@ typedef struct {
     int given_up_after;                // a stop signal gave the step up after this many micro-steps; -1: it ran whole
 } StepResult;
 
-// ---- train.c
-void trainer_checkpoint(Trainer *tr, int step);   // the training state after `step` steps (collective)
-
 // ---- outdir.c
 void trainer_note_inputs(const TrainArgs *a);        // the inputs by identity, for the outputs to be checked against
 void trainer_prepare_out_dir(const Trainer *tr);     // -o made, locked, checked for an earlier run (collective)
@@ -98,13 +96,17 @@ void trainer_check_folder(const Trainer *tr, const char *writing);   // is -o st
 void trainer_open_log(Trainer *tr);                  // log.csv: new, cut back to the resumed step, or beside (-f 1)
 void trainer_log_publish(Trainer *tr);               // a checkpoint committed: the log beside replaces the old one
 void trainer_log_row(const Trainer *tr, const TrainLoop *loop, const StepResult *r);   // the step's row (rank 0)
+void trainer_checkpoint(Trainer *tr, int step);      // the training state after `step` steps (collective)
+void trainer_export(Trainer *tr);                    // DIR/model.bin, llm.c's format (collective)
 
 // ---- report.c
 void format_bytes(char *buf, size_t n, double bytes);   // "1.50 MiB"
+// What a long phase is doing (rank 0), so a user watching a big model knows it is not stuck.
+void progress(const Trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double model_flops_per_token(const Trainer *tr);        // the numerator of MFU
 void trainer_report(Trainer *tr);                        // the startup report (rank 0)
 double trainer_timeline(Trainer *tr, int step, double t0, double t1);   // the step's exposed ms, trace, prediction
-void trainer_log_step(const Trainer *tr, const TrainLoop *loop, const StepResult *r);   // step line and log row
+void trainer_print_step(const Trainer *tr, const TrainLoop *loop, const StepResult *r);   // the step line (rank 0)
 void trainer_summary(const Trainer *tr);                 // the end of the run (rank 0)
 
 // ---- evaluate.c
