@@ -162,6 +162,63 @@ static void trainer_publish(Trainer *tr) {
     tr->passes.recompute = tr->args.recompute;
 }
 
+// The collectives of one step on paper, for the report and the end-of-run comparison.
+static void trainer_theory_ledger(Trainer *tr) {
+    int *fwd = (int *)xmalloc((size_t)tr->z.nunits * sizeof(int)), *bwd = (int *)xmalloc((size_t)tr->z.nunits * sizeof(int));
+    gpt2_gathers_per_pass(&tr->cfg, !tr->args.reshard_after_forward, tr->args.recompute == GPT2_RECOMPUTE_OWN_GATHER, fwd, bwd);
+    zero3_theory_ledger(&tr->z, -1, tr->A, tr->z.cfg.param_type, tr->z.cfg.grad_type, fwd, bwd, &tr->measure.ledger_theory);
+    free(fwd);
+    free(bwd);
+    if (tr->args.clip_local)   // each rank's own norm: no all-reduce of it
+        tr->measure.ledger_theory.row[ZERO3_COLL_NORM] = (Zero3LedgerRow){0};
+}
+
+// Everything before the first step, for flags already parsed: the output folder, model, data,
+// resume, the params published where the stage needs them, what the run measures against.
+Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const TrainBuild *build) {
+    Trainer *tr = (Trainer *)xcalloc(1, sizeof(Trainer));
+    tr->build = build;
+    tr->compute = build->compute;
+    tr->args = *args;
+    tr->be = be;
+    trainer_note_inputs(&tr->args);
+    trainer_prepare_out_dir(tr);
+    tr->measure.trace = trace_open(tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
+    trainer_setup(tr, be);
+    predict_links(&tr->measure.predict, &tr->args, be);   // the engine's groups are made: the links can be set
+    trainer_publish(tr);
+    trainer_theory_ledger(tr);
+    tr->measure.unit_exposed_sum = (double *)xcalloc((size_t)tr->z.nunits, sizeof(double));
+    tr->measure.open_files = -1;
+    if (tr->args.clip_local) tr->clip_probe = clip_probe_create(&tr->z);
+    predict_configure(&tr->measure.predict, &tr->args, &tr->z, &tr->measure.ledger_theory, tr->A, gpt2_unit_emb(&tr->cfg), tr->start_step,
+                      tr->args.steps, model_flops_per_token(tr) * (double)tr->args.tokens_per_step / be->world);
+    return tr;
+}
+
+Zero3 *trainer_engine(Trainer *tr) { return &tr->z; }
+GPT2Passes *trainer_model(Trainer *tr) { return &tr->passes; }
+const TrainArgs *trainer_args(const Trainer *tr) { return &tr->args; }
+int trainer_micro_steps(const Trainer *tr) { return tr->A; }
+const int *trainer_inputs(const Trainer *tr) { return tr->data.inputs; }
+const int *trainer_targets(const Trainer *tr) { return tr->data.targets; }
+
+// Frees what trainer_create made; the -tr file is joined here (rank 0).
+void trainer_destroy(Trainer *tr) {
+    trace_close(tr->measure.trace, NULL, 0);   // rank 0 joins the ranks' parts into the -tr file
+    tr->compute->destroy(tr->compute_state);
+    zero3_free(&tr->z);
+    loader_close(&tr->data.train);
+    loader_close(&tr->data.val);
+    if (tr->sample.have_tok) tokenizer_free(&tr->sample.tok);
+    free(tr->data.inputs);
+    free(tr->data.targets);
+    if (tr->output.log) fclose(tr->output.log);
+    free(tr->measure.unit_exposed_sum);
+    clip_probe_destroy(tr->clip_probe);
+    free(tr);
+}
+
 // ------------------------------------------------------------------------------------------------
 // One optimizer step: A micro-steps of forward + backward (the engine gathers, releases and reduces
 // per unit), then the global norm, the clip coefficient and AdamW on this rank's shard.
@@ -222,62 +279,6 @@ int trainer_step(Trainer *tr, int step, float lr, float *loss, float *norm, floa
     return A;
 }
 
-
-void trainer_destroy(Trainer *tr) {
-    trace_close(tr->measure.trace, NULL, 0);   // rank 0 joins the ranks' parts into the -tr file
-    tr->compute->destroy(tr->compute_state);
-    zero3_free(&tr->z);
-    loader_close(&tr->data.train);
-    loader_close(&tr->data.val);
-    if (tr->sample.have_tok) tokenizer_free(&tr->sample.tok);
-    free(tr->data.inputs);
-    free(tr->data.targets);
-    if (tr->output.log) fclose(tr->output.log);
-    free(tr->measure.unit_exposed_sum);
-    clip_probe_destroy(tr->clip_probe);
-    free(tr);
-}
-
-// The collectives of one step on paper, for the report and the end-of-run comparison.
-static void trainer_theory_ledger(Trainer *tr) {
-    int *fwd = (int *)xmalloc((size_t)tr->z.nunits * sizeof(int)), *bwd = (int *)xmalloc((size_t)tr->z.nunits * sizeof(int));
-    gpt2_gathers_per_pass(&tr->cfg, !tr->args.reshard_after_forward, tr->args.recompute == GPT2_RECOMPUTE_OWN_GATHER, fwd, bwd);
-    zero3_theory_ledger(&tr->z, -1, tr->A, tr->z.cfg.param_type, tr->z.cfg.grad_type, fwd, bwd, &tr->measure.ledger_theory);
-    free(fwd);
-    free(bwd);
-    if (tr->args.clip_local)   // each rank's own norm: no all-reduce of it
-        tr->measure.ledger_theory.row[ZERO3_COLL_NORM] = (Zero3LedgerRow){0};
-}
-
-// Everything before the first step, for flags already parsed: the output folder, model, data,
-// resume, the params published where the stage needs them, what the run measures against.
-Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const TrainBuild *build) {
-    Trainer *tr = (Trainer *)xcalloc(1, sizeof(Trainer));
-    tr->build = build;
-    tr->compute = build->compute;
-    tr->args = *args;
-    tr->be = be;
-    trainer_note_inputs(&tr->args);
-    trainer_prepare_out_dir(tr);
-    tr->measure.trace = trace_open(tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
-    trainer_setup(tr, be);
-    predict_links(&tr->measure.predict, &tr->args, be);   // the engine's groups are made: the links can be set
-    trainer_publish(tr);
-    trainer_theory_ledger(tr);
-    tr->measure.unit_exposed_sum = (double *)xcalloc((size_t)tr->z.nunits, sizeof(double));
-    tr->measure.open_files = -1;
-    if (tr->args.clip_local) tr->clip_probe = clip_probe_create(&tr->z);
-    predict_configure(&tr->measure.predict, &tr->args, &tr->z, &tr->measure.ledger_theory, tr->A, gpt2_unit_emb(&tr->cfg), tr->start_step,
-                      tr->args.steps, model_flops_per_token(tr) * (double)tr->args.tokens_per_step / be->world);
-    return tr;
-}
-
-Zero3 *trainer_engine(Trainer *tr) { return &tr->z; }
-GPT2Passes *trainer_model(Trainer *tr) { return &tr->passes; }
-const TrainArgs *trainer_args(const Trainer *tr) { return &tr->args; }
-int trainer_micro_steps(const Trainer *tr) { return tr->A; }
-const int *trainer_inputs(const Trainer *tr) { return tr->data.inputs; }
-const int *trainer_targets(const Trainer *tr) { return tr->data.targets; }
 
 // ------------------------------------------------------------------------------------------------
 // The step loop: learning rate, step, evaluate, log, sample, checkpoint, stop?
