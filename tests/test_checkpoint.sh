@@ -6,7 +6,8 @@
 # the checkpoint is resharded on the way: N=2 stage 3 -> N=3 stage 1 -> N=1 stage 0 (DDP) -> N=2
 # stage 3. The reference is the same trainer run without interruption; the interruption is a NaN
 # injected at a step (ZERO3_INJECT_NAN_STEP), which stops the run after its last checkpoint.
-# Also: only the newest two checkpoints are kept, and `latest` names the newest.
+# Also: only the newest two checkpoints are kept, and `latest` names the newest; a resume with other
+# recorded flags warns once for each (host/cli.c's table), and one with the same flags not at all.
 # ZERO3_TRAINER=path tests another build of the trainer (default: make train_gpt2_zero3).
 . "$(dirname "$0")/lib.sh"
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
@@ -43,6 +44,17 @@ diff <(samples_after 2 "$work/straight1.out") <(samples_after 2 "$work/resumed1.
   || { cat "$work/diff"; fail "1 rank: the samples after the resume differ (sampling RNG not restored?)"; }
 [ "$(samples_after 2 "$work/resumed1.out" | grep -c '^---- sample')" -eq 4 ] || fail "1 rank: expected 4 samples after step 2"
 [ "$(grep -c '^---- sample' "$work/broken1.out")" -ge 2 ] || fail "1 rank: the interrupted run should have sampled before its checkpoint"
+# a resume with the same flags says nothing about them; one with other recorded flags (cli.c's table)
+# warns once for each, naming the flag, the checkpoint's value and this run's
+! grep -q "^warning: the checkpoint" "$work/resumed1.out" || { cat "$work/resumed1.out"; fail "a resume with the same flags warned"; }
+cp -r "$work/resumed1" "$work/changed1"
+must_run changed1 1 "${M[@]}" -x 8 -l 2e-3 -S 7 -o "$work/changed1" -y 1
+grep "^warning: the checkpoint" "$work/changed1.out" | cut -d: -f1-2 | cut -d, -f1 >"$work/warned"
+printf '%s\n' "warning: the checkpoint was written with -x 6" "warning: the checkpoint was written with -l 0.001" \
+  "warning: the checkpoint was written with -S 1337" | diff - "$work/warned" >"$work/diff" \
+  || { cat "$work/diff" "$work/changed1.out"; fail "a resume with -x, -l and -S changed should warn for those three, in the table's order"; }
+grep -q "^warning: the checkpoint was written with -l 0.001, this run has -l 0.002: the LR schedule" "$work/changed1.out" \
+  || { cat "$work/changed1.out"; fail "the -l warning should give both values and what the change means"; }
 echo "ok   1 rank: interrupted at step 3, resumed from step 2: losses, samples and model.bin identical"
 # keep the newest two
 ls -d "$work"/straight1/ckpt_* | xargs -n1 basename >"$work/kept"
