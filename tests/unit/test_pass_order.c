@@ -74,7 +74,7 @@ static void at_compute(const char *call) {
     char params[64] = "", grads[64] = "";
     for (int u = 0; u < g_z->nunits; u++) {
         const Zero3Unit *U = &g_z->units[u];
-        if (U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED)
+        if (U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED || U->param_state == ZERO3_PARAMS_KEPT)
             snprintf(params + strlen(params), sizeof params - strlen(params), "%s%s", params[0] ? " " : "", U->name);
         if (U->grad_state == ZERO3_GRADS_ACCUMULATING)
             snprintf(grads + strlen(grads), sizeof grads - strlen(grads), "%s%s", grads[0] ? " " : "", U->name);
@@ -148,7 +148,7 @@ int main(void) {
         zero3_check_idle(&z);
         // the gathers of the trace are the engine's recorded schedule (complete once the step is), in order
         const Zero3PassOrder *s = &z.schedule.pass_order[ZERO3_PASS_TRAIN];
-        int k = 0, same = s->recorded;
+        int k = 0, same = s->mode == ZERO3_SCHEDULE_RECORDED;
         for (int i = 0; i < g_len && same; i++) {
             if (strncmp(g_trace[i], "gather ", 7)) continue;
             same = k < s->len && !strcmp(g_trace[i] + 7, z.units[s->order[k]].name);
