@@ -30,14 +30,19 @@
 // A step may also be given up between two micro-steps (a stop signal): zero3_step_abandon(z) puts
 // every unit back at rest, and the model and optimizer state stay those of the last whole step.
 //
-// pre_forward = gather (wait for it, then prefetch the next units); post_forward = release;
-// pre_backward = gather + a gradient buffer; post_backward = reduce the gradients, release. The
-// building blocks (zero3_gather, zero3_release, zero3_grads, zero3_reduce_grads) are public too, for
-// a unit used across phases (GPT-2's tied embedding: see host/passes.c).
+// pre_forward = gather for the forward (wait for it, then prefetch the next units); post_forward =
+// release (or, -ra 0, keep for the backward); pre_backward = gather for the backward + a gradient
+// buffer; post_backward = reduce the gradients, release. The building blocks (zero3_gather, told its
+// phase; zero3_release, zero3_grads, zero3_reduce_grads) are public too, for a unit used across
+// phases (GPT-2's tied embedding: see host/passes.c). Each verb moves a unit through the states of
+// the two tables below (its params: SHARDED, GATHERING, GATHERED, KEPT, or RESIDENT; its gradients:
+// IDLE, ACCUMULATING, REDUCING); which collective a gather or a reduction issues is the policy's
+// answer (zero3_gather_for, zero3_reduction_for: one definition, which the theory asks too).
 //
 // Prefetch follows a schedule the engine records itself: the first pass of each kind writes down
-// the order in which units are gathered, and later passes gather ahead along it (FSDP2 records the
-// forward order and replays it reversed for the backward). So the engine knows nothing of GPT-2.
+// the order in which units are gathered (RECORDING), and later passes gather ahead along it
+// (RECORDED; FSDP2 records the forward order and replays it reversed for the backward). A departure
+// makes it UNRECORDED: no prefetch, and the next pass records. So the engine knows nothing of GPT-2.
 //
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
 // the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).
