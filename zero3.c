@@ -1,7 +1,8 @@
 // zero3.c: the ZeRO engine. See zero3.h for the picture; this file is the mechanism, the lifecycle
-// alone: layout and allocation, where each unit's pieces live, publishing the params, the transient
-// pool, the prefetch schedule, the phase verbs and their building blocks, the reductions, the norm,
-// the optimizer. What the engine measures is not here: each phase reports to the observer handed in
+// alone: the policy (which gather and which reduction a unit gets) and the unit's table of moves,
+// layout and allocation, where each unit's pieces live, publishing the params, the transient pool,
+// the prefetch schedule, the phase verbs and their building blocks, the reductions, the norm, the
+// optimizer. What the engine measures is not here: each phase reports to the observer handed in
 // (z->cfg.observer, zero3.h's Zero3Observer) through one OBSERVE line. No MPI, no CUDA: every
 // collective, allocation and shard-math loop goes through z->be.
 #include "zero3.h"

@@ -523,7 +523,7 @@ struct Zero3 {
     Zero3Unit *units;          // nunits
     Zero3Totals totals;        // the model's size
     Zero3Resident resident;    // params, grads, master, m, v: what the stage keeps for the run
-    Zero3StepState step;       // the micro-step and the phase now
+    Zero3StepState step;       // the micro-step now, and whether its gradients are complete
     Zero3Schedule schedule;    // prefetch: the recorded gather orders
     Zero3Pool pool;            // transient buffers
     Zero3Inflight inflight;    // reductions in flight
