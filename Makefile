@@ -215,7 +215,7 @@ gpu_check:
 # and the host library compiled into each under the same sanitizers.
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -g -O1 -std=gnu11 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_LIB = $(ENGINE_SRC) $(filter-out $(TRAINER_SRC) host/passes.c,$(HOST_SRC))
+FUZZ_LIB = $(ENGINE_SRC) $(filter-out $(TRAINER_SRC),$(HOST_SRC))
 FUZZ_HARNESSES = model tokens tokenizer dump checkpoint
 .PHONY: fuzz
 fuzz: $(FUZZ_HARNESSES:%=build/fuzz/fuzz_%) build/fuzz/make_seeds

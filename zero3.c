@@ -1,7 +1,8 @@
 // zero3.c: the ZeRO engine. See zero3.h for the picture; this file is the mechanism, the lifecycle
-// alone: layout and allocation, where each unit's pieces live, publishing the params, the transient
-// pool, the prefetch schedule, the phase verbs and their building blocks, the reductions, the norm,
-// the optimizer. What the engine measures is not here: each phase reports to the observer handed in
+// alone: the policy (which gather and which reduction a unit gets) and the unit's table of moves,
+// layout and allocation, where each unit's pieces live, publishing the params, the transient pool,
+// the prefetch schedule, the phase verbs and their building blocks, the reductions, the norm, the
+// optimizer. What the engine measures is not here: each phase reports to the observer handed in
 // (z->cfg.observer, zero3.h's Zero3Observer) through one OBSERVE line. No MPI, no CUDA: every
 // collective, allocation and shard-math loop goes through z->be.
 #include "zero3.h"
@@ -66,6 +67,77 @@ static int optimizer_sharded(const Zero3 *z, int u) { return z->units[u].layout.
 // One rank: a shard is the whole unit, so a gather or a reduction is the identity. The engine then
 // issues no data collective at all and uses the shards in place (stage 3 holds what DDP holds).
 static int solo(const Zero3 *z) { return z->world == 1; }
+
+// ------------------------------------------------------------------------------------------------
+// The policy (zero3.h): which gather and which reduction a unit gets. The mechanism below asks
+// these three functions before it issues a collective, and the theory asks the same ones.
+
+Zero3UnitFacts zero3_unit_facts(const Zero3 *z, int u) {
+    return (Zero3UnitFacts){.layout = z->units[u].layout, .world = z->world, .replicas = z->replicas,
+                            .quant_weights = z->cfg.quant_weights, .hp_group = z->cfg.hp_group,
+                            .quant_grads = z->cfg.quant_grads};
+}
+
+// Params SHARDED are gathered for each phase: from the node group's secondary shards for a backward
+// once a full gather this step left them (hpZ), quantized under qwZ, else shard by shard.
+Zero3Gather zero3_gather_for(const Zero3UnitFacts *f, Zero3Phase phase, int secondary_fresh) {
+    const Zero3Collective none = ZERO3_COLL_KINDS;
+    const Zero3Collective shards = phase == ZERO3_FOR_BACKWARD ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER;
+    if (f->layout.params != ZERO3_SHARDED) return (Zero3Gather){ZERO3_GATHER_NONE, none};
+    if (f->world == 1)
+        return (Zero3Gather){f->quant_weights ? ZERO3_GATHER_QUANTIZED : ZERO3_GATHER_IN_PLACE, none};
+    if (f->hp_group > 0 && phase == ZERO3_FOR_BACKWARD && secondary_fresh)
+        return (Zero3Gather){ZERO3_GATHER_SECONDARY, ZERO3_COLL_HP_GATHER};
+    return (Zero3Gather){f->quant_weights ? ZERO3_GATHER_QUANTIZED : ZERO3_GATHER_SHARDS, shards};
+}
+
+// Grads SHARDED reduce every micro-step (the full buffer is not kept), under qgZ in two quantized
+// hops; grads FULL accumulate locally and reduce once, at the last micro-step: all-reduce where the
+// optimizer is FULL (DDP), reduce-scatter into the owned slice where it is SHARDED. Under HSDP the
+// step's end then all-reduces every reduced span across the replica groups.
+Zero3Reduction zero3_reduction_for(const Zero3UnitFacts *f, int micro, int micro_steps) {
+    const int last = micro == micro_steps - 1;
+    Zero3Reduction r = {ZERO3_REDUCE_NONE, last && f->replicas > 1};
+    if (f->world == 1) return r;
+    if (f->layout.grads == ZERO3_SHARDED) r.how = f->quant_grads ? ZERO3_REDUCE_QUANTIZED : ZERO3_REDUCE_SCATTER;
+    else if (last) r.how = f->layout.optimizer == ZERO3_FULL ? ZERO3_REDUCE_ALL_REDUCE : ZERO3_REDUCE_SCATTER;
+    return r;
+}
+
+// Params FULL with the optimizer SHARDED (stages 1-2): each rank updated its slice, all need them all.
+int zero3_gathers_after_step(const Zero3UnitFacts *f) {
+    return f->layout.params == ZERO3_FULL && f->layout.optimizer == ZERO3_SHARDED && f->world > 1;
+}
+
+// ------------------------------------------------------------------------------------------------
+// A unit's state (zero3.h's tables): the moves each params state may make, and the two questions
+// the verbs ask of it.
+static const unsigned char PARAM_MOVES[ZERO3_PARAMS_STATES][ZERO3_PARAMS_STATES] = {
+    //                 RESIDENT SHARDED GATHERING GATHERED KEPT
+    [ZERO3_PARAMS_RESIDENT]  = {0, 0, 0, 0, 0},
+    [ZERO3_PARAMS_SHARDED]   = {0, 0, 1, 1, 0},
+    [ZERO3_PARAMS_GATHERING] = {0, 0, 0, 1, 0},
+    [ZERO3_PARAMS_GATHERED]  = {0, 1, 0, 0, 1},
+    [ZERO3_PARAMS_KEPT]      = {0, 0, 0, 1, 0},
+};
+static const char *const PARAM_STATE_NAMES[ZERO3_PARAMS_STATES] = {"RESIDENT", "SHARDED", "GATHERING", "GATHERED", "KEPT"};
+
+// Every change of a unit's params state; in check mode a move the table does not list stops here.
+static void set_params_state(const Zero3 *z, Zero3Unit *U, Zero3ParamState to) {
+    if (z->step.check_at_end && !PARAM_MOVES[U->param_state][to]) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "unit %s: params %s -> %s is not a move of the state table", U->name,
+                 PARAM_STATE_NAMES[U->param_state], PARAM_STATE_NAMES[to]);
+        zero3_die(msg);
+    }
+    U->param_state = to;
+}
+
+// The full unit may go back to the pool: gathered, and no caller holds it (a KEPT unit waits for
+// its gradients to be handed over first).
+static int may_free(const Zero3Unit *U) { return U->param_state == ZERO3_PARAMS_GATHERED && U->holders == 0; }
+// Someone will still read the unit's gathered params: a caller holds them, or its backward is to come.
+static int busy(const Zero3Unit *U) { return U->holders > 0 || U->param_state == ZERO3_PARAMS_KEPT; }
 
 // be->wait for a collective of unit u (-1 none). The compute side stops here: what it waits is the
 // exposed communication, on the timeline.
@@ -156,7 +228,7 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
 
 // hpZ: the params changed (published, or updated by AdamW): every secondary shard is stale.
 static void hp_invalidate(Zero3 *z) {
-    for (int u = 0; u < z->nunits; u++) z->units[u].secondary_ready = 0;
+    for (int u = 0; u < z->nunits; u++) z->units[u].secondary_fresh = 0;
 }
 
 // hpZ: the secondary shards, P / G of every unit whose params are SHARDED, resident for the run
@@ -365,32 +437,39 @@ void zero3_publish_params(Zero3 *z) {
 // along it. A pass that departs from the recording gets no more prefetch, and the next pass of its
 // kind records afresh.
 
+// RECORDING -> RECORDED: the pass now running was written down whole.
 static void schedule_close_recording(Zero3 *z) {
-    if (z->schedule.recording) z->schedule.pass_order[z->schedule.pass].recorded = 1;
-    z->schedule.recording = 0;
+    Zero3PassOrder *s = &z->schedule.pass_order[z->schedule.pass];
+    if (s->mode == ZERO3_SCHEDULE_RECORDING) s->mode = ZERO3_SCHEDULE_RECORDED;
 }
 
+// A pass of kind `pass` starts: it replays its kind's recording, or (none usable) records one.
 static void schedule_start(Zero3 *z, Zero3Pass pass) {
     schedule_close_recording(z);
     z->schedule.pass = pass;
     z->schedule.pos = 0;
-    if (!z->schedule.pass_order[pass].recorded) {
-        z->schedule.pass_order[pass].len = 0;
-        z->schedule.recording = 1;
+    Zero3PassOrder *s = &z->schedule.pass_order[pass];
+    if (s->mode == ZERO3_SCHEDULE_UNRECORDED) {
+        s->len = 0;
+        s->mode = ZERO3_SCHEDULE_RECORDING;
     }
 }
 
-// Notes that unit u is being gathered: writes it down, or checks it against the recording.
-static void schedule_note_gather(Zero3 *z, int u) {
+// Notes that unit u is being gathered for `phase`: writes it down, or checks it against the recording.
+static void schedule_note_gather(Zero3 *z, int u, Zero3Phase phase) {
     Zero3PassOrder *s = &z->schedule.pass_order[z->schedule.pass];
-    if (z->schedule.recording) {
-        if (s->len < 3 * ZERO3_MAX_UNITS) { s->backward[s->len] = (unsigned char)z->step.in_backward; s->order[s->len++] = u; }
-        else z->schedule.recording = 0;   // a pass this long is not recorded: it runs without prefetch
+    switch (s->mode) {
+    case ZERO3_SCHEDULE_RECORDING:
+        if (s->len < 3 * ZERO3_MAX_UNITS) { s->backward[s->len] = (unsigned char)phase; s->order[s->len++] = u; }
+        else s->mode = ZERO3_SCHEDULE_UNRECORDED;   // a pass this long is not recorded: it runs without prefetch
+        return;
+    case ZERO3_SCHEDULE_RECORDED:
+        if (z->schedule.pos < s->len && s->order[z->schedule.pos] == u) { z->schedule.pos++; return; }
+        s->mode = ZERO3_SCHEDULE_UNRECORDED;   // a departure: no prefetch for the rest of this pass, re-record the next
+        return;
+    case ZERO3_SCHEDULE_UNRECORDED:
         return;
     }
-    if (!s->recorded) return;
-    if (z->schedule.pos < s->len && s->order[z->schedule.pos] == u) { z->schedule.pos++; return; }
-    s->recorded = 0;   // a departure: no prefetch for the rest of this pass, re-record the next
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -411,8 +490,7 @@ static void free_gathered(Zero3 *z, Zero3Unit *U) {
     if (U->params_gathered != owned_params(z, (int)(U - z->units)))   // one rank: the shard itself, not a pool buffer
         pool_release(z, U->params_gathered);
     U->params_gathered = NULL;
-    U->param_state = ZERO3_PARAMS_SHARDED;
-    U->kept = 0;
+    set_params_state(z, U, ZERO3_PARAMS_SHARDED);
 }
 
 static void gather_finish(Zero3 *z, int u);
@@ -422,7 +500,7 @@ static void gather_finish(Zero3 *z, int u);
 static void drop_unused_prefetches(Zero3 *z) {
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
-        if (U->holders || U->kept || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
+        if (busy(U) || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
             continue;
         if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
         free_gathered(z, U);
@@ -435,8 +513,6 @@ void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
     OBSERVE(z, compute_end);
     zero3_finish_reductions(z);
     drop_unused_prefetches(z);
-    for (int u = 0; u < z->nunits; u++) z->units[u].backward_done = 0;
-    z->step.in_backward = 0;
     z->step.micro = micro;
     z->step.micro_steps = micro_steps;
     schedule_start(z, pass);
@@ -495,7 +571,7 @@ static void hp_keep_secondary(Zero3 *z, Zero3Unit *U) {
     size_t n = U->padded / (size_t)z->node_size;
     z->be->copy(z->be->ctx, secondary_shard(z, U), at(U->params_gathered, (size_t)z->node_rank * n, z->cfg.param_type),
                 n * zero3_dtype_size(z->cfg.param_type));
-    U->secondary_ready = 1;
+    U->secondary_fresh = 1;
 }
 
 static void *hp_gather_start(Zero3 *z, int u) {
@@ -506,47 +582,41 @@ static void *hp_gather_start(Zero3 *z, int u) {
     return handle;
 }
 
-// hpZ serves unit u's gather from the node group: a backward gather after a full one this step.
-static int hp_serves(const Zero3 *z, int u, int backward) {
-    return hp(z) && !solo(z) && backward && z->units[u].secondary_ready;
-}
-
-// SHARDED -> GATHERING: the all-gather of unit u into a pool buffer starts (for the forward or the
-// backward: the ledger's kind), quantized under qwZ, from the node group under hpZ. On one rank the
+// SHARDED -> GATHERING: the gather the policy gives unit u for `phase` starts into a pool buffer:
+// shard by shard, quantized (qwZ), or from the node group's secondary shards (hpZ). On one rank the
 // shard is the unit: SHARDED -> GATHERED in place (under qwZ a quantized copy, still GATHERING).
-static void gather_start(Zero3 *z, int u, int backward) {
+static void gather_start(Zero3 *z, int u, Zero3Phase phase) {
     Zero3Unit *U = &z->units[u];
     const Zero3Backend *be = z->be;
-    if (solo(z) && !qw(z)) {
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    U->gather = zero3_gather_for(&facts, phase, U->secondary_fresh);
+    if (U->gather.how == ZERO3_GATHER_IN_PLACE) {
         U->params_gathered = owned_params(z, u);
-        U->param_state = ZERO3_PARAMS_GATHERED;
+        set_params_state(z, U, ZERO3_PARAMS_GATHERED);
         return;
     }
     size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
-    Zero3Collective kind = backward ? ZERO3_COLL_BWD_GATHER : ZERO3_COLL_FWD_GATHER;
     U->params_gathered = pool_acquire(z, full_bytes);
-    if (hp_serves(z, u, backward)) {
-        kind = ZERO3_COLL_HP_GATHER;
+    if (U->gather.how == ZERO3_GATHER_SECONDARY) {
         U->gather_handle = hp_gather_start(z, u);
-    } else if (qw(z)) {
-        U->gather_handle = qw_gather_start(z, u, kind);
+    } else if (U->gather.how == ZERO3_GATHER_QUANTIZED) {
+        U->gather_handle = qw_gather_start(z, u, U->gather.kind);
     } else {
         U->gather_handle = be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered, U->shard, z->cfg.param_type);
-        OBSERVE(z, collective, u, kind, full_bytes);
+        OBSERVE(z, collective, u, U->gather.kind, full_bytes);
     }
-    U->gather_kind = kind;
-    U->param_state = ZERO3_PARAMS_GATHERING;
+    set_params_state(z, U, ZERO3_PARAMS_GATHERING);
 }
 
 // GATHERING -> GATHERED: waits for the gather; qwZ dequantizes what arrived, and under hpZ a full
 // gather keeps this rank's secondary shard of it.
 static void gather_finish(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    if (U->gather_handle) wait_for(z, U->gather_handle, u, (Zero3Collective)U->gather_kind);
+    if (U->gather_handle) wait_for(z, U->gather_handle, u, U->gather.kind);
     U->gather_handle = NULL;
     if (U->gather_packed) qw_dequantize(z, U);
-    if (hp(z) && !solo(z) && U->gather_kind != ZERO3_COLL_HP_GATHER) hp_keep_secondary(z, U);
-    U->param_state = ZERO3_PARAMS_GATHERED;
+    if (hp(z) && !solo(z) && U->gather.how != ZERO3_GATHER_SECONDARY) hp_keep_secondary(z, U);
+    set_params_state(z, U, ZERO3_PARAMS_GATHERED);
 }
 
 // Starts the all-gathers of the next prefetch_depth units of the recorded schedule that are still
@@ -554,22 +624,22 @@ static void gather_finish(Zero3 *z, int u) {
 // stage3_max_live_parameters).
 static void prefetch(Zero3 *z) {
     const Zero3PassOrder *s = &z->schedule.pass_order[z->schedule.pass];
-    if (z->schedule.recording || !s->recorded) return;
+    if (s->mode != ZERO3_SCHEDULE_RECORDED) return;
     for (int k = 0; k < z->cfg.prefetch_depth; k++) {
         int pos = z->schedule.pos + k;
         if (pos >= s->len) break;
         if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED)
-            gather_start(z, s->order[pos], s->backward[pos]);
+            gather_start(z, s->order[pos], (Zero3Phase)s->backward[pos]);
     }
 }
 
-void *zero3_gather(Zero3 *z, int u) {
+void *zero3_gather(Zero3 *z, int u, Zero3Phase phase) {
     Zero3Unit *U = &z->units[u];
     OBSERVE(z, compute_end);
     if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
         return resident_params(z, u);
-    schedule_note_gather(z, u);
-    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, z->step.in_backward);   // not prefetched: now
+    schedule_note_gather(z, u, phase);
+    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, phase);   // not prefetched: now
     if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
     U->holders++;
     prefetch(z);   // while the caller computes on u, the next units arrive
@@ -577,15 +647,16 @@ void *zero3_gather(Zero3 *z, int u) {
 }
 
 
-// Once the last holder lets go the unit is freed, unless it is kept for its backward (no reshard
-// after forward) and its gradients have not been handed over yet.
+// Once the last holder lets go the unit is freed, unless it is KEPT for its backward (no reshard
+// after forward): then its gradients' hand-over frees it.
 void zero3_release(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     OBSERVE(z, compute_end);
     if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
-    if (U->holders <= 0 || U->param_state != ZERO3_PARAMS_GATHERED)
+    if (U->holders <= 0 || (U->param_state != ZERO3_PARAMS_GATHERED && U->param_state != ZERO3_PARAMS_KEPT))
         zero3_die("zero3_release of a unit that is not gathered");
-    if (--U->holders == 0 && !(U->kept && !U->backward_done)) free_gathered(z, U);
+    U->holders--;
+    if (may_free(U)) free_gathered(z, U);
 }
 
 // IDLE -> ACCUMULATING: the full-size buffer this micro-step's gradients of unit u are added into.
@@ -612,15 +683,13 @@ static void *grads_open(Zero3 *z, int u) {
 void *zero3_grads(Zero3 *z, int u) {
     OBSERVE(z, compute_end);
     void *g = grads_open(z, u);
-    z->step.in_backward = 1;
     OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);   // the caller computes gradients of u now
     return g;
 }
 
 // REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
 static void retire_oldest_reduction(Zero3 *z) {
-    wait_for(z, z->inflight.handle[0], z->inflight.unit[0],
-               optimizer_sharded(z, z->inflight.unit[0]) ? ZERO3_COLL_REDUCE_SCATTER : ZERO3_COLL_ALL_REDUCE);
+    wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);
     Zero3Unit *U = &z->units[z->inflight.unit[0]];
     if (grads_sharded(z, z->inflight.unit[0])) pool_release(z, U->grads_buffer);
     U->grads_buffer = NULL;
@@ -628,15 +697,24 @@ static void retire_oldest_reduction(Zero3 *z) {
     z->inflight.count--;
     memmove(z->inflight.handle, z->inflight.handle + 1, z->inflight.count * sizeof(void *));
     memmove(z->inflight.unit, z->inflight.unit + 1, z->inflight.count * sizeof(int));
+    memmove(z->inflight.kind, z->inflight.kind + 1, z->inflight.count * sizeof(Zero3Collective));
 }
 
-// ACCUMULATING -> IDLE at once, for a reduction that needs no collective in flight: one rank (the
-// gradients are already where the optimizer reads them), or qgZ's (finished before it returns).
+// The gradients of unit u were handed over (reduced, or their reduction started): a unit KEPT for
+// this backward is done with its params, and freed if no caller holds them.
+static void backward_done(Zero3 *z, Zero3Unit *U) {
+    if (U->param_state != ZERO3_PARAMS_KEPT) return;
+    set_params_state(z, U, ZERO3_PARAMS_GATHERED);
+    if (may_free(U)) free_gathered(z, U);
+}
+
+// ACCUMULATING -> IDLE at once, for a reduction that needs no collective in flight: none at this
+// micro-step (the gradients accumulate where the optimizer reads them), or qgZ's (finished before
+// it returns).
 static void grads_reduced_now(Zero3 *z, Zero3Unit *U) {
     U->grads_buffer = NULL;
     U->grad_state = ZERO3_GRADS_IDLE;
-    U->backward_done = 1;
-    if (U->kept && U->holders == 0) free_gathered(z, U);
+    backward_done(z, U);
 }
 
 // qgZ: unit u's gradients of this micro-step reduced in two quantized hops, so that only a node
@@ -682,10 +760,25 @@ static void qg_reduce(Zero3 *z, int u) {
     pool_release(z, recv);
 }
 
-// ACCUMULATING -> REDUCING: hands unit u's gradients of this micro-step to the collective the layout
-// asks for. Grads FULL reduce once per step (the last micro-step), all-reduce when the optimizer is
-// FULL (DDP), reduce-scatter into the owned slice otherwise; grads SHARDED reduce-scatter every
-// micro-step into the shard, since the full buffer is not kept.
+// Unit u's reduction started (its handle): REDUCING until retire_oldest_reduction waits for it. A few
+// stay in flight so they overlap the backward of the next units; where grads are SHARDED the full
+// buffer goes back as soon as the reduce-scatter is done with it, which bounds the live gradient
+// buffers to two (this one and the one being computed next).
+static void reduction_in_flight(Zero3 *z, Zero3Unit *U, void *handle, Zero3Collective kind) {
+    const int u = (int)(U - z->units);
+    U->grad_state = ZERO3_GRADS_REDUCING;
+    backward_done(z, U);
+    if (z->inflight.count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
+    z->inflight.handle[z->inflight.count] = handle;
+    z->inflight.unit[z->inflight.count] = u;
+    z->inflight.kind[z->inflight.count] = kind;
+    z->inflight.count++;
+    if (grads_sharded(z, u))
+        while (z->inflight.count > 1) retire_oldest_reduction(z);
+}
+
+// ACCUMULATING -> REDUCING (or IDLE): hands unit u's gradients of this micro-step to the reduction
+// the policy gives it (zero3_reduction_for).
 void zero3_reduce_grads(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     const Zero3Backend *be = z->be;
@@ -693,54 +786,35 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     size_t full_bytes = U->padded * zero3_dtype_size(gt);
     OBSERVE(z, compute_end);
     if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
-    void *handle = NULL;
-    if (solo(z)) {   // one rank: the gradients are already where the optimizer reads them
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    void *handle;
+    switch (zero3_reduction_for(&facts, z->step.micro, z->step.micro_steps).how) {
+    case ZERO3_REDUCE_NONE:        // they accumulate where they are, where the optimizer reads them
         grads_reduced_now(z, U);
         return;
-    }
-    if (grads_sharded(z, u) && qg(z)) {   // qgZ: reduced before it returns, into the shard
+    case ZERO3_REDUCE_QUANTIZED:   // qgZ: reduced before it returns, into the shard
         qg_reduce(z, u);
         pool_release(z, U->grads_buffer);
         grads_reduced_now(z, U);
         return;
-    }
-    if (!grads_sharded(z, u)) {
-        // full gradients stay resident: accumulate locally, communicate once per step
-        if (z->step.micro != z->step.micro_steps - 1) {
-            U->grads_buffer = NULL;
-            U->grad_state = ZERO3_GRADS_IDLE;
-            U->backward_done = 1;
-            return;
-        }
-        if (!optimizer_sharded(z, u)) {
-            handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
-            OBSERVE(z, collective, u, ZERO3_COLL_ALL_REDUCE, full_bytes);
-        } else {
-            handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-            OBSERVE(z, collective, u, ZERO3_COLL_REDUCE_SCATTER, full_bytes);
-        }
-    } else {
-        // Accumulation without a second shard buffer: each rank adds what its shard holds so far
-        // to its own slice of this micro-step's gradients. The reduce-scatter sums that slice over
-        // ranks, and only the owner added anything to it, so the result is old shard + new sum.
-        if (z->step.micro > 0)
+    case ZERO3_REDUCE_ALL_REDUCE:
+        handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
+        OBSERVE(z, collective, u, ZERO3_COLL_ALL_REDUCE, full_bytes);
+        reduction_in_flight(z, U, handle, ZERO3_COLL_ALL_REDUCE);
+        return;
+    case ZERO3_REDUCE_SCATTER:
+        // Grads SHARDED accumulate without a second shard buffer: each rank adds what its shard
+        // holds so far to its own slice of this micro-step's gradients. The reduce-scatter sums that
+        // slice over ranks, and only the owner added anything to it, so the result is old shard +
+        // new sum.
+        if (grads_sharded(z, u) && z->step.micro > 0)
             be->add(be->ctx, at(U->grads_buffer, zero3_owned_begin(z, u), gt), grads_span(z, u),
                     U->shard, gt);
         handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
         OBSERVE(z, collective, u, ZERO3_COLL_REDUCE_SCATTER, full_bytes);
+        reduction_in_flight(z, U, handle, ZERO3_COLL_REDUCE_SCATTER);
+        return;
     }
-    U->grad_state = ZERO3_GRADS_REDUCING;
-    U->backward_done = 1;
-    if (U->kept && U->holders == 0) free_gathered(z, U);   // kept for a backward that needed no params
-    // Keep a few reductions in flight so they overlap the backward of the next units.
-    if (z->inflight.count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
-    z->inflight.handle[z->inflight.count] = handle;
-    z->inflight.unit[z->inflight.count] = u;
-    z->inflight.count++;
-    // sharded grads free the full buffer as soon as the reduce-scatter is done with it: bound the
-    // number of live gradient buffers to two (this one and the one being computed next)
-    if (grads_sharded(z, u))
-        while (z->inflight.count > 1) retire_oldest_reduction(z);
 }
 
 void zero3_finish_reductions(Zero3 *z) {
@@ -751,26 +825,24 @@ void zero3_finish_reductions(Zero3 *z) {
 
 void *zero3_pre_forward(Zero3 *z, int u) {
     OBSERVE(z, compute_end);
-    z->step.in_backward = 0;
-    void *p = zero3_gather(z, u);
+    void *p = zero3_gather(z, u, ZERO3_FOR_FORWARD);
     OBSERVE(z, compute_begin, ZERO3_EV_FORWARD, u);
     return p;
 }
 
 // FSDP's reshard_after_forward = False (-ra 0): in a training pass the unit stays gathered from its
-// forward to its backward, which then needs no second all-gather.
+// forward to its backward (GATHERED -> KEPT), which then needs no second all-gather.
 void zero3_post_forward(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     if (!z->cfg.reshard_after_forward && z->schedule.pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
-        U->kept = 1;
+        set_params_state(z, U, ZERO3_PARAMS_KEPT);
     zero3_release(z, u);
 }
 
 Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
     Zero3UnitBuffers b;
     OBSERVE(z, compute_end);
-    z->step.in_backward = 1;
-    b.params = zero3_gather(z, u);
+    b.params = zero3_gather(z, u, ZERO3_FOR_BACKWARD);
     b.grads = grads_open(z, u);
     OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);
     return b;
@@ -781,22 +853,18 @@ void zero3_post_backward(Zero3 *z, int u) {
     zero3_release(z, u);
 }
 
-static const char *param_state_name(Zero3ParamState s) {
-    switch (s) {
-    case ZERO3_PARAMS_RESIDENT: return "resident";
-    case ZERO3_PARAMS_SHARDED: return "sharded";
-    case ZERO3_PARAMS_GATHERING: return "gathering";
-    default: return "gathered";
-    }
+// A unit's params at rest: where its layout keeps them between passes (SHARDED, or RESIDENT when
+// FULL), nothing gathered.
+static int params_at_rest(const Zero3 *z, int u) {
+    return z->units[u].param_state == (params_sharded(z, u) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT);
 }
 
 void zero3_check_idle(const Zero3 *z) {
     for (int u = 0; u < z->nunits; u++) {
         const Zero3Unit *U = &z->units[u];
-        int params_busy = U->holders || U->kept || U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED;
-        if (params_busy || U->grad_state != ZERO3_GRADS_IDLE) {
+        if (busy(U) || !params_at_rest(z, u) || U->grad_state != ZERO3_GRADS_IDLE) {
             fprintf(stderr, "zero3: unit %s still busy (params %s, %d holders, grads %s)\n", U->name,
-                    param_state_name(U->param_state), U->holders,
+                    PARAM_STATE_NAMES[U->param_state], U->holders,
                     U->grad_state == ZERO3_GRADS_IDLE ? "idle" : U->grad_state == ZERO3_GRADS_REDUCING ? "reducing" : "accumulating");
             abort();
         }
@@ -808,9 +876,8 @@ void zero3_check_idle(const Zero3 *z) {
 // when FULL), no holder, nothing gathered or kept, no gradient buffer open.
 static const char *unit_unrest(const Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
-    Zero3ParamState rest = params_sharded(z, u) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
-    if (U->param_state != rest) return params_sharded(z, u) ? "params not SHARDED" : "params not RESIDENT";
-    if (U->holders || U->kept) return "params still held";
+    if (!params_at_rest(z, u)) return params_sharded(z, u) ? "params not SHARDED" : "params not RESIDENT";
+    if (busy(U)) return "params still held";
     if (U->params_gathered || U->gather_handle) return "a gathered buffer or gather handle kept";
     if (U->grad_state != ZERO3_GRADS_IDLE || U->grads_buffer) return "grads not IDLE";
     return NULL;
@@ -857,6 +924,8 @@ static void for_units_batched(Zero3 *z, UnitCollective start, Zero3Collective ki
 // (the optimizer span) across the replicas, so they all hold the gradient of the whole batch. Once
 // per step, after the last micro-step (the shard accumulates inside each group before that).
 static void *start_replica_all_reduce(Zero3 *z, int u) {
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    if (!zero3_reduction_for(&facts, z->step.micro_steps - 1, z->step.micro_steps).across_replicas) return NULL;
     size_t begin, count;
     optimizer_span(z, u, &begin, &count);
     void *handle = z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type);
@@ -870,7 +939,7 @@ static void finish_gradients(Zero3 *z) {
     zero3_finish_reductions(z);
     schedule_close_recording(z);
     if (z->step.grads_complete) return;
-    if (z->replicas > 1) for_units_batched(z, start_replica_all_reduce, ZERO3_COLL_REPLICA_REDUCE);
+    for_units_batched(z, start_replica_all_reduce, ZERO3_COLL_REPLICA_REDUCE);
     z->step.grads_complete = 1;
 }
 
@@ -907,7 +976,8 @@ double zero3_local_grad_norm(Zero3 *z) {
 // Params FULL with the optimizer SHARDED (stages 1-2): every rank updated its slice; gather them so
 // all ranks hold the new full params.
 static void *start_updated_params_gather(Zero3 *z, int u) {
-    if (params_sharded(z, u) || !optimizer_sharded(z, u) || solo(z)) return NULL;
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    if (!zero3_gathers_after_step(&facts)) return NULL;
     const Zero3Unit *U = &z->units[u];
     void *handle = z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
     OBSERVE(z, collective, u, ZERO3_COLL_STEP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));

@@ -30,14 +30,19 @@
 // A step may also be given up between two micro-steps (a stop signal): zero3_step_abandon(z) puts
 // every unit back at rest, and the model and optimizer state stay those of the last whole step.
 //
-// pre_forward = gather (wait for it, then prefetch the next units); post_forward = release;
-// pre_backward = gather + a gradient buffer; post_backward = reduce the gradients, release. The
-// building blocks (zero3_gather, zero3_release, zero3_grads, zero3_reduce_grads) are public too, for
-// a unit used across phases (GPT-2's tied embedding: see host/passes.c).
+// pre_forward = gather for the forward (wait for it, then prefetch the next units); post_forward =
+// release (or, -ra 0, keep for the backward); pre_backward = gather for the backward + a gradient
+// buffer; post_backward = reduce the gradients, release. The building blocks (zero3_gather, told its
+// phase; zero3_release, zero3_grads, zero3_reduce_grads) are public too, for a unit used across
+// phases (GPT-2's tied embedding: see host/passes.c). Each verb moves a unit through the states of
+// the two tables below (its params: SHARDED, GATHERING, GATHERED, KEPT, or RESIDENT; its gradients:
+// IDLE, ACCUMULATING, REDUCING); which collective a gather or a reduction issues is the policy's
+// answer (zero3_gather_for, zero3_reduction_for: one definition, which the theory asks too).
 //
 // Prefetch follows a schedule the engine records itself: the first pass of each kind writes down
-// the order in which units are gathered, and later passes gather ahead along it (FSDP2 records the
-// forward order and replays it reversed for the backward). So the engine knows nothing of GPT-2.
+// the order in which units are gathered (RECORDING), and later passes gather ahead along it
+// (RECORDED; FSDP2 records the forward order and replays it reversed for the backward). A departure
+// makes it UNRECORDED: no prefetch, and the next pass records. So the engine knows nothing of GPT-2.
 //
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
 // the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).
@@ -250,20 +255,93 @@ typedef struct {
 
 extern const Zero3StageLayout ZERO3_STAGE_LAYOUT[4];
 
-// A unit's working parameters, as FSDP2's sharded/unsharded states: what memory each state holds.
+// A unit's params, as FSDP2's ShardedState (_fsdp_param.py): one state names every case, by the
+// memory it holds. Every change of state goes through one function (zero3.c's set_params_state),
+// which in check mode (ZERO3_CHECK_STEPS) stops on a move the table below does not list.
+//
+//   state      | memory it holds, besides the resident buffers       | moves to
+//   -----------+------------------------------------------------------+----------------------------
+//   RESIDENT   | params FULL (stages 0-2, persistent units): the unit  | - (never moves)
+//              | lives whole in params_full for the run                |
+//   SHARDED    | this rank's slice in params_shard; nothing else       | GATHERING; GATHERED (one rank)
+//   GATHERING  | + a pool buffer (params_gathered) an all-gather is    | GATHERED
+//              |   filling (gather_handle; qwZ: gather_packed too)     |
+//   GATHERED   | + params_gathered holds the full unit; `holders`      | SHARDED (freed); KEPT
+//              |   callers use it                                      |
+//   KEPT       | + params_gathered, held past its forward for this     | GATHERED (its gradients
+//              |   micro-step's backward (-ra 0), whatever the holders |   handed over)
 typedef enum {
-    ZERO3_PARAMS_RESIDENT,   // params FULL (stages 0-2): the full unit lives in params_full for the run
-    ZERO3_PARAMS_SHARDED,    // params SHARDED: only this rank's slice, in params_shard; nothing else
-    ZERO3_PARAMS_GATHERING,  // an all-gather into a pool buffer (params_gathered) is in flight
-    ZERO3_PARAMS_GATHERED,   // params_gathered holds the full unit, ready to compute with
+    ZERO3_PARAMS_RESIDENT,
+    ZERO3_PARAMS_SHARDED,
+    ZERO3_PARAMS_GATHERING,
+    ZERO3_PARAMS_GATHERED,
+    ZERO3_PARAMS_KEPT,
+    ZERO3_PARAMS_STATES
 } Zero3ParamState;
 
-// A unit's gradients during one micro-step.
+// A unit's gradients during one micro-step: the second resource a unit holds, with a life of its
+// own (a unit may accumulate while its params are SHARDED: GPT-2's tied embedding).
+//   state        | memory it holds                                     | moves to
+//   -------------+-----------------------------------------------------+-------------------------
+//   IDLE         | nothing for this micro-step (grads FULL: the        | ACCUMULATING
+//                |   resident buffer waits)                            |
+//   ACCUMULATING | grads_buffer: the full-size buffer the backward     | REDUCING; IDLE (no
+//                |   adds into (a pool buffer where grads are SHARDED) |   collective in flight)
+//   REDUCING     | grads_buffer, read by the reduction in flight: it   | IDLE
+//                |   may not be touched                                |
 typedef enum {
-    ZERO3_GRADS_IDLE,          // no micro-step gradients in flight (grads FULL: the resident buffer waits)
-    ZERO3_GRADS_ACCUMULATING,  // the backward is adding into the full-size buffer (grads_buffer)
-    ZERO3_GRADS_REDUCING,      // its reduction is in flight; the buffer may not be touched
+    ZERO3_GRADS_IDLE,
+    ZERO3_GRADS_ACCUMULATING,
+    ZERO3_GRADS_REDUCING,
 } Zero3GradState;
+
+// The phase a gather serves: the caller says it (zero3_gather's argument); the engine remembers none.
+typedef enum { ZERO3_FOR_FORWARD = 0, ZERO3_FOR_BACKWARD = 1 } Zero3Phase;
+
+// ---- the policy: which gather and which reduction a unit gets ------------------------------------
+// One definition, read by the engine when it issues a collective and by the theory
+// (zero3_observe.c) when it counts what the engine will issue: a change of policy is one edit here.
+// The facts a decision reads: the unit's placements and the groups it is sharded over, from a run
+// (zero3_unit_facts) or from a what-if (the theory's other stage, other world).
+typedef struct {
+    Zero3StageLayout layout;   // the unit's row of the stage table (DDP's if persistent)
+    int world;                 // ranks in the shard group
+    int replicas;              // HSDP's replica groups (1: none)
+    int quant_weights, hp_group, quant_grads;   // ZeRO++, as Zero3Config has them
+} Zero3UnitFacts;
+
+// How a unit's params arrive for one gather, and the ledger's row of the collective (ZERO3_COLL_KINDS
+// when none is issued).
+typedef enum {
+    ZERO3_GATHER_NONE,        // params FULL: the resident unit, nothing gathered
+    ZERO3_GATHER_IN_PLACE,    // one rank: the shard is the unit
+    ZERO3_GATHER_SHARDS,      // every rank's shard all-gathered (fwd_gather, bwd_gather)
+    ZERO3_GATHER_QUANTIZED,   // qwZ: every shard's int8 codes and scales all-gathered, then dequantized
+                              // (one rank: quantized in place, no collective)
+    ZERO3_GATHER_SECONDARY,   // hpZ: the node group's secondary shards all-gathered (hp_bwd_gather)
+} Zero3GatherHow;
+typedef struct { Zero3GatherHow how; Zero3Collective kind; } Zero3Gather;
+
+// How a unit's gradients of one micro-step are reduced.
+typedef enum {
+    ZERO3_REDUCE_NONE,         // no collective now: they accumulate where they are (grads FULL before
+                               // the last micro-step; one rank, where a shard is the unit)
+    ZERO3_REDUCE_ALL_REDUCE,   // the full buffer all-reduced (optimizer FULL: DDP)
+    ZERO3_REDUCE_SCATTER,      // reduce-scattered into the owned slice
+    ZERO3_REDUCE_QUANTIZED,    // qgZ: two quantized all-to-all hops, inside the node group, then across
+} Zero3ReduceHow;
+typedef struct {
+    Zero3ReduceHow how;
+    int across_replicas;   // HSDP: after this micro-step, the step's end all-reduces the unit's reduced
+                           // span across the replica groups (replica_reduce)
+} Zero3Reduction;
+
+// The gather a unit gets in `phase`; secondary_fresh: hpZ's secondary shard holds this step's params.
+Zero3Gather zero3_gather_for(const Zero3UnitFacts *f, Zero3Phase phase, int secondary_fresh);
+// The reduction a unit's gradients get at micro-step `micro` of `micro_steps`.
+Zero3Reduction zero3_reduction_for(const Zero3UnitFacts *f, int micro, int micro_steps);
+// 1 when the unit's params are all-gathered after the optimizer step (params FULL, optimizer SHARDED).
+int zero3_gathers_after_step(const Zero3UnitFacts *f);
 
 typedef struct {
     char name[32];
@@ -284,19 +362,17 @@ typedef struct {
     size_t params_offset;  // where its params start in params_full (P) or params_shard (S)
     size_t grads_offset;   // where its grads start in grads_full (P) or grads_shard (S)
     size_t optim_offset;   // where its span starts in master, adam_m, adam_v (P or S long)
-    // per-step runtime state
-    Zero3ParamState param_state;
-    void *params_gathered; // GATHERING/GATHERED: the pool buffer holding the full unit
-    void *gather_handle;   // GATHERING: the all-gather in flight
-    int gather_kind;       // GATHERING: the ledger's kind of that gather (a Zero3Collective)
-    void *gather_packed;   // GATHERING under qwZ: every rank's quantized shard, arriving
-    int secondary_ready;   // hpZ: this rank's secondary shard holds the params of this step
     size_t secondary_offset;  // hpZ: where its secondary shard (P / G elements) starts in params_secondary
-    int holders;           // zero3_gather calls not yet released
-    int kept;              // gathered in this pass's forward and kept for its backward (-ra 0)
-    int backward_done;     // its gradients of this micro-step were handed to the engine
+    // per-step runtime state (the tables above)
+    Zero3ParamState param_state;
+    int holders;           // GATHERED, KEPT: zero3_gather calls not yet released
+    void *params_gathered; // GATHERING, GATHERED, KEPT: the pool buffer holding the full unit
+    void *gather_handle;   // GATHERING: the all-gather in flight
+    Zero3Gather gather;    // GATHERING: which gather it is (the policy's answer; its ledger row)
+    void *gather_packed;   // GATHERING under qwZ: every rank's quantized shard, arriving
+    int secondary_fresh;   // hpZ: this rank's secondary shard holds the params of this step
     Zero3GradState grad_state;
-    void *grads_buffer;    // ACCUMULATING/REDUCING: the full-size gradient buffer of this micro-step
+    void *grads_buffer;    // ACCUMULATING, REDUCING: the full-size gradient buffer of this micro-step
 } Zero3Unit;
 
 typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1, ZERO3_NUM_PASSES = 2 } Zero3Pass;
@@ -359,12 +435,19 @@ typedef struct {
     size_t used;      // bytes asked for by the current holder, 0 when free
 } Zero3PoolEntry;
 
+// What one kind of pass's schedule is good for:
+//   UNRECORDED  nothing usable (at first; after a departure; after a pass too long to write down):
+//               no prefetch, and the next pass of this kind records
+//   RECORDING   the pass now running writes its gathers down
+//   RECORDED    a whole pass was written down: passes of this kind replay it, gathering ahead
+typedef enum { ZERO3_SCHEDULE_UNRECORDED = 0, ZERO3_SCHEDULE_RECORDING, ZERO3_SCHEDULE_RECORDED } Zero3ScheduleMode;
+
 // The order in which one kind of pass gathers units, recorded during its first run.
 typedef struct {
     int *order;      // unit ids
-    unsigned char *backward;   // per position: 1 if the gather was for a backward (the ledger's kind)
+    unsigned char *backward;   // per position: the Zero3Phase the gather was for
     int len;
-    int recorded;    // 1 once a whole pass was written down; prefetch follows it from then on
+    Zero3ScheduleMode mode;
 } Zero3PassOrder;
 
 // ---- the engine's state, grouped by what it is ---------------------------------------------------
@@ -391,10 +474,9 @@ typedef struct {
     int master_is_params;      // fp32 working params double as the master copy (master stays NULL)
 } Zero3Resident;
 
-// Where the step is: the micro-step and the phase, which the collectives and the schedule consult.
+// Where the step is: the micro-step, which the reductions consult.
 typedef struct {
     int micro, micro_steps;    // the micro-step now running, of how many in this step
-    int in_backward;           // the phase of the gathers now: set by pre_forward / pre_backward
     int grads_complete;        // this step's gradients are reduced (and all-reduced across replicas)
     int check_at_end;          // run zero3_check_step_end after every optimizer step (ZERO3_CHECK_STEPS=1)
     int checked_steps;         // steps whose end zero3_check_step_end has checked
@@ -405,7 +487,6 @@ typedef struct {
     Zero3PassOrder pass_order[ZERO3_NUM_PASSES];
     Zero3Pass pass;            // the kind of the pass now running
     int pos;                   // next position of pass_order[pass] (replaying)
-    int recording;             // this pass writes pass_order[pass] down
 } Zero3Schedule;
 
 // Transient buffers (gathered units, full gradient buffers), cached like a caching allocator:
@@ -416,10 +497,11 @@ typedef struct {
     size_t bytes;              // what the pool really holds: the sum of the capacities
 } Zero3Pool;
 
-// Gradient reductions in flight, oldest first: their handles and units.
+// Gradient reductions in flight, oldest first: their handles, units and ledger rows.
 typedef struct {
     void *handle[ZERO3_MAX_INFLIGHT];
     int unit[ZERO3_MAX_INFLIGHT];
+    Zero3Collective kind[ZERO3_MAX_INFLIGHT];
     int count;
 } Zero3Inflight;
 
@@ -443,7 +525,7 @@ struct Zero3 {
     Zero3Unit *units;          // nunits
     Zero3Totals totals;        // the model's size
     Zero3Resident resident;    // params, grads, master, m, v: what the stage keeps for the run
-    Zero3StepState step;       // the micro-step and the phase now
+    Zero3StepState step;       // the micro-step now, and whether its gradients are complete
     Zero3Schedule schedule;    // prefetch: the recorded gather orders
     Zero3Pool pool;            // transient buffers
     Zero3Inflight inflight;    // reductions in flight
@@ -505,7 +587,9 @@ void zero3_check_idle(const Zero3 *z);
 void zero3_check_step_end(Zero3 *z);
 
 // ---- the building blocks of the verbs ----------------------------------------------------------
-void *zero3_gather(Zero3 *z, int u);     // the full unit's working params, ready to compute with
+// The full unit's working params, ready to compute with, gathered for `phase` (the collective the
+// policy gives that phase: a backward's may come from hpZ's node group).
+void *zero3_gather(Zero3 *z, int u, Zero3Phase phase);
 void zero3_release(Zero3 *z, int u);
 void *zero3_grads(Zero3 *z, int u);      // the full unit's gradient buffer to accumulate (+=) into
 void zero3_reduce_grads(Zero3 *z, int u);
@@ -517,6 +601,7 @@ const void *zero3_owned_grads(const Zero3 *z, int u);
 
 // ---- about the layout ----------------------------------------------------------------------------
 int zero3_persistent_units(const Zero3 *z);   // units kept replicated by the persistence threshold
+Zero3UnitFacts zero3_unit_facts(const Zero3 *z, int u);   // what the policy reads of unit u in this run
 
 // zero3.c and zero3_observe.c stop on a broken invariant (or no host memory) with this line.
 void zero3_die(const char *msg);

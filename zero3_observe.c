@@ -270,60 +270,88 @@ double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType para
     return zero3_ledger_bytes(&l) - l.row[ZERO3_COLL_NORM].bytes;
 }
 
-// The collective ledger in theory (zero3_observe.h): what zero3.c's collectives will count, from
-// the same stage table, for A micro-steps. Per unit of P elements (padded), f = (N-1)/N, p and g
-// the bytes of a param and a gradient:
-//   fwd/bwd gathers  params SHARDED: A x gathers per pass x f P p
-//   reduce-scatter   grads SHARDED: A x f P g (every micro-step); grads FULL, optimizer SHARDED: f P g
-//   all-reduce       optimizer FULL (DDP): 2 f P g, once per step
-//   step gather      params FULL, optimizer SHARDED: f P p, once per step
-//   norm             one double all-reduced: 2 f 8
-//   replica reduce   HSDP: each unit's optimizer span all-reduced across R replica groups, 2 (R-1)/R x span g
-// Each unit has its own layout (a persistent unit DDP's row). The norm's all-reduce spans every rank.
-// ZeRO++ (params and grads SHARDED, world > 1), with G the node group's size and X = N / G groups,
-// q(n) = n + 4 n / block the bytes of n quantized elements:
-//   fwd gathers      qwZ: A x gathers x f q(P) (int8 codes and scales instead of P p)
-//   bwd gathers      hpZ: A x gathers x (G-1)/G P p, inside the node group (hp_bwd_gather);
-//                    else as the forward's (quantized under qwZ)
-//   reduce-scatter   qgZ: A x (G-1)/G q(P) inside the node group (qg_intra), and for X > 1
-//                    A x (X-1)/X X q(S) across node groups (qg_across)
+// The collective ledger in theory (zero3_observe.h): what zero3.c's collectives will count. Which
+// collective each unit gets is not worked out here: the theory asks the engine's own policy
+// (zero3_gather_for, zero3_reduction_for, zero3_gathers_after_step) for every gather the passes
+// make (fwd[u], bwd[u] per micro-step: recorded from the passes) and every micro-step's reduction,
+// and prices what it answers. Per unit of P elements (padded), f = (N-1)/N, p and g the bytes of a
+// param and a gradient, G the node group's size and X = N / G the node groups, q(n) = n + 4 n / block
+// the bytes of n quantized elements, each collective sends (ring model):
+//   gather of the shards       f P p            quantized (qwZ)  f q(P)
+//   secondary gather (hpZ)     (G-1)/G P p      step gather      f P p
+//   reduce-scatter             f P g            all-reduce       2 f P g
+//   quantized reduction (qgZ)  (G-1)/G q(P) inside the node group, and for X > 1 q(P / N) across
+//   replica reduce (HSDP)      2 (R-1)/R x span g, the unit's optimizer span across R replica groups
+//   norm                       one double all-reduced over every rank: 2 f 8
 static double quant_bytes(double n) { return n + n / ZERO3_QUANT_BLOCK * sizeof(float); }
+
+// How many of each collective one unit gets in a step of A micro-steps, by the policy: counts by
+// ledger row (gathers, the step gather, the replica reduce) and by reduction (how).
+typedef struct {
+    double gathers[ZERO3_COLL_KINDS];   // by ledger row; [ZERO3_COLL_STEP_GATHER] after the step
+    int gather_quantized;               // the shard gathers are qwZ's
+    double reductions[ZERO3_REDUCE_QUANTIZED + 1];   // by Zero3ReduceHow
+    double replica;                     // replica reduces
+} TheoryCounts;
+
+static TheoryCounts theory_counts(const Zero3UnitFacts *f, int A, int fwd, int bwd) {
+    TheoryCounts c;
+    memset(&c, 0, sizeof c);
+    const Zero3Gather gf = zero3_gather_for(f, ZERO3_FOR_FORWARD, 0);
+    const Zero3Gather gb = zero3_gather_for(f, ZERO3_FOR_BACKWARD, fwd > 0);   // the forward's gather freshened hpZ's shard
+    if (gf.kind != ZERO3_COLL_KINDS) c.gathers[gf.kind] += A * fwd;
+    if (gb.kind != ZERO3_COLL_KINDS) c.gathers[gb.kind] += A * bwd;
+    c.gather_quantized = gf.how == ZERO3_GATHER_QUANTIZED;
+    if (zero3_gathers_after_step(f)) c.gathers[ZERO3_COLL_STEP_GATHER] += 1;
+    for (int k = 0; k < A; k++) {
+        const Zero3Reduction r = zero3_reduction_for(f, k, A);
+        c.reductions[r.how] += 1;
+        c.replica += r.across_replicas;
+    }
+    return c;
+}
+
+static void theory_add(Zero3Ledger *out, Zero3Collective kind, double count, double bytes_each_times_count) {
+    if (count == 0) return;
+    out->row[kind].count += count;
+    out->row[kind].bytes += bytes_each_times_count;
+}
+
+// Prices one unit's counts into the ledger (each product in the formulas' order above).
+static void theory_unit(const Zero3UnitFacts *f, const TheoryCounts *c, double P, double G, Zero3DType pt,
+                        Zero3DType gt, Zero3Ledger *out) {
+    const int world = f->world;
+    const double X = world / G, fG = (G - 1.0) / G, R = (double)f->replicas;
+    const double fr = (double)(world - 1) / (double)world, p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
+    const double span = f->layout.optimizer == ZERO3_SHARDED ? P / world : P;
+    theory_add(out, ZERO3_COLL_REPLICA_REDUCE, c->replica, c->replica * 2.0 * (R - 1.0) / R * span * g);
+    const double gather = c->gather_quantized ? fr * quant_bytes(P) : fr * P * p;
+    const Zero3Collective shard_rows[] = {ZERO3_COLL_FWD_GATHER, ZERO3_COLL_BWD_GATHER};
+    for (int i = 0; i < 2; i++) theory_add(out, shard_rows[i], c->gathers[shard_rows[i]], c->gathers[shard_rows[i]] * gather);
+    const double hp = c->gathers[ZERO3_COLL_HP_GATHER], step = c->gathers[ZERO3_COLL_STEP_GATHER];
+    theory_add(out, ZERO3_COLL_HP_GATHER, hp, hp * fG * P * p);
+    theory_add(out, ZERO3_COLL_STEP_GATHER, step, step * fr * P * p);
+    const double ar = c->reductions[ZERO3_REDUCE_ALL_REDUCE], rs = c->reductions[ZERO3_REDUCE_SCATTER];
+    const double qg = c->reductions[ZERO3_REDUCE_QUANTIZED];
+    theory_add(out, ZERO3_COLL_ALL_REDUCE, ar, ar * 2.0 * fr * P * g);
+    theory_add(out, ZERO3_COLL_REDUCE_SCATTER, rs, rs * fr * P * g);
+    theory_add(out, ZERO3_COLL_QG_INTRA, qg, qg * fG * quant_bytes(P));
+    if (X > 1) theory_add(out, ZERO3_COLL_QG_ACROSS, qg, qg * (X - 1.0) * quant_bytes(P / world));
+}
 
 static void theory_ledger(const Zero3StageLayout *layouts, int world, int replicas, int A, Zero3DType pt, Zero3DType gt,
                           int nunits, const double *padded, const int *fwd, const int *bwd, const Zero3PlusPlus *pp,
                           Zero3Ledger *out) {
     memset(out, 0, sizeof(*out));
-    const double G = pp->node_size > 0 ? pp->node_size : world, X = world / G, fG = (G - 1.0) / G;
-    double f = (double)(world - 1) / (double)world, p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
-    double ranks = (double)world * replicas, R = (double)replicas;
+    const double G = pp->node_size > 0 ? pp->node_size : world, ranks = (double)world * replicas;
     out->row[ZERO3_COLL_NORM].count = 1.0;
     out->row[ZERO3_COLL_NORM].bytes = 2.0 * (ranks - 1.0) / ranks * sizeof(double);
     for (int u = 0; u < nunits; u++) {
-        const Zero3StageLayout *L = &layouts[u];
-        double P = padded[u];
-        Zero3LedgerRow *r;
-        if (replicas > 1) {
-            double span = L->optimizer == ZERO3_SHARDED ? P / world : P;
-            r = &out->row[ZERO3_COLL_REPLICA_REDUCE]; r->count += 1; r->bytes += 2.0 * (R - 1.0) / R * span * g;
-        }
-        if (world == 1) continue;   // one rank per group: no collective inside it
-        if (L->params == ZERO3_SHARDED) {
-            double gather = pp->quant_weights ? f * quant_bytes(P) : f * P * p;
-            r = &out->row[ZERO3_COLL_FWD_GATHER]; r->count += A * fwd[u]; r->bytes += A * fwd[u] * gather;
-            if (pp->hp_group) { r = &out->row[ZERO3_COLL_HP_GATHER]; r->count += A * bwd[u]; r->bytes += A * bwd[u] * fG * P * p; }
-            else { r = &out->row[ZERO3_COLL_BWD_GATHER]; r->count += A * bwd[u]; r->bytes += A * bwd[u] * gather; }
-        } else if (L->optimizer == ZERO3_SHARDED) {
-            r = &out->row[ZERO3_COLL_STEP_GATHER]; r->count += 1; r->bytes += f * P * p;
-        }
-        if (L->optimizer == ZERO3_FULL) {
-            r = &out->row[ZERO3_COLL_ALL_REDUCE]; r->count += 1; r->bytes += 2.0 * f * P * g;
-        } else if (L->grads == ZERO3_SHARDED && pp->quant_grads) {
-            r = &out->row[ZERO3_COLL_QG_INTRA]; r->count += A; r->bytes += A * fG * quant_bytes(P);
-            if (X > 1) { r = &out->row[ZERO3_COLL_QG_ACROSS]; r->count += A; r->bytes += A * (X - 1.0) * quant_bytes(P / world); }
-        } else {
-            double times = L->grads == ZERO3_SHARDED ? A : 1;
-            r = &out->row[ZERO3_COLL_REDUCE_SCATTER]; r->count += times; r->bytes += times * f * P * g;
-        }
+        const Zero3UnitFacts f = {.layout = layouts[u], .world = world, .replicas = replicas,
+                                  .quant_weights = pp->quant_weights, .hp_group = pp->hp_group,
+                                  .quant_grads = pp->quant_grads};
+        const TheoryCounts c = theory_counts(&f, A, fwd[u], bwd[u]);
+        theory_unit(&f, &c, padded[u], G, pt, gt, out);
     }
 }
 

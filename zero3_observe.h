@@ -48,13 +48,12 @@ double zero3_theory_run_state_bytes(const Zero3 *z);
 // without the norm's 16 bytes: 2 units of traffic for stages 0-2, 3 for stage 3.
 double zero3_theory_comm_bytes(int stage, double nparams, int world, Zero3DType param_type,
                                Zero3DType grad_type);
-// The collective ledger in theory, for a step of A micro-steps: what the engine will count.
-// Grads SHARDED (stages 2-3) reduce-scatter every unit at every micro-step (A per unit); grads
-// FULL (stages 0-1) accumulate locally and reduce once per step; params SHARDED gather unit u
-// fwd_gathers[u] times in each micro-step's forward and bwd_gathers[u] times in its backward (the
-// model knows how often: GPT-2's tied embedding is gathered twice in the forward, not in the
-// backward); params FULL with a SHARDED optimizer gather each unit once after AdamW. On one rank
-// no data collective is issued (gathers and reductions are the identity there): only the norm.
+// The collective ledger in theory, for a step of A micro-steps: what the engine will count. Which
+// collective each unit gets is the engine's own policy (zero3.h: zero3_gather_for,
+// zero3_reduction_for, zero3_gathers_after_step), asked for each of the fwd_gathers[u] gathers of
+// unit u in every micro-step's forward and bwd_gathers[u] in its backward (the passes know how
+// often: gpt2_gathers_per_pass records them) and for each micro-step's reduction; this prices the
+// answers under the ring model.
 // Uses the units of z (their padded sizes for z's world) and HSDP's replica groups (replica_reduce:
 // each unit's reduced span all-reduced across them). stage 0..3: every unit as that stage lays it
 // out (the what-if table); stage -1: this run, each unit's own layout (persistent units DDP's row).

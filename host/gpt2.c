@@ -345,13 +345,3 @@ int gpt2_check_finite_owned(const GPT2Config *c, const Zero3 *z, const char *pat
     }
     return 0;
 }
-
-void gpt2_gathers_per_pass(const GPT2Config *c, int keep, int naive_recompute, int *fwd, int *bwd) {
-    for (int u = 0; u < gpt2_num_units(c); u++) {
-        // the naive recompute gathers a block's unit once per block of it
-        fwd[u] = 1 + (naive_recompute && !keep && u != gpt2_unit_emb(c) && u != gpt2_unit_head(c) ? gpt2_blocks_per_unit(c) : 0);
-        bwd[u] = keep ? 0 : 1;
-    }
-    fwd[gpt2_unit_emb(c)] = keep ? 1 : 2;
-    bwd[gpt2_unit_emb(c)] = 0;
-}

@@ -109,16 +109,6 @@ int gpt2_unit_ntensors(const GPT2Config *c, int u);
 int gpt2_wrap_of_layout(int L, int nunits, int block_tensors);
 // Describes the units to the engine. Tensor offsets inside a unit are aligned to the engine's align.
 void gpt2_register_units(const GPT2Config *c, Zero3 *z);
-// How often host/passes.c's training pass gathers each unit (params SHARDED), for the collective
-// ledger's theory (zero3_theory_ledger): every unit once in the forward and once in the backward,
-// except the embedding, tied to the LM head: twice in the forward (encoder, LM head; held through
-// the LM head's backward), never in the backward (the encoder backward needs no param values).
-// How many all-gathers one training micro-step issues per unit, in the forward and in the backward:
-// every unit once each way, the embedding twice forward (the encoder and the tied LM head) and never
-// backward (held from the LM head's forward through its backward). keep = no reshard after forward
-// (-ra 0): one forward gather each, none backward. naive_recompute (-rc 2): one more per block,
-// issued by a forward verb inside the backward (counted as a forward gather).
-void gpt2_gathers_per_pass(const GPT2Config *c, int keep, int naive_recompute, int *fwd, int *bwd);
 
 // A piece of this rank's owned slice of unit u that lies inside one tensor: `count` elements at
 // `unit_pos` (unit coordinates) that are elements `file_elem`.. of the model file's parameters.

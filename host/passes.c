@@ -100,3 +100,88 @@ void gpt2_pass_backward(GPT2Passes *p, float dloss) {
     p->compute->embed_backward(p->state, &demb);
     zero3_reduce_grads(z, u_emb);
 }
+
+// ------------------------------------------------------------------------------------------------
+// The gathers the passes make, recorded: the passes above run once over a compute that does nothing
+// and an engine whose backend moves nothing, and an observer counts the gathers the engine issues.
+
+// the counts, reached from the observer through the backend's ctx
+typedef struct { int *fwd, *bwd; } GatherTally;
+
+static void tally_collective(Zero3 *z, int unit, Zero3Collective kind, size_t bytes) {
+    (void)bytes;
+    GatherTally *t = (GatherTally *)z->be->ctx;
+    if (kind == ZERO3_COLL_FWD_GATHER) t->fwd[unit]++;
+    if (kind == ZERO3_COLL_BWD_GATHER) t->bwd[unit]++;
+}
+static void tally_none(Zero3 *z) { (void)z; }
+static void tally_compute_begin(Zero3 *z, Zero3EventType type, int unit) { (void)z; (void)type; (void)unit; }
+static void tally_wait_begin(Zero3 *z, int unit, Zero3Collective kind) { (void)z; (void)unit; (void)kind; }
+static void tally_bytes(Zero3 *z, size_t bytes) { (void)z; (void)bytes; }
+static const Zero3Observer GATHER_TALLY = {
+    .init = tally_none, .free = tally_none, .step_begin = tally_none, .step_end = tally_none,
+    .compute_begin = tally_compute_begin, .compute_end = tally_none, .collective = tally_collective,
+    .wait_begin = tally_wait_begin, .wait_end = tally_none, .norm_begin = tally_none, .norm_end = tally_none,
+    .transient_acquired = tally_bytes, .transient_released = tally_bytes,
+};
+
+// A backend of host memory whose collectives move nothing and are complete when started.
+static void *still_alloc(void *ctx, size_t bytes) { (void)ctx; return xcalloc(1, bytes); }
+static void still_free(void *ctx, void *p) { (void)ctx; free(p); }
+static void still_zero(void *ctx, void *p, size_t bytes) { (void)ctx; memset(p, 0, bytes); }
+static void *still_gather(void *ctx, const void *shard, void *full, size_t n, Zero3DType t) {
+    (void)ctx; (void)shard; (void)full; (void)n; (void)t; return NULL;
+}
+static void *still_reduce_scatter(void *ctx, const void *full, void *shard, size_t n, Zero3DType t) {
+    (void)ctx; (void)full; (void)shard; (void)n; (void)t; return NULL;
+}
+static void still_wait(void *ctx, void *handle) { (void)ctx; (void)handle; }
+
+// the compute that does nothing: a training micro-step of the passes calls these
+static void idle_batch(GPT2ComputeState *s, const int *inputs, const int *targets, int training) {
+    (void)s; (void)inputs; (void)targets; (void)training;
+}
+static void idle_embed(GPT2ComputeState *s, const GPT2EmbedParams *w) { (void)s; (void)w; }
+static void idle_block(GPT2ComputeState *s, int l, const GPT2BlockParams *w) { (void)s; (void)l; (void)w; }
+static void idle_head(GPT2ComputeState *s, const GPT2HeadParams *w) { (void)s; (void)w; }
+static void idle_lm_head_backward(GPT2ComputeState *s, const GPT2EmbedParams *w, const GPT2EmbedParams *dw, float d) {
+    (void)s; (void)w; (void)dw; (void)d;
+}
+static void idle_head_backward(GPT2ComputeState *s, const GPT2HeadParams *w, const GPT2HeadParams *dw) {
+    (void)s; (void)w; (void)dw;
+}
+static void idle_block_backward(GPT2ComputeState *s, int l, const GPT2BlockParams *w, const GPT2BlockParams *dw) {
+    (void)s; (void)l; (void)w; (void)dw;
+}
+static const GPT2Compute IDLE_COMPUTE = {
+    .set_batch = idle_batch, .embed_forward = idle_embed, .block_forward = idle_block,
+    .final_norm_forward = idle_head, .lm_head_forward = idle_embed, .lm_head_backward = idle_lm_head_backward,
+    .final_norm_backward = idle_head_backward, .block_backward = idle_block_backward, .embed_backward = idle_embed,
+};
+
+void gpt2_gathers_per_pass(const GPT2Config *c, int keep, int naive_recompute, int *fwd, int *bwd) {
+    const int nunits = gpt2_num_units(c);
+    memset(fwd, 0, (size_t)nunits * sizeof(int));
+    memset(bwd, 0, (size_t)nunits * sizeof(int));
+    GatherTally tally = {fwd, bwd};
+    Zero3Backend be = {.ctx = &tally, .rank = 0, .world = 2, .alloc = still_alloc, .free = still_free,
+                       .zero = still_zero, .all_gather_start = still_gather,
+                       .reduce_scatter_start = still_reduce_scatter, .wait = still_wait};
+    // the same blocks and units with one element a row: the gathers depend on the units alone
+    GPT2Config shape = *c;
+    shape.max_seq_len = shape.vocab_size = shape.padded_vocab_size = shape.channels = shape.num_heads = 1;
+    Zero3Config zc = {.stage = 3, .align = 1, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
+                      .reshard_after_forward = !keep, .observer = &GATHER_TALLY};
+    Zero3 z;
+    zero3_init(&z, &be, &zc);
+    gpt2_register_units(&shape, &z);
+    zero3_allocate(&z);
+    GPT2Passes passes = {shape, &z, &IDLE_COMPUTE, NULL, NULL,
+                         naive_recompute ? GPT2_RECOMPUTE_OWN_GATHER : GPT2_RECOMPUTE_NONE};
+    zero3_step_begin(&z);
+    zero3_micro_begin(&z, 0, 1, ZERO3_PASS_TRAIN);
+    gpt2_pass_forward(&passes, NULL, NULL, 1);
+    gpt2_pass_backward(&passes, 1.0f);
+    zero3_finish_reductions(&z);
+    zero3_free(&z);
+}

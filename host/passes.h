@@ -104,6 +104,15 @@ double gpt2_pass_take_loss(GPT2Passes *p);
 // After gpt2_pass_forward(..., training = 1). dloss = d(step loss)/d(each token's loss).
 void gpt2_pass_backward(GPT2Passes *p, float dloss);
 
+// How many all-gathers one training micro-step of the passes above issues per unit where params are
+// SHARDED, in the forward (fwd[u]) and in the backward (bwd[u]), for the collective ledger's theory
+// (zero3_theory_ledger). Not a count written out by hand: the passes are run once, over a compute
+// that does nothing and an engine at stage 3 on two ranks whose backend moves nothing, and the
+// engine's gathers are counted as its observer sees them. keep: no reshard after forward (-ra 0);
+// naive_recompute: -rc 2 (its extra gather is a forward verb's, counted in fwd). For GPT-2: every
+// unit once each way, the tied embedding twice forward and never backward.
+void gpt2_gathers_per_pass(const GPT2Config *c, int keep, int naive_recompute, int *fwd, int *bwd);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,12 @@
 //     at rest, no handle kept.
 //  4. A step given up between micro-steps (a stop signal): after zero3_step_abandon every unit is
 //     at rest and every buffer and handle returned, at every stage, and the next step runs whole.
-//  5. The exposed communication against an independent clock: a backend whose every wait sleeps
+//  5. A unit's state after every verb, written out by hand from zero3.h's tables: plain stage 3,
+//     -ra 0 (KEPT from the forward until its gradients are handed over) and a unit used across
+//     phases the way GPT-2's tied embedding is, with the ledger row of every gather (the phase is the
+//     caller's word: a backward's gather is bwd_gather). The engine runs in check mode, where every
+//     change of a params state not in zero3.h's table of moves stops it.
+//  6. The exposed communication against an independent clock: a backend whose every wait sleeps
 //     WAIT_MS and whose compute sleeps COMPUTE_MS; the engine's exposed time must be the number of
 //     waits times WAIT_MS (and so not the compute, and not twice the waits), and the step's timeline
 //     must fit inside a wall clock read around it.
@@ -156,6 +161,69 @@ static void check_abandon(int stage) {
     zero3_free(&z);
 }
 
+// One expectation of section 5: after `verb`, unit u holds params in state `params` with `holders`
+// callers, grads in state `grads`, and the step so far issued `fwd` forward and `bwd` backward gathers.
+static const char *const PARAMS[] = {"RESIDENT", "SHARDED", "GATHERING", "GATHERED", "KEPT"};
+static const char *const GRADS[] = {"IDLE", "ACCUMULATING", "REDUCING"};
+static void expect(const Zero3 *z, const char *name, const char *verb, int u, Zero3ParamState params, int holders,
+                   Zero3GradState grads, int fwd, int bwd) {
+    const Zero3Unit *U = &z->units[u];
+    const Zero3LedgerRow *row = z->observe.stats.ledger.row;
+    CHECK(U->param_state == params && U->holders == holders && U->grad_state == grads,
+          "%s, after %s: unit %s is params %s (%d holders), grads %s; by hand params %s (%d holders), grads %s", name, verb,
+          U->name, PARAMS[U->param_state], U->holders, GRADS[U->grad_state], PARAMS[params], holders, GRADS[grads]);
+    CHECK(row[ZERO3_COLL_FWD_GATHER].count == fwd && row[ZERO3_COLL_BWD_GATHER].count == bwd,
+          "%s, after %s: %.0f forward and %.0f backward gathers so far; by hand %d and %d", name, verb,
+          row[ZERO3_COLL_FWD_GATHER].count, row[ZERO3_COLL_BWD_GATHER].count, fwd, bwd);
+}
+
+enum { SMALL = 0, BIG = 1 };
+static void check_lifecycle(int keep) {
+    const char *name = keep ? "stage 3, -ra 0" : "stage 3";
+    Zero3 z; Zero3Backend be;
+    make(&z, &be, (Case){3, 4, 0, 0, keep, ZERO3_F32});
+    z.step.check_at_end = 1;
+    const Zero3ParamState after_forward = keep ? ZERO3_PARAMS_KEPT : ZERO3_PARAMS_SHARDED;
+    const int bwd_gathers = keep ? 0 : 1;   // -ra 0: the backward finds the unit KEPT
+    zero3_step_begin(&z);
+    zero3_micro_begin(&z, 0, 1, ZERO3_PASS_TRAIN);
+    zero3_pre_forward(&z, BIG);
+    expect(&z, name, "pre_forward(big)", BIG, ZERO3_PARAMS_GATHERED, 1, ZERO3_GRADS_IDLE, 1, 0);
+    zero3_post_forward(&z, BIG);
+    expect(&z, name, "post_forward(big)", BIG, after_forward, 0, ZERO3_GRADS_IDLE, 1, 0);
+    // the small unit as GPT-2's tied embedding: gathered twice in the forward, the second held into
+    // the backward, which opens its gradients with zero3_grads and releases it before they are reduced
+    zero3_pre_forward(&z, SMALL);
+    zero3_post_forward(&z, SMALL);
+    expect(&z, name, "pre/post_forward(small)", SMALL, after_forward, 0, ZERO3_GRADS_IDLE, 2, 0);
+    zero3_pre_forward(&z, SMALL);
+    expect(&z, name, "pre_forward(small), again", SMALL, ZERO3_PARAMS_GATHERED + keep, 1, ZERO3_GRADS_IDLE, keep ? 2 : 3, 0);
+    zero3_grads(&z, SMALL);
+    expect(&z, name, "zero3_grads(small)", SMALL, ZERO3_PARAMS_GATHERED + keep, 1, ZERO3_GRADS_ACCUMULATING, keep ? 2 : 3, 0);
+    zero3_release(&z, SMALL);
+    expect(&z, name, "zero3_release(small)", SMALL, after_forward, 0, ZERO3_GRADS_ACCUMULATING, keep ? 2 : 3, 0);
+    zero3_pre_backward(&z, BIG);
+    expect(&z, name, "pre_backward(big)", BIG, ZERO3_PARAMS_GATHERED + keep, 1, ZERO3_GRADS_ACCUMULATING, keep ? 2 : 3,
+           bwd_gathers);
+    zero3_post_backward(&z, BIG);
+    expect(&z, name, "post_backward(big)", BIG, ZERO3_PARAMS_SHARDED, 0, ZERO3_GRADS_REDUCING, keep ? 2 : 3, bwd_gathers);
+    zero3_reduce_grads(&z, SMALL);   // its gradients handed over: a KEPT unit is done with its params
+    expect(&z, name, "zero3_reduce_grads(small)", SMALL, ZERO3_PARAMS_SHARDED, 0, ZERO3_GRADS_REDUCING, keep ? 2 : 3,
+           bwd_gathers);
+    expect(&z, name, "zero3_reduce_grads(small)", BIG, ZERO3_PARAMS_SHARDED, 0, ZERO3_GRADS_IDLE, keep ? 2 : 3, bwd_gathers);
+    // the caller names the phase: a gather for the backward is a backward gather, whatever came before
+    zero3_gather(&z, BIG, ZERO3_FOR_BACKWARD);
+    expect(&z, name, "zero3_gather(big, backward)", BIG, ZERO3_PARAMS_GATHERED, 1, ZERO3_GRADS_IDLE, keep ? 2 : 3,
+           bwd_gathers + 1);
+    zero3_release(&z, BIG);
+    zero3_grad_norm(&z);
+    expect(&z, name, "zero3_grad_norm", SMALL, ZERO3_PARAMS_SHARDED, 0, ZERO3_GRADS_IDLE, keep ? 2 : 3, bwd_gathers + 1);
+    zero3_optimizer_step(&z, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1);   // checks the step's end
+    printf("  %-15s every verb leaves the state zero3.h's tables say (%s between forward and backward)\n", name,
+           PARAMS[after_forward]);
+    zero3_free(&z);
+}
+
 static void check_exposed_clock(int stage) {
     Zero3 z; Zero3Backend be;
     Case c = {stage, 4, 0, 0, 0, ZERO3_F32};
@@ -222,6 +290,9 @@ int main(void) {
 
     check_departure();
     for (int stage = 0; stage <= 3; stage++) check_abandon(stage);
+    printf("a unit's state, verb by verb (check mode: every move against the table):\n");
+    check_lifecycle(0);
+    check_lifecycle(1);
     printf("exposed communication against the clock (waits of %.0f ms, compute spans of %.0f ms):\n", WAIT_MS, COMPUTE_MS);
     for (int stage = 0; stage <= 3; stage++) check_exposed_clock(stage);
     if (failures) { fprintf(stderr, "test_engine_contract: %d failures\n", failures); return 1; }

@@ -51,7 +51,7 @@ static void at_compute(int pos, int backward) {
     for (int k = 1; k <= g_depth && pos + k < g_order_len; k++) expected_live[g_order[pos + k]] = 1;
     for (int u = 0; u < g_z->nunits; u++) {
         Zero3ParamState s = g_z->units[u].param_state;
-        int live = (s == ZERO3_PARAMS_GATHERING || s == ZERO3_PARAMS_GATHERED);
+        int live = (s == ZERO3_PARAMS_GATHERING || s == ZERO3_PARAMS_GATHERED || s == ZERO3_PARAMS_KEPT);
         CHECK(live == expected_live[u], "depth %d, order position %d (unit %s computing): unit %s is %s, expected %s",
               g_depth, pos, g_z->units[current].name, g_z->units[u].name, live ? "gathered or in flight" : "sharded",
               expected_live[u] ? "gathered or in flight" : "sharded");
@@ -129,7 +129,7 @@ static void run(int depth) {
         zero3_check_idle(&z);
         if (step == 0) {   // 1. the recording is GPT-2's order
             const Zero3PassOrder *s = &z.schedule.pass_order[ZERO3_PASS_TRAIN];
-            int same = s->recorded && s->len == g_order_len;
+            int same = s->mode == ZERO3_SCHEDULE_RECORDED && s->len == g_order_len;
             for (int i = 0; same && i < g_order_len; i++) same = s->order[i] == g_order[i];
             CHECK(same, "depth %d: the recorded schedule is not GPT-2's gather order", depth);
         } else {

@@ -8,6 +8,11 @@
 // give exactly the trace written out by hand below; and the gathers in it must be the engine's own
 // recorded schedule. Moving any phase verb in the passes (a post_forward, a pre_backward, a
 // post_backward or the embedding's reduction) changes a line of it.
+//
+// Then the gathers per unit the theory reads (gpt2_gathers_per_pass, recorded from the passes)
+// against counts worked out by hand from the passes' text, for a 4-block model: the default, -ra 0,
+// -rc 2, -wrap 2 with -rc 2 (a unit of two blocks: the second block's recompute finds the unit held
+// by the backward's gather, so one extra gather a unit, not one a block) and -wrap half.
 #include "recording_backend.h"
 #include "../../zero3_observe.h"
 #include <stdarg.h>
@@ -74,7 +79,7 @@ static void at_compute(const char *call) {
     char params[64] = "", grads[64] = "";
     for (int u = 0; u < g_z->nunits; u++) {
         const Zero3Unit *U = &g_z->units[u];
-        if (U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED)
+        if (U->param_state == ZERO3_PARAMS_GATHERING || U->param_state == ZERO3_PARAMS_GATHERED || U->param_state == ZERO3_PARAMS_KEPT)
             snprintf(params + strlen(params), sizeof params - strlen(params), "%s%s", params[0] ? " " : "", U->name);
         if (U->grad_state == ZERO3_GRADS_ACCUMULATING)
             snprintf(grads + strlen(grads), sizeof grads - strlen(grads), "%s%s", grads[0] ? " " : "", U->name);
@@ -115,6 +120,31 @@ static const GPT2Compute RECORDING_COMPUTE = {
     .block_backward = block_backward, .embed_backward = embed_backward,
 };
 
+// "fwd/bwd" per unit, emb first, as written out by hand
+typedef struct { const char *name; int wrap, keep, naive; const char *want; } GatherCase;
+static const GatherCase GATHER_CASES[] = {
+    {"default", 0, 0, 0, "2/0 1/1 1/1 1/1 1/1 1/1"},
+    {"-ra 0", 0, 1, 0, "1/0 1/0 1/0 1/0 1/0 1/0"},
+    {"-rc 2", 0, 0, 1, "2/0 2/1 2/1 2/1 2/1 1/1"},
+    {"-ra 0 -rc 2", 0, 1, 1, "1/0 1/0 1/0 1/0 1/0 1/0"},
+    {"-wrap 2 -rc 2", 2, 0, 1, "2/0 2/1 2/1 1/1"},
+    {"-wrap half", GPT2_WRAP_HALF, 0, 0, "2/0 1/1 1/1 1/1 1/1 1/1 1/1 1/1 1/1 1/1"},
+};
+
+static void check_gather_counts(void) {
+    for (size_t k = 0; k < sizeof GATHER_CASES / sizeof GATHER_CASES[0]; k++) {
+        const GatherCase *g = &GATHER_CASES[k];
+        GPT2Config c = {8, 64, 64, 4, 2, 16, g->wrap};
+        int fwd[16], bwd[16];
+        gpt2_gathers_per_pass(&c, g->keep, g->naive, fwd, bwd);
+        char got[128] = "";
+        for (int u = 0; u < gpt2_num_units(&c); u++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%d/%d", u ? " " : "", fwd[u], bwd[u]);
+        CHECK(!strcmp(got, g->want), "gathers per unit, %s: recorded %s, by hand %s", g->name, got, g->want);
+        printf("  gathers per unit (fwd/bwd), %-14s %s\n", g->name, got);
+    }
+}
+
 int main(void) {
     GPT2Config c = {8, 64, 64, 3, 2, 16, 0};   // maxT V Vp L NH C, one unit per block
     Zero3Backend be = recording_backend();
@@ -148,7 +178,7 @@ int main(void) {
         zero3_check_idle(&z);
         // the gathers of the trace are the engine's recorded schedule (complete once the step is), in order
         const Zero3PassOrder *s = &z.schedule.pass_order[ZERO3_PASS_TRAIN];
-        int k = 0, same = s->recorded;
+        int k = 0, same = s->mode == ZERO3_SCHEDULE_RECORDED;
         for (int i = 0; i < g_len && same; i++) {
             if (strncmp(g_trace[i], "gather ", 7)) continue;
             same = k < s->len && !strcmp(g_trace[i] + 7, z.units[s->order[k]].name);
@@ -157,6 +187,7 @@ int main(void) {
         CHECK(same && k == s->len, "step %d: the trace's gathers are not the engine's recorded schedule (%d of %d)",
               step, k, s->len);
     }
+    check_gather_counts();
     if (failures) {
         fprintf(stderr, "the whole trace of the last step:\n");
         for (int i = 0; i < g_len; i++) fprintf(stderr, "  %s\n", g_trace[i]);
