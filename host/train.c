@@ -280,7 +280,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
 static void trainer_publish(Trainer *tr) {
     zero3_publish_params(&tr->z);
     alloc_phase_begin(tr->be, "the activations of -b %d -t %d for -e %s", tr->args.B, tr->args.T, tr->args.init);
-    tr->model = tr->compute->create(&tr->cfg, tr->args.B, tr->args.T, tr->args.recompute);
+    tr->model = tr->compute->create(&tr->cfg, tr->args.B, tr->args.T, tr->args.recompute, tr->be->ctx);
     alloc_phase_end();
     // what a later allocation is for (the engine's pool fills during the first step)
     alloc_phase_begin(NULL, "the gathered units and gradient buffers of -e %s at ZeRO stage %d (-pd %d), in the first step",
@@ -344,7 +344,7 @@ static void trainer_report(Trainer *tr) {
     const Zero3 *z = &tr->z;
     int N = tr->be->world;
     char dev[256];
-    tr->compute->describe(dev, sizeof dev);
+    tr->compute->describe(tr->model, dev, sizeof dev);
     printf("+-------------------------------------------------------------------------\n");
     printf("| GPT-2 ZeRO trainer   %s\n", dev);
     printf("| model    %s: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters\n", a->init, c->num_layers,
@@ -925,10 +925,10 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     const int step = r->step;
     float lr = r->lr, norm, clip;
     double t0 = now_seconds();
-    tr->compute->step_begin(step);
+    tr->compute->step_begin(tr->model, step);
     float loss;
     int done = trainer_step(tr, step, lr, &loss, &norm, &clip);
-    tr->compute->step_end();   // the device's work of the step done, AdamW included
+    tr->compute->step_end(tr->model);   // the device's work of the step done, AdamW included
     double t1 = now_seconds();   // the step's end: loss and norm on the host, parameters updated
     r->given_up_after = done < tr->A ? done : -1;
     if (done < tr->A) return;   // nothing to measure, log or trace
@@ -973,13 +973,13 @@ static void print_step_line(const Trainer *tr, const TrainLoop *loop, const Step
     char sent[32], peak[32];
     format_bytes(sent, sizeof sent, r->comm);
     format_bytes(peak, sizeof peak, (double)r->peak);
-    double mfu = tr->compute->flops_fraction(model_flops_per_token(tr) * tokens / (ms / 1000.0) / tr->be->world);
+    double mfu = tr->compute->flops_fraction(tr->model, model_flops_per_token(tr) * tokens / (ms / 1000.0) / tr->be->world);
     printf("step %*d/%d | loss %.6f", (int)log10(a->steps) + 1, step + 1, a->steps, r->loss);
     if (!isnan(r->val)) printf(" | val %.6f", r->val);
     printf(" | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", r->lr, r->norm, ms, tokens / (ms / 1000.0));
     if (mfu >= 0) printf(" | MFU %.1f%%", 100.0 * mfu);
     char note[128] = "";
-    tr->compute->step_note(note, sizeof note);
+    tr->compute->step_note(tr->model, note, sizeof note);
     printf(" | exposed comm %.1f ms (%.0f%%) | sent %s | peak %s%s | ETA %dm%02ds\n", exposed_ms,
            ms > 0 ? 100.0 * exposed_ms / ms : 0.0, sent, peak, note, (int)eta / 60, (int)eta % 60);
     fflush(stdout);
