@@ -1,8 +1,9 @@
 // gpt2_cpu.c: GPT-2's per-unit math in fp32 C with OpenMP, as the table the passes call
 // (GPT2_CPU_COMPUTE; host/passes.h). It never sees a whole parameter set and knows nothing of
 // ZeRO: host/passes.c gathers each unit, hands these functions a typed view of it (w->qkvw, ...),
-// and reduces and releases it afterwards. m is the compute's state: activations and scratch. The
-// GPU's table (gpt2_gpu.cuh) is the same functions on CUDA kernels.
+// and reduces and releases it afterwards. m is the compute's state: activations and scratch, and the
+// backend it runs beside (for the report). The GPU's table (gpt2_gpu.cuh) is the same functions on
+// CUDA kernels.
 #include "gpt2_cpu.h"
 #include "cpu/backend_cpu.h"
 #include "cpu/kernels.h"
@@ -23,6 +24,7 @@ enum { A_ENCODED, A_LNF, A_LNF_MEAN, A_LNF_RSTD, A_LOGITS, A_PROBS, A_LOSSES, A_
        A_GLOBAL };
 
 struct GPT2ComputeState {
+    const CpuBackend *backend;   // the engine's backend on this CPU (create's device), described in the report
     GPT2Config cfg;
     int B, T;
     float *memory;
@@ -68,9 +70,10 @@ static size_t activation_bytes(const GPT2Config *cfg, int B, int T, int recomput
     return total * sizeof(float);
 }
 
-static GPT2ComputeState *create(const GPT2Config *cfg, int B, int T, int recompute) {
+static GPT2ComputeState *create(const GPT2Config *cfg, int B, int T, int recompute, void *device) {
     if (cfg->num_layers > 1024) fatal("model: at most 1024 layers");
     GPT2ComputeState *m = xcalloc(1, sizeof(GPT2ComputeState));
+    m->backend = device;
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
@@ -222,15 +225,15 @@ static const void *activation(GPT2ComputeState *m, GPT2Activation which, int lay
 // ------------------------------------------------------------------------------------------------
 // The device, as the report sees it
 
-static void describe(char *buf, size_t n) {
+static void describe(GPT2ComputeState *m, char *buf, size_t n) {
     char comm[128];
-    backend_cpu_describe(comm, sizeof comm);
+    backend_cpu_describe(m->backend, comm, sizeof comm);
     snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank, %s", omp_get_max_threads(), comm);
 }
-static double flops_fraction(double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
-static void step_begin(int step) {}
-static void step_end(void) {}   // every kernel and AdamW ran on this thread: the step is done
-static void step_note(char *buf, size_t n) { if (n) buf[0] = '\0'; }   // nothing to add on a CPU
+static double flops_fraction(GPT2ComputeState *m, double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
+static void step_begin(GPT2ComputeState *m, int step) {}
+static void step_end(GPT2ComputeState *m) {}   // every kernel and AdamW ran on this thread: the step is done
+static void step_note(GPT2ComputeState *m, char *buf, size_t n) { if (n) buf[0] = '\0'; }   // nothing to add on a CPU
 static void run_note(GPT2ComputeState *m, char *buf, size_t n) { if (n) buf[0] = '\0'; }
 
 const GPT2Compute GPT2_CPU_COMPUTE = {

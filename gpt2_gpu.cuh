@@ -1,9 +1,11 @@
 // gpt2_gpu.cuh: GPT-2's per-unit math on CUDA kernels, as the table the passes call
 // (GPT2_GPU_COMPUTE; host/passes.h), and the GPU programs' build description (GPU_BUILD). The same
 // functions as the CPU's gpt2_cpu.c: only the math and the memory differ. Kernels (gpu/*.cuh)
-// run on the backend's compute stream (g_gpu.compute, gpu/backend_nccl.cuh), while the engine's
-// collectives run on its communication stream and overlap with them. m is the compute's state:
-// activations, scratch, the matmul context, the pinned token buffers.
+// run on the backend's compute stream, which create takes from the backend it is handed
+// (gpu/backend_nccl.cuh) and every call names (m->stream), while the engine's collectives run on
+// the backend's communication stream and overlap with them. m is the compute's state: that stream
+// and backend, activations, scratch, the matmul context (cuBLASLt handle, workspace, plans), the
+// pinned token buffers.
 //
 // Included by train_gpt2_zero3.cu and test_gpt2.cu (the GPU code is built as one translation unit
 // per program; the engine and the host library are C, compiled once and linked).
@@ -58,6 +60,8 @@ enum { H_LNF_MEAN, H_LNF_RSTD, H_LOSSES, H_PARTIALS, H_ATT_D, H_LSE, H_LOSS_SUM,
 #endif
 
 struct GPT2ComputeState {
+    GpuBackend* gpu;                // the engine's backend (create's device): its device and memory
+    cudaStream_t stream;            // its compute stream: every kernel, copy and event of this compute
     GPT2Config cfg;
     int B, T;
     MatmulContext mm;
@@ -121,7 +125,6 @@ static double attention_bytes(const GPT2Config* c, int B, int T, int flash) {
     if (flash) return (L + 1.0) * bht * sizeof(float);
     return (L + 1.0) * bht * T * sizeof(floatX) + 8.0 * BTC * sizeof(floatX);
 }
-static double g_acts_bytes, g_att_bytes, g_att_other_bytes;  // of the last create, for describe
 
 // tensors are carved out of one allocation; each starts 256-byte aligned (cuBLASLt, vector loads)
 static size_t align_elems(size_t n, size_t elem_bytes) { return (n * elem_bytes + 255) / 256 * 256 / elem_bytes; }
@@ -150,24 +153,23 @@ static size_t activation_bytes(const GPT2Config* cfg, int B, int T, int recomput
     return nx * sizeof(floatX) + nf * sizeof(float);
 }
 
-static GPT2ComputeState* create(const GPT2Config* cfg, int B, int T, int recompute) {
+static GPT2ComputeState* create(const GPT2Config* cfg, int B, int T, int recompute, void* device) {
     if (cfg->num_layers > 1024) fatal("model: at most 1024 layers");
     const int C = cfg->channels, NH = cfg->num_heads;
     if (C % XVEC_SIZE || (C / NH) % XVEC_SIZE || T % XVEC_SIZE || cfg->padded_vocab_size % XVEC_SIZE)
         fatal("model: the GPU kernels need C, C/NH, T and Vp to be multiples of %d (C=%d NH=%d T=%d Vp=%d)",
               XVEC_SIZE, C, NH, T, cfg->padded_vocab_size);
     GPT2ComputeState* m = (GPT2ComputeState*)xcalloc(1, sizeof(GPT2ComputeState));
+    m->gpu = (GpuBackend*)device;
+    m->stream = m->gpu->compute;
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
     size_t nx, nf;
     activation_elems(cfg, B, T, recompute, &nx, &nf);
     m->acts_bytes = nx * sizeof(floatX) + nf * sizeof(float);
-    g_acts_bytes = (double)m->acts_bytes;
-    g_att_bytes = attention_bytes(cfg, B, T, ATTENTION_FLASH);
-    g_att_other_bytes = attention_bytes(cfg, B, T, !ATTENTION_FLASH);
-    m->acts_memory = (floatX*)gpu_alloc(NULL, nx * sizeof(floatX));
-    m->stats_memory = (float*)gpu_alloc(NULL, nf * sizeof(float));
+    m->acts_memory = (floatX*)gpu_alloc(m->gpu, nx * sizeof(floatX));
+    m->stats_memory = (float*)gpu_alloc(m->gpu, nf * sizeof(float));
     floatX* px = m->acts_memory;
     float* pf = m->stats_memory;
     for (int l = 0; l < cfg->num_layers; l++) {
@@ -193,7 +195,7 @@ static GPT2ComputeState* create(const GPT2Config* cfg, int B, int T, int recompu
     cudaCheck(cudaMallocHost((void**)&m->pinned_losses, BT * sizeof(float)));
     cudaCheck(cudaMemset(m->h[H_LOSS_SUM], 0, sizeof(float)));
     cudaCheck(cudaEventCreateWithFlags(&m->uploaded, cudaEventDisableTiming));
-    cudaCheck(cudaEventRecord(m->uploaded, g_gpu.compute));
+    cudaCheck(cudaEventRecord(m->uploaded, m->stream));
     encoder_plan_create(&m->plan, (int)BT, cfg->vocab_size);
     matmul_init(&m->mm);
     return m;
@@ -210,8 +212,8 @@ static void destroy(GPT2ComputeState* m) {
     cudaCheck(cudaFreeHost(m->pinned_inputs));
     cudaCheck(cudaFreeHost(m->pinned_targets));
     cudaCheck(cudaFreeHost(m->pinned_losses));
-    gpu_free(NULL, m->acts_memory);
-    gpu_free(NULL, m->stats_memory);
+    gpu_free(m->gpu, m->acts_memory);
+    gpu_free(m->gpu, m->stats_memory);
     free(m);
 }
 
@@ -220,7 +222,7 @@ static void destroy(GPT2ComputeState* m) {
 
 static void set_batch(GPT2ComputeState* m, const int* inputs, const int* targets, int training) {
     const int BT = m->B * m->T;
-    cudaStream_t s = g_gpu.compute;
+    cudaStream_t s = m->stream;
     // tokens to the device through pinned buffers, once the previous upload has left them
     cudaCheck(cudaEventSynchronize(m->uploaded));
     memcpy(m->pinned_inputs, inputs, (size_t)BT * sizeof(int));
@@ -241,12 +243,12 @@ static const floatX* block_input(const GPT2ComputeState* m, int l) {
 }
 
 static void embed_forward(GPT2ComputeState* m, const GPT2EmbedParams* w) {
-    encoder_forward(m->g[G_ENCODED], m->d_inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels, g_gpu.compute);
+    encoder_forward(m->g[G_ENCODED], m->d_inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels, m->stream);
 }
 
 static void block_forward(GPT2ComputeState* m, int l, const GPT2BlockParams* w) {
     const int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
-    cudaStream_t s = g_gpu.compute;
+    cudaStream_t s = m->stream;
     floatX** a = m->layer[l];
     float** st = m->layer_stats[l];
     const floatX* residual = block_input(m, l);
@@ -271,7 +273,7 @@ static void block_forward(GPT2ComputeState* m, int l, const GPT2BlockParams* w) 
 
 static void final_norm_forward(GPT2ComputeState* m, const GPT2HeadParams* w) {
     layernorm_forward(m->g[G_LNF], m->h[H_LNF_MEAN], m->h[H_LNF_RSTD], block_input(m, m->cfg.num_layers), w->lnfw,
-                      w->lnfb, m->B * m->T, m->cfg.channels, g_gpu.compute);
+                      w->lnfb, m->B * m->T, m->cfg.channels, m->stream);
 }
 
 // logits = lnf wte^T (the tied LM head); with targets, the per-token losses and each row's logsumexp
@@ -279,14 +281,14 @@ static void final_norm_forward(GPT2ComputeState* m, const GPT2HeadParams* w) {
 // and then needs only the logsumexp: no reduction is recomputed)
 static void lm_head_forward(GPT2ComputeState* m, const GPT2EmbedParams* w) {
     const int BT = m->B * m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
-    matmul_forward(&m->mm, m->g[G_LOGITS], NULL, m->g[G_LNF], w->wte, NULL, BT, C, Vp, g_gpu.compute);
+    matmul_forward(&m->mm, m->g[G_LOGITS], NULL, m->g[G_LNF], w->wte, NULL, BT, C, Vp, m->stream);
     if (m->have_targets)
-        fused_classifier(m->g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, 0.0f, 0, g_gpu.compute, m->h[H_LSE]);
+        fused_classifier(m->g[G_LOGITS], m->h[H_LOSSES], m->d_targets, BT, V, Vp, 0.0f, 0, m->stream, m->h[H_LSE]);
 }
 
 static double mean_loss(GPT2ComputeState* m) {
     const int BT = m->B * m->T;
-    cudaStream_t s = g_gpu.compute;
+    cudaStream_t s = m->stream;
     cudaCheck(cudaMemcpyAsync(m->pinned_losses, m->h[H_LOSSES], (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
     double sum = 0.0;
@@ -296,10 +298,10 @@ static double mean_loss(GPT2ComputeState* m) {
 
 // the training loop's way: the mean loss of every micro-step adds up on the device, read once per step
 static void accumulate_loss(GPT2ComputeState* m) {
-    loss_accumulate(m->h[H_LOSS_SUM], m->h[H_LOSSES], m->B * m->T, g_gpu.compute);
+    loss_accumulate(m->h[H_LOSS_SUM], m->h[H_LOSSES], m->B * m->T, m->stream);
 }
 static double loss_take(GPT2ComputeState* m) {
-    cudaStream_t s = g_gpu.compute;
+    cudaStream_t s = m->stream;
     cudaCheck(cudaMemcpyAsync(m->pinned_losses, m->h[H_LOSS_SUM], sizeof(float), cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaMemsetAsync(m->h[H_LOSS_SUM], 0, sizeof(float), s));
     cudaCheck(cudaStreamSynchronize(s));
@@ -314,7 +316,7 @@ static double loss_take(GPT2ComputeState* m) {
 // and d(wte) through the tied matrix
 static void lm_head_backward(GPT2ComputeState* m, const GPT2EmbedParams* w, const GPT2EmbedParams* dw, float dloss) {
     const int BT = m->B * m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
-    cudaStream_t s = g_gpu.compute;
+    cudaStream_t s = m->stream;
     floatX** g = m->g;
     classifier_backward(g[G_LOGITS], m->h[H_LSE], m->d_targets, BT, V, Vp, dloss, s);
     matmul_backward(&m->mm, g[G_DLN], dw->wte, NULL, m->h[H_PARTIALS], g[G_LOGITS], g[G_LNF], w->wte, NULL, BT, C, Vp, s);
@@ -323,7 +325,7 @@ static void lm_head_backward(GPT2ComputeState* m, const GPT2EmbedParams* w, cons
 // d(lnf) -> d(last residual), which starts the residual stream's gradient (dresidual)
 static void final_norm_backward(GPT2ComputeState* m, const GPT2HeadParams* w, const GPT2HeadParams* dw) {
     const int BT = m->B * m->T, C = m->cfg.channels;
-    cudaStream_t s = g_gpu.compute;
+    cudaStream_t s = m->stream;
     floatX** g = m->g;
     cudaCheck(cudaMemsetAsync(g[G_DRESIDUAL], 0, (size_t)BT * C * sizeof(floatX), s));
     layernorm_backward(g[G_DRESIDUAL], dw->lnfw, dw->lnfb, m->h[H_PARTIALS], g[G_DLN], block_input(m, m->cfg.num_layers),
@@ -333,7 +335,7 @@ static void final_norm_backward(GPT2ComputeState* m, const GPT2HeadParams* w, co
 // dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
 static void block_backward(GPT2ComputeState* m, int l, const GPT2BlockParams* w, const GPT2BlockParams* dw) {
     const int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads, BT = B * T;
-    cudaStream_t s = g_gpu.compute;
+    cudaStream_t s = m->stream;
     floatX** g = m->g;
     floatX** a = m->layer[l];
     float** st = m->layer_stats[l];
@@ -360,14 +362,14 @@ static void block_backward(GPT2ComputeState* m, int l, const GPT2BlockParams* w,
 
 // the encoder needs no parameter values, only this micro-step's token plan and the gradient buffer
 static void embed_backward(GPT2ComputeState* m, const GPT2EmbedParams* dw) {
-    encoder_backward(dw->wte, dw->wpe, m->g[G_DRESIDUAL], &m->plan, m->B, m->T, m->cfg.channels, g_gpu.compute);
+    encoder_backward(dw->wte, dw->wpe, m->g[G_DRESIDUAL], &m->plan, m->B, m->T, m->cfg.channels, m->stream);
 }
 
 // softmax row (V) of position (b,t) after a forward: computed on the host from that row's logits
 static void probs_row(GPT2ComputeState* m, int b, int t, float* probs) {
     const int V = m->cfg.vocab_size;
     floatX* row = (floatX*)xmalloc((size_t)V * sizeof(floatX));
-    cudaCheck(cudaStreamSynchronize(g_gpu.compute));
+    cudaCheck(cudaStreamSynchronize(m->stream));
     cudaCheck(cudaMemcpy(row, m->g[G_LOGITS] + ((size_t)b * m->T + t) * m->cfg.padded_vocab_size, (size_t)V * sizeof(floatX),
                          cudaMemcpyDeviceToHost));
     double mx = -INFINITY, sum = 0.0;
@@ -390,50 +392,54 @@ static const void* activation(GPT2ComputeState* m, GPT2Activation which, int lay
 // The peak the MFU is measured against: dense bf16 tensor-core rate of an H100/H200 SXM (989 TFLOP/s,
 // the datasheet; ~790 measured on random data on one H200 here), fp32 builds: its 67 TFLOP/s of
 // plain fp32. ZERO3_PEAK_TFLOPS overrides (other GPUs, or a measured peak).
-static double gpu_peak_flops(void) {
+static double gpu_peak_flops(int device) {
     const char* env = getenv("ZERO3_PEAK_TFLOPS");
     if (env && atof(env) > 0) return atof(env) * 1e12;
     int major = 0, minor = 0;
-    cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, g_gpu.device));
-    cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, g_gpu.device));
+    cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     if (major == 9 && minor == 0) return (sizeof(floatX) == 2 ? 989.4e12 : 66.9e12);
     return -1.0;
 }
 
-static void describe(char* buf, size_t n) {
+// the device, and the activations this compute holds (with the other attention path's, for comparison)
+static void describe(GPT2ComputeState* m, char* buf, size_t n) {
+    const int device = m->gpu->device;
     cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, g_gpu.device));
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    const double peak = gpu_peak_flops();
+    const double peak = gpu_peak_flops(device);
+    const double att = attention_bytes(&m->cfg, m->B, m->T, ATTENTION_FLASH);
+    const double att_other = attention_bytes(&m->cfg, m->B, m->T, !ATTENTION_FLASH);
     char peak_s[64] = "no peak known: set ZERO3_PEAK_TFLOPS for MFU";
     if (peak > 0) snprintf(peak_s, sizeof peak_s, "MFU vs %.0f TFLOP/s", peak / 1e12);
     snprintf(buf, n, "GPU %s (device %d), %s, %s, %s; GPU memory in use %.2f of %.2f GiB; activations %.3f GiB "
-             "(%s %.3f GiB; %s: %.3f)", prop.name, g_gpu.device,
-             PRECISION_NAME, g_gpu.comm ? "NCCL" : "one rank (no NCCL)", peak_s, (total_b - free_b) / 1073741824.0,
-             total_b / 1073741824.0, g_acts_bytes / 1073741824.0, ATTENTION_NAME, g_att_bytes / 1073741824.0,
-             ATTENTION_FLASH ? "materialized" : "flash", g_att_other_bytes / 1073741824.0);
+             "(%s %.3f GiB; %s: %.3f)", prop.name, device,
+             PRECISION_NAME, m->gpu->comm ? "NCCL" : "one rank (no NCCL)", peak_s, (total_b - free_b) / 1073741824.0,
+             total_b / 1073741824.0, m->acts_bytes / 1073741824.0, ATTENTION_NAME, att / 1073741824.0,
+             ATTENTION_FLASH ? "materialized" : "flash", att_other / 1073741824.0);
 }
 
-static double flops_fraction(double flops_per_s) {
-    const double peak = gpu_peak_flops();
+static double flops_fraction(GPT2ComputeState* m, double flops_per_s) {
+    const double peak = gpu_peak_flops(m->gpu->device);
     return peak > 0 ? flops_per_s / peak : -1.0;
 }
 
-static void step_begin(int step) {
+static void step_begin(GPT2ComputeState* m, int step) {
     char name[32];
     snprintf(name, sizeof name, "step %d", step);
     nvtxRangePushA(name);
 }
 // the step ends when the device has done its work: AdamW and (stages 1-2) the updated params'
 // gather, which the compute stream waits for, are on the compute stream
-static void step_end(void) {
-    cudaCheck(cudaStreamSynchronize(g_gpu.compute));
+static void step_end(GPT2ComputeState* m) {
+    cudaCheck(cudaStreamSynchronize(m->stream));
     nvtxRangePop();
 }
 
 // " | GPU 12.34 GiB": memory in use on this rank's device (all processes, as nvidia-smi counts it)
-static void step_note(char* buf, size_t n) {
+static void step_note(GPT2ComputeState* m, char* buf, size_t n) {
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     snprintf(buf, n, " | GPU %.2f GiB", (total_b - free_b) / 1073741824.0);

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <dirent.h>
 
-ProcessInfo g_proc = {0, 1, NULL, NULL};
+ProcessInfo g_proc = {0, 1, NULL, NULL, NULL};
 
 void fatal(const char *fmt, ...) {
     if (g_proc.rank == 0) {
@@ -19,7 +19,7 @@ void fatal(const char *fmt, ...) {
         va_end(ap);
         fflush(stderr);
     }
-    if (g_proc.shutdown) g_proc.shutdown();
+    if (g_proc.shutdown) g_proc.shutdown(g_proc.transport);
     exit(1);
 }
 
@@ -31,7 +31,7 @@ void fatal_local(const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     fflush(stderr);
-    if (g_proc.abort_all && g_proc.world > 1) g_proc.abort_all();
+    if (g_proc.abort_all && g_proc.world > 1) g_proc.abort_all(g_proc.transport);
     exit(1);
 }
 
@@ -42,7 +42,7 @@ void agree_or_exit(const Zero3Backend *be, const char *err) {
     if (failed && be->rank == 0) fprintf(stderr, "error: %s\n", err);
     else if (failed && !rank0_failed) fprintf(stderr, "error (rank %d): %s\n", be->rank, err);
     fflush(stderr);
-    if (g_proc.shutdown) g_proc.shutdown();
+    if (g_proc.shutdown) g_proc.shutdown(g_proc.transport);
     exit(1);
 }
 

@@ -25,8 +25,9 @@ extern "C" {
 // The transport (cpu/backend_cpu.c, gpu/backend_nccl.cuh) installs the two hooks.
 typedef struct {
     int rank, world;
-    void (*shutdown)(void);   // finalize the transport before a collective exit
-    void (*abort_all)(void);  // kill every rank (never returns)
+    void (*shutdown)(void *transport);   // finalize the transport before a collective exit
+    void (*abort_all)(void *transport);  // kill every rank (never returns)
+    void *transport;                     // the hooks' backend state: the one that started the transport
 } ProcessInfo;
 extern ProcessInfo g_proc;
 

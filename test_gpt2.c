@@ -18,6 +18,6 @@ int main(int argc, char **argv) {
     // activations, gradients, no normwise bound, grad norm, loss, later train losses
     const Tolerances tol = {1e-5, 5e-5, INFINITY, 5e-5, 1e-5, 1e-5};
     int rc = test_main("test_gpt2", argc, argv, &be, &CPU_BUILD, &tol);
-    backend_cpu_finish();
+    backend_cpu_finish(&be);
     return rc;
 }

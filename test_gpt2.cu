@@ -27,6 +27,6 @@ int main(int argc, char** argv) {
     Zero3Backend be;
     gpu_backend_init(&be, &argc, &argv);
     int rc = test_main("test_gpt2cu", argc, argv, &be, &GPU_BUILD, &kTolerances);
-    gpu_backend_finish();
+    gpu_backend_finish(&be);
     return rc;
 }

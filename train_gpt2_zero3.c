@@ -17,6 +17,6 @@ int main(int argc, char **argv) {
     Zero3Backend be;
     backend_cpu_init(&be, &argc, &argv);
     int rc = train_main(argc, argv, &be, &CPU_BUILD);
-    backend_cpu_finish();
+    backend_cpu_finish(&be);
     return rc;
 }

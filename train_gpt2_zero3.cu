@@ -16,6 +16,6 @@ int main(int argc, char** argv) {
     Zero3Backend be;
     gpu_backend_init(&be, &argc, &argv);
     int rc = train_main(argc, argv, &be, &GPU_BUILD);
-    gpu_backend_finish();
+    gpu_backend_finish(&be);
     return rc;
 }

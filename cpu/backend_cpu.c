@@ -95,30 +95,30 @@ typedef struct {
     int last_begin, last_end;
 } CpuComm;
 
-static CpuComm g_cpu_comm = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
-                             .done = PTHREAD_COND_INITIALIZER, .last_begin = -1, .last_end = -1};
-
-// The shard group the collectives run in (the world, unless HSDP split it), this rank's place in
-// it, and the replica group (the ranks with the same place in their shard groups).
+// The groups the collectives run in: the shard group (the world, unless HSDP split it) with this
+// rank's place in it, the replica group (the ranks with the same place in their shard groups), and
+// ZeRO++'s node groups inside the shard group and cross groups across them (make_node_groups).
+typedef struct {
 #ifdef USE_MPI
-static MPI_Comm g_shard_comm = MPI_COMM_NULL, g_replica_comm = MPI_COMM_NULL;
+    MPI_Comm shard, replica, node, cross;
 #endif
-static int g_shard_rank = 0, g_shard_size = 1, g_replica_size = 1;
-// ZeRO++ (make_node_groups): the node groups inside the shard group and the cross groups
-#ifdef USE_MPI
-static MPI_Comm g_node_comm = MPI_COMM_NULL, g_cross_comm = MPI_COMM_NULL;
-#endif
-static int g_node_size = 1, g_cross_size = 1;
+    int shard_rank, shard_size, replica_size;
+    int node_size, cross_size;
+} CpuGroups;
 
-// The emulated links (emulate_links), when on.
-static struct {
-    int on;
-    Zero3Links links;
-} g_links;
+// The backend's state, reached through every function's ctx (Zero3Backend.ctx): nothing of it is
+// the file's, so two backends can live in one process.
+struct CpuBackend {
+    int rank, world;      // this process among the ranks (the process's, g_proc, gets the same)
+    int owns_mpi;         // this backend initialized MPI: it finalizes it
+    CpuComm comm;         // the communication thread, its slots and the stamps
+    CpuGroups groups;
+    struct { int on; Zero3Links links; } links;   // the emulated links (emulate_links), when on
+    double sum_squares;   // the spans of one norm added so far (sum_squares_add)
+};
 
 // ---- stamps (callers hold mu) ----
-static int stamp_new_locked(double t) {
-    CpuComm *c = &g_cpu_comm;
+static int stamp_new_locked(CpuComm *c, double t) {
     if (c->nstamps == c->stamp_cap) {
         c->stamp_cap = c->stamp_cap ? 2 * c->stamp_cap : 4096;
         c->stamps = realloc(c->stamps, (size_t)c->stamp_cap * sizeof(double));
@@ -127,52 +127,55 @@ static int stamp_new_locked(double t) {
     c->stamps[c->nstamps] = t;
     return c->nstamps++;
 }
-static void stamp_set_locked(const CpuOp *o, int which, double t) {
+static void stamp_set_locked(CpuComm *c, const CpuOp *o, int which, double t) {
     int i = which ? o->stamp_end : o->stamp_begin;
-    if (o->gen == g_cpu_comm.gen && i >= 0 && i < g_cpu_comm.nstamps) g_cpu_comm.stamps[i] = t;
+    if (o->gen == c->gen && i >= 0 && i < c->nstamps) c->stamps[i] = t;
 }
-static void stamp_set_to(const CpuOp *o, int which, double t) {
-    pthread_mutex_lock(&g_cpu_comm.mu);
-    stamp_set_locked(o, which, t);
-    pthread_mutex_unlock(&g_cpu_comm.mu);
+static void stamp_set_to(CpuComm *c, const CpuOp *o, int which, double t) {
+    pthread_mutex_lock(&c->mu);
+    stamp_set_locked(c, o, which, t);
+    pthread_mutex_unlock(&c->mu);
 }
-static void stamp_set(const CpuOp *o, int which) { stamp_set_to(o, which, now_seconds()); }
+static void stamp_set(CpuComm *c, const CpuOp *o, int which) { stamp_set_to(c, o, which, now_seconds()); }
 
 static int cpu_stamp(void *ctx) {
+    CpuComm *c = &((CpuBackend *)ctx)->comm;
     double t = now_seconds();
-    pthread_mutex_lock(&g_cpu_comm.mu);
-    int i = stamp_new_locked(t);
-    pthread_mutex_unlock(&g_cpu_comm.mu);
+    pthread_mutex_lock(&c->mu);
+    int i = stamp_new_locked(c, t);
+    pthread_mutex_unlock(&c->mu);
     return i;
 }
 static void cpu_comm_stamps(void *ctx, int *begin, int *end) {
-    *begin = g_cpu_comm.last_begin;
-    *end = g_cpu_comm.last_end;
+    const CpuComm *c = &((CpuBackend *)ctx)->comm;
+    *begin = c->last_begin;
+    *end = c->last_end;
 }
 static void cpu_stamps_read(void *ctx, double *seconds, int n) {
-    pthread_mutex_lock(&g_cpu_comm.mu);
-    for (int i = 0; i < n; i++) seconds[i] = i < g_cpu_comm.nstamps ? g_cpu_comm.stamps[i] : 0.0;
-    g_cpu_comm.nstamps = 0;
-    g_cpu_comm.gen++;
-    pthread_mutex_unlock(&g_cpu_comm.mu);
+    CpuComm *c = &((CpuBackend *)ctx)->comm;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < n; i++) seconds[i] = i < c->nstamps ? c->stamps[i] : 0.0;
+    c->nstamps = 0;
+    c->gen++;
+    pthread_mutex_unlock(&c->mu);
 }
 
 // A slot for a new collective, with its two communication-side stamps (filled when it runs).
-static int cpu_slot(void) {
+static int cpu_slot(CpuComm *c) {
     for (int i = 0; i < CPU_MAX_REQUESTS; i++)
-        if (!g_cpu_comm.busy[i]) {
-            g_cpu_comm.busy[i] = 1;
-            CpuOp *o = &g_cpu_comm.op[i];
+        if (!c->busy[i]) {
+            c->busy[i] = 1;
+            CpuOp *o = &c->op[i];
             memset(o, 0, sizeof(*o));
             double t = now_seconds();
-            pthread_mutex_lock(&g_cpu_comm.mu);
-            o->stamp_begin = stamp_new_locked(t);
-            o->stamp_end = stamp_new_locked(t);
-            o->gen = g_cpu_comm.gen;
+            pthread_mutex_lock(&c->mu);
+            o->stamp_begin = stamp_new_locked(c, t);
+            o->stamp_end = stamp_new_locked(c, t);
+            o->gen = c->gen;
             o->state = SLOT_QUEUED;
-            pthread_mutex_unlock(&g_cpu_comm.mu);
-            g_cpu_comm.last_begin = o->stamp_begin;
-            g_cpu_comm.last_end = o->stamp_end;
+            pthread_mutex_unlock(&c->mu);
+            c->last_begin = o->stamp_begin;
+            c->last_end = o->stamp_end;
 #ifdef USE_MPI
             o->req = MPI_REQUEST_NULL;
 #endif
@@ -184,8 +187,9 @@ static int cpu_slot(void) {
 static void *slot_handle(int i) { return (void *)(intptr_t)(i + 1); }
 // the slots started and not yet waited on (the engine's step-end invariant wants none)
 static int cpu_collectives_in_flight(void *ctx) {
+    const CpuComm *c = &((CpuBackend *)ctx)->comm;
     int n = 0;
-    for (int i = 0; i < CPU_MAX_REQUESTS; i++) n += g_cpu_comm.busy[i] != 0;
+    for (int i = 0; i < CPU_MAX_REQUESTS; i++) n += c->busy[i] != 0;
     return n;
 }
 
@@ -205,8 +209,8 @@ static void check_mpi(int rc, const char *what) {
 }
 
 // Starts the MPI call of a collective (whichever thread runs the collectives).
-static void op_start(CpuOp *o) {
-    MPI_Comm group = o->group == IN_NODE_GROUP ? g_node_comm : o->group == IN_CROSS_GROUP ? g_cross_comm : g_shard_comm;
+static void op_start(const CpuGroups *g, CpuOp *o) {
+    MPI_Comm group = o->group == IN_NODE_GROUP ? g->node : o->group == IN_CROSS_GROUP ? g->cross : g->shard;
     switch (o->kind) {
     case OP_GATHER:
         check_mpi(MPI_Iallgather(o->in_place ? MPI_IN_PLACE : o->src, (int)o->n, mpi_type(o->t), o->dst, (int)o->n,
@@ -218,14 +222,14 @@ static void op_start(CpuOp *o) {
     case OP_REDUCE_SCATTER:
         if (o->in_place)
             check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)o->src, (int)o->n, mpi_type(o->t), MPI_SUM,
-                                                g_shard_comm, &o->req), "reduce-scatter");
+                                                g->shard, &o->req), "reduce-scatter");
         else
-            check_mpi(MPI_Ireduce_scatter_block(o->src, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM, g_shard_comm,
+            check_mpi(MPI_Ireduce_scatter_block(o->src, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM, g->shard,
                                                 &o->req), "reduce-scatter");
         break;
     case OP_ALL_REDUCE:
         check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM,
-                                 o->replica ? g_replica_comm : g_shard_comm, &o->req), "all-reduce");
+                                 o->replica ? g->replica : g->shard, &o->req), "all-reduce");
         break;
     default:   // OP_SCALAR: blocking
         check_mpi(MPI_Allreduce(MPI_IN_PLACE, &o->scalar, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "all-reduce");
@@ -234,8 +238,7 @@ static void op_start(CpuOp *o) {
 
 // Drives a request to completion with MPI_Test; on the communication thread it naps between tests
 // while the compute thread is busy (poll_ns; 0 on the compute thread's own path: no naps).
-static void drive(MPI_Request *req) {
-    CpuComm *c = &g_cpu_comm;
+static void drive(CpuComm *c, MPI_Request *req) {
     for (;;) {
         int flag = 1;
         if (*req != MPI_REQUEST_NULL) check_mpi(MPI_Test(req, &flag, MPI_STATUS_IGNORE), "test");
@@ -249,31 +252,32 @@ static void drive(MPI_Request *req) {
 
 // The ring a collective runs on (its communicator, and its ranks as first, stride, count) and the
 // ring model's seconds for it over the emulated links.
-static double op_link_seconds(const CpuOp *o, MPI_Comm *comm) {
-    int first = g_proc.rank - g_shard_rank, stride = 1, n = g_shard_size, all_reduce = 1;
+static double op_link_seconds(const CpuBackend *b, const CpuOp *o, MPI_Comm *comm) {
+    const CpuGroups *g = &b->groups;
+    int first = b->rank - g->shard_rank, stride = 1, n = g->shard_size, all_reduce = 1;
     double F = (double)o->n * zero3_dtype_size(o->t);   // the full buffer
-    *comm = g_shard_comm;
+    *comm = g->shard;
     switch (o->kind) {
     case OP_GATHER: case OP_REDUCE_SCATTER: all_reduce = 0; F *= n; break;   // n: one rank's shard
     case OP_ALL_REDUCE:
-        if (o->replica) { first = g_shard_rank; stride = g_shard_size; n = g_replica_size; *comm = g_replica_comm; }
+        if (o->replica) { first = g->shard_rank; stride = g->shard_size; n = g->replica_size; *comm = g->replica; }
         break;
-    default: first = 0; n = g_proc.world; F = sizeof(double); *comm = MPI_COMM_WORLD;   // OP_SCALAR
+    default: first = 0; n = b->world; F = sizeof(double); *comm = MPI_COMM_WORLD;   // OP_SCALAR
     }
     double sent, steps;
     zero3_ring_cost(all_reduce, F, n, &sent, &steps);
-    return zero3_link_seconds(zero3_links_ring(&g_links.links, first, stride, n), sent, steps);
+    return zero3_link_seconds(zero3_links_ring(&b->links.links, first, stride, n), sent, steps);
 }
 
 // Holds a collective whose data has moved until its ring time has passed since every rank of its
 // ring could start it. Returns that start (the latest ready time of the ring's ranks).
-static double link_hold(const CpuOp *o) {
+static double link_hold(CpuBackend *b, const CpuOp *o) {
     MPI_Comm comm;
-    const double seconds = op_link_seconds(o, &comm);
+    const double seconds = op_link_seconds(b, o, &comm);
     double start = o->ready;
     MPI_Request req;
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, &start, 1, MPI_DOUBLE, MPI_MAX, comm, &req), "all-reduce (link clock)");
-    drive(&req);
+    drive(&b->comm, &req);
     double until = start + seconds;
     struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
@@ -284,10 +288,10 @@ static double link_hold(const CpuOp *o) {
 // A collective's data has moved: an in-place reduce-scatter is moved to where the engine expects
 // it, and an emulated link holds it for the network's time. Returns when it began: its ring start
 // under emulation, else when this rank started it.
-static double op_complete(const CpuOp *o) {
+static double op_complete(CpuBackend *b, const CpuOp *o) {
     if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
 #ifdef USE_MPI
-    if (g_links.on) return link_hold(o);
+    if (b->links.on) return link_hold(b, o);
 #endif
     return o->ready;
 }
@@ -295,7 +299,8 @@ static double op_complete(const CpuOp *o) {
 #ifdef USE_MPI
 // The worker: runs the queued collectives in order, each to completion.
 static void *comm_thread_main(void *arg) {
-    CpuComm *c = &g_cpu_comm;
+    CpuBackend *b = arg;
+    CpuComm *c = &b->comm;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (c->qlen == 0 && !c->stop) pthread_cond_wait(&c->work, &c->mu);
@@ -305,12 +310,12 @@ static void *comm_thread_main(void *arg) {
         c->qlen--;
         pthread_mutex_unlock(&c->mu);
         o->ready = now_seconds();
-        op_start(o);
-        drive(&o->req);
-        double begin = op_complete(o), t = now_seconds();
+        op_start(&b->groups, o);
+        drive(c, &o->req);
+        double begin = op_complete(b, o), t = now_seconds();
         pthread_mutex_lock(&c->mu);
-        stamp_set_locked(o, 0, begin);
-        stamp_set_locked(o, 1, t);
+        stamp_set_locked(c, o, 0, begin);
+        stamp_set_locked(c, o, 1, t);
         o->state = SLOT_DONE;
         pthread_cond_broadcast(&c->done);
     }
@@ -318,17 +323,16 @@ static void *comm_thread_main(void *arg) {
     return NULL;
 }
 
-static void comm_thread_start(void) {
-    CpuComm *c = &g_cpu_comm;
+static void comm_thread_start(CpuBackend *b) {
+    CpuComm *c = &b->comm;
     const char *poll = getenv("ZERO3_COMM_POLL_US");
     c->poll_ns = 1000L * (poll && *poll ? atol(poll) : 20);
-    if (pthread_create(&c->thread, NULL, comm_thread_main, NULL) != 0) fatal_local("cannot start the communication thread");
+    if (pthread_create(&c->thread, NULL, comm_thread_main, b) != 0) fatal_local("cannot start the communication thread");
     c->started = 1;
 }
 
 // Stops the worker after the collectives queued so far (they complete first).
-static void comm_thread_stop(void) {
-    CpuComm *c = &g_cpu_comm;
+static void comm_thread_stop(CpuComm *c) {
     if (!c->started) return;
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
@@ -340,154 +344,166 @@ static void comm_thread_stop(void) {
 #endif
 
 // Hands a filled slot to whichever thread runs collectives: queued for the worker, or started now.
-static void *op_issue(int s) {
-    CpuOp *o = &g_cpu_comm.op[s];
+static void *op_issue(CpuBackend *b, int s) {
+    CpuComm *c = &b->comm;
+    const CpuGroups *g = &b->groups;
+    CpuOp *o = &c->op[s];
     // the ranks this collective spans: the shard group, or the replica group for HSDP's all-reduce
-    const int span = o->kind == OP_SCALAR ? g_proc.world : o->replica ? g_replica_size
-                   : o->group == IN_NODE_GROUP ? g_node_size : o->group == IN_CROSS_GROUP ? g_cross_size : g_shard_size;
+    const int span = o->kind == OP_SCALAR ? b->world : o->replica ? g->replica_size
+                   : o->group == IN_NODE_GROUP ? g->node_size : o->group == IN_CROSS_GROUP ? g->cross_size : g->shard_size;
     (void)span;   // without MPI every collective is a local copy
 #ifdef USE_MPI
     if (span > 1) {
         if (o->n > INT32_MAX) fatal_local("collective too large for MPI (%zu elements)", o->n);
-        if (g_cpu_comm.threaded) {
-            pthread_mutex_lock(&g_cpu_comm.mu);
-            g_cpu_comm.queue[(g_cpu_comm.qhead + g_cpu_comm.qlen) % CPU_MAX_REQUESTS] = s;
-            g_cpu_comm.qlen++;
-            pthread_cond_signal(&g_cpu_comm.work);
-            pthread_mutex_unlock(&g_cpu_comm.mu);
+        if (c->threaded) {
+            pthread_mutex_lock(&c->mu);
+            c->queue[(c->qhead + c->qlen) % CPU_MAX_REQUESTS] = s;
+            c->qlen++;
+            pthread_cond_signal(&c->work);
+            pthread_mutex_unlock(&c->mu);
         } else {
             o->ready = now_seconds();
-            op_start(o);
+            op_start(g, o);
         }
         return slot_handle(s);
     }
 #endif
     // one rank: a copy (MPI's in-place reduce-scatter convention does not arise)
-    stamp_set(o, 0);
+    stamp_set(c, o, 0);
     if (o->kind == OP_GATHER && o->dst != o->src) memmove(o->dst, o->src, o->n * zero3_dtype_size(o->t));
     if (o->kind == OP_REDUCE_SCATTER && !o->in_place) memmove(o->dst, o->src, o->n * zero3_dtype_size(o->t));
     if (o->kind == OP_ALL_TO_ALL) memmove(o->dst, o->src, o->n);
-    stamp_set(o, 1);
+    stamp_set(c, o, 1);
     o->state = SLOT_DONE;
     return slot_handle(s);
 }
 
 static void *cpu_all_gather_start(void *ctx, const void *shard, void *full, size_t n, Zero3DType t) {
-    int s = cpu_slot();
-    CpuOp *o = &g_cpu_comm.op[s];
+    CpuBackend *b = ctx;
+    int s = cpu_slot(&b->comm);
+    CpuOp *o = &b->comm.op[s];
     o->kind = OP_GATHER; o->src = shard; o->dst = full; o->n = n; o->t = t;
-    o->in_place = (shard == (const char *)full + (size_t)g_shard_rank * n * zero3_dtype_size(t));
-    return op_issue(s);
+    o->in_place = (shard == (const char *)full + (size_t)b->groups.shard_rank * n * zero3_dtype_size(t));
+    return op_issue(b, s);
 }
 
 static void *cpu_reduce_scatter_start(void *ctx, const void *full, void *shard, size_t n, Zero3DType t) {
-    int s = cpu_slot();
-    CpuOp *o = &g_cpu_comm.op[s];
+    CpuBackend *b = ctx;
+    int s = cpu_slot(&b->comm);
+    CpuOp *o = &b->comm.op[s];
     size_t bytes = n * zero3_dtype_size(t);
     o->kind = OP_REDUCE_SCATTER; o->src = full; o->dst = shard; o->n = n; o->t = t;
-    o->in_place = (shard == (const char *)full + (size_t)g_shard_rank * bytes);
-    if (o->in_place && g_shard_size > 1) { o->move_dst = shard; o->move_src = full; o->move_bytes = bytes; }
-    return op_issue(s);
+    o->in_place = (shard == (const char *)full + (size_t)b->groups.shard_rank * bytes);
+    if (o->in_place && b->groups.shard_size > 1) { o->move_dst = shard; o->move_src = full; o->move_bytes = bytes; }
+    return op_issue(b, s);
 }
 
 // An in-place sum over the shard group, or (replica = 1) over the replica group under HSDP.
-static void *all_reduce_in(void *buf, size_t n, Zero3DType t, int replica) {
-    int s = cpu_slot();
-    CpuOp *o = &g_cpu_comm.op[s];
+static void *all_reduce_in(CpuBackend *b, void *buf, size_t n, Zero3DType t, int replica) {
+    int s = cpu_slot(&b->comm);
+    CpuOp *o = &b->comm.op[s];
     o->kind = OP_ALL_REDUCE; o->dst = buf; o->n = n; o->t = t; o->replica = replica;
-    return op_issue(s);
+    return op_issue(b, s);
 }
-static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, 0); }
-static void *cpu_replica_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(buf, n, t, 1); }
+static void *cpu_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(ctx, buf, n, t, 0); }
+static void *cpu_replica_all_reduce_start(void *ctx, void *buf, size_t n, Zero3DType t) { return all_reduce_in(ctx, buf, n, t, 1); }
 
 // HSDP: shard groups of G consecutive ranks (color rank / G), replica groups of the ranks with the
 // same rank % G. Both keep the world's order, so rank r is place r % G of its shard group.
 static void cpu_make_groups(void *ctx, int G) {
+    CpuBackend *b = ctx;
+    CpuGroups *g = &b->groups;
 #ifdef USE_MPI
-    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, g_proc.rank / G, g_proc.rank, &g_shard_comm), "split (shard groups)");
-    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, g_proc.rank % G, g_proc.rank, &g_replica_comm), "split (replica groups)");
-    MPI_Comm_set_errhandler(g_shard_comm, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(g_replica_comm, MPI_ERRORS_RETURN);
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, b->rank / G, b->rank, &g->shard), "split (shard groups)");
+    check_mpi(MPI_Comm_split(MPI_COMM_WORLD, b->rank % G, b->rank, &g->replica), "split (replica groups)");
+    MPI_Comm_set_errhandler(g->shard, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(g->replica, MPI_ERRORS_RETURN);
 #endif
-    g_shard_rank = g_proc.rank % G;
-    g_shard_size = G;
-    g_replica_size = g_proc.world / G;
+    g->shard_rank = b->rank % G;
+    g->shard_size = G;
+    g->replica_size = b->world / G;
 }
 
 // ZeRO++: node groups of G consecutive ranks of the shard group, cross groups of the ranks with the
 // same place in theirs (split like HSDP's, one level down).
 static void cpu_make_node_groups(void *ctx, int G) {
+    CpuGroups *g = &((CpuBackend *)ctx)->groups;
 #ifdef USE_MPI
-    check_mpi(MPI_Comm_split(g_shard_comm, g_shard_rank / G, g_shard_rank, &g_node_comm), "split (node groups)");
-    check_mpi(MPI_Comm_split(g_shard_comm, g_shard_rank % G, g_shard_rank, &g_cross_comm), "split (cross groups)");
-    MPI_Comm_set_errhandler(g_node_comm, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(g_cross_comm, MPI_ERRORS_RETURN);
+    check_mpi(MPI_Comm_split(g->shard, g->shard_rank / G, g->shard_rank, &g->node), "split (node groups)");
+    check_mpi(MPI_Comm_split(g->shard, g->shard_rank % G, g->shard_rank, &g->cross), "split (cross groups)");
+    MPI_Comm_set_errhandler(g->node, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(g->cross, MPI_ERRORS_RETURN);
 #endif
-    g_node_size = G;
-    g_cross_size = g_shard_size / G;
+    g->node_size = G;
+    g->cross_size = g->shard_size / G;
 }
 
 static void *cpu_node_all_gather_start(void *ctx, const void *shard, void *full, size_t n, Zero3DType t) {
-    int s = cpu_slot();
-    CpuOp *o = &g_cpu_comm.op[s];
+    CpuBackend *b = ctx;
+    int s = cpu_slot(&b->comm);
+    CpuOp *o = &b->comm.op[s];
     o->kind = OP_GATHER; o->src = shard; o->dst = full; o->n = n; o->t = t; o->group = IN_NODE_GROUP;
     o->in_place = 0;
-    return op_issue(s);
+    return op_issue(b, s);
 }
 
 static void *cpu_all_to_all_start(void *ctx, const void *send, void *recv, size_t bytes, int across) {
-    int s = cpu_slot();
-    CpuOp *o = &g_cpu_comm.op[s];
+    CpuBackend *b = ctx;
+    int s = cpu_slot(&b->comm);
+    CpuOp *o = &b->comm.op[s];
     o->kind = OP_ALL_TO_ALL; o->src = send; o->dst = recv; o->n = bytes; o->t = ZERO3_I8;
     o->group = across ? IN_CROSS_GROUP : IN_NODE_GROUP;
-    return op_issue(s);
+    return op_issue(b, s);
 }
 
 static void cpu_wait(void *ctx, void *handle) {
+    CpuBackend *b = ctx;
+    CpuComm *c = &b->comm;
     int s = (int)(intptr_t)handle - 1;
-    if (s < 0 || s >= CPU_MAX_REQUESTS || !g_cpu_comm.busy[s]) fatal_local("wait on a bad handle");
-    CpuOp *o = &g_cpu_comm.op[s];
-    if (g_cpu_comm.threaded) {
-        pthread_mutex_lock(&g_cpu_comm.mu);
-        __atomic_add_fetch(&g_cpu_comm.waiting, 1, __ATOMIC_RELEASE);
-        while (o->state != SLOT_DONE) pthread_cond_wait(&g_cpu_comm.done, &g_cpu_comm.mu);
-        __atomic_sub_fetch(&g_cpu_comm.waiting, 1, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&g_cpu_comm.mu);
+    if (s < 0 || s >= CPU_MAX_REQUESTS || !c->busy[s]) fatal_local("wait on a bad handle");
+    CpuOp *o = &c->op[s];
+    if (c->threaded) {
+        pthread_mutex_lock(&c->mu);
+        __atomic_add_fetch(&c->waiting, 1, __ATOMIC_RELEASE);
+        while (o->state != SLOT_DONE) pthread_cond_wait(&c->done, &c->mu);
+        __atomic_sub_fetch(&c->waiting, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&c->mu);
     } else if (o->state != SLOT_DONE) {
 #ifdef USE_MPI
         check_mpi(MPI_Wait(&o->req, MPI_STATUS_IGNORE), "wait");
 #endif
-        stamp_set_to(o, 0, op_complete(o));
-        stamp_set(o, 1);
+        stamp_set_to(c, o, 0, op_complete(b, o));
+        stamp_set(c, o, 1);
     }
     o->state = SLOT_FREE;
-    g_cpu_comm.busy[s] = 0;
+    c->busy[s] = 0;
 }
 
 static double cpu_all_reduce_scalar(void *ctx, double x) {
-    int s = cpu_slot();
-    CpuOp *o = &g_cpu_comm.op[s];
+    CpuBackend *b = ctx;
+    CpuComm *c = &b->comm;
+    int s = cpu_slot(c);
+    CpuOp *o = &c->op[s];
     o->kind = OP_SCALAR; o->scalar = x;
 #ifdef USE_MPI
-    if (g_proc.world > 1 && g_cpu_comm.threaded) {
-        cpu_wait(ctx, op_issue(s));
+    if (b->world > 1 && c->threaded) {
+        cpu_wait(ctx, op_issue(b, s));
         return o->scalar;
     }
     o->ready = now_seconds();
-    if (g_proc.world > 1) { op_start(o); stamp_set_to(o, 0, op_complete(o)); }
-    else stamp_set(o, 0);
+    if (b->world > 1) { op_start(&b->groups, o); stamp_set_to(c, o, 0, op_complete(b, o)); }
+    else stamp_set(c, o, 0);
 #else
-    stamp_set(o, 0);
+    stamp_set(c, o, 0);
 #endif
-    stamp_set(o, 1);
+    stamp_set(c, o, 1);
     o->state = SLOT_DONE;
     cpu_wait(ctx, slot_handle(s));
     return o->scalar;
 }
 
 // Sum of squares in fixed 4096-element chunks, each summed in double, chunks added in order: the
-// result does not depend on the number of threads. The spans of one norm add up in g_sum_squares.
-static double g_sum_squares;
+// result does not depend on the number of threads. The spans of one norm add up in sum_squares.
 static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType t) {
     const float *x = xv;
     size_t nchunks = (n + 4095) / 4096;
@@ -500,11 +516,12 @@ static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType 
         #pragma omp ordered
         total += s;
     }
-    g_sum_squares += total;
+    ((CpuBackend *)ctx)->sum_squares += total;
 }
 static double cpu_sum_squares_total(void *ctx) {
-    double total = g_sum_squares;
-    g_sum_squares = 0.0;
+    CpuBackend *b = ctx;
+    double total = b->sum_squares;
+    b->sum_squares = 0.0;
     return total;
 }
 
@@ -579,54 +596,89 @@ static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3D
 // Emulated links: the hold compares the clocks of the ranks of a ring, so they must share one
 // machine's monotonic clock.
 static int cpu_emulate_links(void *ctx, const Zero3Links *links, char *err, size_t errlen) {
+    CpuBackend *b = ctx;
 #ifdef USE_MPI
     MPI_Comm local;
     int here = 0;
     check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "split (one machine)");
     MPI_Comm_size(local, &here);
     MPI_Comm_free(&local);
-    if (here != g_proc.world) {
+    if (here != b->world) {
         snprintf(err, errlen, "emulated links need every rank on one machine (%d of the %d ranks share this one): "
-                 "the hold compares the ranks' clocks", here, g_proc.world);
+                 "the hold compares the ranks' clocks", here, b->world);
         return -1;
     }
 #endif
-    g_links.links = *links;
-    g_links.on = 1;
+    b->links.links = *links;
+    b->links.on = 1;
     return 0;
 }
 
-#ifdef USE_MPI
-static void cpu_shutdown(void) { comm_thread_stop(); MPI_Finalize(); }
-static void cpu_abort_all(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
-#endif
+// ------------------------------------------------------------------------------------------------
+// Start and end
 
-// Starts the transport (MPI when built with it), the communication thread, and fills the table.
-void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
 #ifdef USE_MPI
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_proc.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_proc.world);
+// The process's exits (proc.h), installed by its first backend: a collective exit stops the
+// worker and finalizes MPI; one rank's failure takes every rank down.
+static void cpu_shutdown(void *transport) {
+    comm_thread_stop(&((CpuBackend *)transport)->comm);
+    MPI_Finalize();
+}
+static void cpu_abort_all(void *transport) { MPI_Abort(MPI_COMM_WORLD, 1); }
+
+// MPI (started here unless the process has it already: then the first backend owns it), this
+// rank's place, and the communication thread when the library allows one.
+static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
+    int provided = MPI_THREAD_SINGLE, started = 0;
+    MPI_Initialized(&started);
+    if (started) MPI_Query_thread(&provided);
+    else MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    b->owns_mpi = !started;
+    MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &b->world);
     // errors come back as codes so that we can report them in one line and abort everyone
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    g_shard_comm = MPI_COMM_WORLD;
-    g_proc.shutdown = cpu_shutdown;
-    g_proc.abort_all = cpu_abort_all;
-    g_cpu_comm.thread_level_ok = provided >= MPI_THREAD_SERIALIZED;
+    b->groups.shard = MPI_COMM_WORLD;
+    CpuComm *c = &b->comm;
+    c->thread_level_ok = provided >= MPI_THREAD_SERIALIZED;
     const char *want = getenv("ZERO3_COMM_THREAD");
     int wanted = !(want && !strcmp(want, "0"));
-    if (g_proc.world > 1 && wanted && !g_cpu_comm.thread_level_ok && g_proc.rank == 0)
+    if (b->world > 1 && wanted && !c->thread_level_ok && b->rank == 0)
         fprintf(stderr, "warning: this MPI library provides thread level %d, below MPI_THREAD_SERIALIZED: no "
                 "communication thread; collectives progress only while the compute thread is inside MPI\n", provided);
-    g_cpu_comm.threaded = g_proc.world > 1 && wanted && g_cpu_comm.thread_level_ok;
-    if (g_cpu_comm.threaded) comm_thread_start();
+    c->threaded = b->world > 1 && wanted && c->thread_level_ok;
+    if (c->threaded) comm_thread_start(b);
+    if (!g_proc.transport) {   // the process's first backend: its rank, and how it ends (proc.h)
+        g_proc.rank = b->rank;
+        g_proc.world = b->world;
+        g_proc.shutdown = cpu_shutdown;
+        g_proc.abort_all = cpu_abort_all;
+        g_proc.transport = b;
+    }
+}
 #endif
+
+// A fresh state: one rank, no groups split, no collective in flight.
+static CpuBackend *cpu_backend_new(void) {
+    CpuBackend *b = xcalloc(1, sizeof(CpuBackend));
+    b->world = 1;
+    b->groups = (CpuGroups){.shard_size = 1, .replica_size = 1, .node_size = 1, .cross_size = 1};
+#ifdef USE_MPI
+    b->groups.shard = b->groups.replica = b->groups.node = b->groups.cross = MPI_COMM_NULL;
+#endif
+    CpuComm *c = &b->comm;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->work, NULL);
+    pthread_cond_init(&c->done, NULL);
+    c->last_begin = c->last_end = -1;
+    return b;
+}
+
+static void cpu_fill_table(Zero3Backend *be, CpuBackend *b) {
     memset(be, 0, sizeof(*be));
-    be->rank = g_proc.rank;
-    be->world = g_proc.world;
-    g_shard_rank = g_proc.rank;
-    g_shard_size = g_proc.world;
+    be->ctx = b;
+    be->rank = b->rank;
+    be->world = b->world;
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->zero = cpu_zero;
@@ -657,16 +709,42 @@ void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
     be->collectives_in_flight = cpu_collectives_in_flight;
 }
 
-void backend_cpu_describe(char *buf, size_t n) {
-    if (g_proc.world == 1) snprintf(buf, n, "one rank: no collectives");
-    else if (g_cpu_comm.threaded) snprintf(buf, n, "MPI on a communication thread (MPI_THREAD_SERIALIZED)");
-    else snprintf(buf, n, "MPI on the compute thread (%s)",
-                  g_cpu_comm.thread_level_ok ? "ZERO3_COMM_THREAD=0" : "no MPI_THREAD_SERIALIZED");
+void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
+    CpuBackend *b = cpu_backend_new();
+#ifdef USE_MPI
+    cpu_start_mpi(b, argc, argv);
+#endif
+    b->groups.shard_rank = b->rank;
+    b->groups.shard_size = b->world;
+    cpu_fill_table(be, b);
 }
 
-void backend_cpu_finish(void) {
+void backend_cpu_describe(const CpuBackend *b, char *buf, size_t n) {
+    if (b->world == 1) snprintf(buf, n, "one rank: no collectives");
+    else if (b->comm.threaded) snprintf(buf, n, "MPI on a communication thread (MPI_THREAD_SERIALIZED)");
+    else snprintf(buf, n, "MPI on the compute thread (%s)",
+                  b->comm.thread_level_ok ? "ZERO3_COMM_THREAD=0" : "no MPI_THREAD_SERIALIZED");
+}
+
+void backend_cpu_finish(Zero3Backend *be) {
+    CpuBackend *b = be->ctx;
 #ifdef USE_MPI
-    comm_thread_stop();
-    MPI_Finalize();
+    comm_thread_stop(&b->comm);
+    CpuGroups *g = &b->groups;
+    MPI_Comm *split[] = {&g->shard, &g->replica, &g->node, &g->cross};   // the groups made by splits
+    for (int i = 0; i < 4; i++)
+        if (*split[i] != MPI_COMM_NULL && *split[i] != MPI_COMM_WORLD) MPI_Comm_free(split[i]);
+    if (g_proc.transport == b) {   // the process's exits no longer lead here
+        g_proc.shutdown = NULL;
+        g_proc.abort_all = NULL;
+        g_proc.transport = NULL;
+    }
+    if (b->owns_mpi) MPI_Finalize();
 #endif
+    pthread_mutex_destroy(&b->comm.mu);
+    pthread_cond_destroy(&b->comm.work);
+    pthread_cond_destroy(&b->comm.done);
+    free(b->comm.stamps);
+    free(b);
+    be->ctx = NULL;
 }

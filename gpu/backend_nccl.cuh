@@ -36,8 +36,12 @@
 
 #define GPU_MAX_HANDLES 128
 
+// The backend's state, reached through every function's ctx (Zero3Backend.ctx); nothing of it is
+// the file's, so two backends can live in one process. The compute (gpt2_gpu.cuh) takes its stream
+// and device from it when it is created.
 typedef struct {
     int rank, world, local_rank, device;
+    int owns_mpi;               // this backend started MPI: it finalizes it
     ncclComm_t comm;            // every rank; NULL on one rank
     ncclComm_t shard_comm;      // the collectives' group: comm, or HSDP's shard group (NULL: one rank)
     ncclComm_t replica_comm;    // HSDP: the ranks with the same place in their groups (NULL: none)
@@ -70,8 +74,6 @@ typedef struct {
     int last_begin, last_end;   // the last collective's two stamps
 } GpuBackend;
 
-static GpuBackend g_gpu;
-
 static void nccl_check_impl(ncclResult_t r, const char* what, const char* file, int line) {
     if (r != ncclSuccess) fatal_local("NCCL error at %s:%d (%s): %s", file, line, what, ncclGetErrorString(r));
 }
@@ -83,6 +85,7 @@ static ncclDataType_t nccl_type(Zero3DType t) { return t == ZERO3_BF16 ? ncclBfl
 // Memory
 
 static void* gpu_alloc(void* ctx, size_t bytes) {
+    GpuBackend* g = (GpuBackend*)ctx;
     void* p = NULL;
     cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
     if (err != cudaSuccess) {
@@ -91,76 +94,81 @@ static void* gpu_alloc(void* ctx, size_t bytes) {
         cudaMemGetInfo(&free_b, &total_b);
         char detail[160];
         snprintf(detail, sizeof detail, "GPU memory (%.1f MiB free of %.1f MiB on device %d)",
-                 free_b / 1048576.0, total_b / 1048576.0, g_gpu.device);
+                 free_b / 1048576.0, total_b / 1048576.0, g->device);
         alloc_failed(bytes, detail);
     }
     // the engine relies on zeroed memory (padding stays zero). On the compute stream, not the legacy
     // default stream (which the non-blocking streams do not wait for): every later kernel, and every
     // collective (collective_begin waits for the compute stream), sees the zeros first.
-    cudaCheck(cudaMemsetAsync(p, 0, bytes, g_gpu.compute));
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, g->compute));
     return p;
 }
 static void gpu_free(void* ctx, void* p) {
     // cudaFree synchronizes the device, so no stream can still be using p
     cudaCheck(cudaFree(p));
 }
-static void gpu_zero(void* ctx, void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, g_gpu.compute)); }
+static void gpu_zero(void* ctx, void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, ((GpuBackend*)ctx)->compute)); }
 
 // ------------------------------------------------------------------------------------------------
 // Stamps: the timeline on the device. A wait's two stamps on the compute stream bracket the time
 // the stream stalled for a collective (the exposed communication); a collective's two on the comm
 // stream bracket its transfer.
 
-static int stamp_on(cudaStream_t stream) {
-    if (g_gpu.nstamps == g_gpu.stamp_cap) {
-        int cap = g_gpu.stamp_cap ? 2 * g_gpu.stamp_cap : 1024;
-        g_gpu.stamp_events = (cudaEvent_t*)realloc(g_gpu.stamp_events, (size_t)cap * sizeof(cudaEvent_t));
-        if (!g_gpu.stamp_events) fatal_local("out of host memory (stamps)");
-        for (int i = g_gpu.stamp_cap; i < cap; i++) cudaCheck(cudaEventCreate(&g_gpu.stamp_events[i]));
-        g_gpu.stamp_cap = cap;
+static int stamp_on(GpuBackend* g, cudaStream_t stream) {
+    if (g->nstamps == g->stamp_cap) {
+        int cap = g->stamp_cap ? 2 * g->stamp_cap : 1024;
+        g->stamp_events = (cudaEvent_t*)realloc(g->stamp_events, (size_t)cap * sizeof(cudaEvent_t));
+        if (!g->stamp_events) fatal_local("out of host memory (stamps)");
+        for (int i = g->stamp_cap; i < cap; i++) cudaCheck(cudaEventCreate(&g->stamp_events[i]));
+        g->stamp_cap = cap;
     }
-    if (g_gpu.nstamps == 0) g_gpu.stamp_host0 = now_seconds();
-    cudaCheck(cudaEventRecord(g_gpu.stamp_events[g_gpu.nstamps], stream));
-    return g_gpu.nstamps++;
+    if (g->nstamps == 0) g->stamp_host0 = now_seconds();
+    cudaCheck(cudaEventRecord(g->stamp_events[g->nstamps], stream));
+    return g->nstamps++;
 }
-static int gpu_stamp(void* ctx) { return stamp_on(g_gpu.compute); }
+static int gpu_stamp(void* ctx) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    return stamp_on(g, g->compute);
+}
 static void gpu_comm_stamps(void* ctx, int* begin, int* end) {
-    *begin = g_gpu.last_begin;
-    *end = g_gpu.last_end;
+    GpuBackend* g = (GpuBackend*)ctx;
+    *begin = g->last_begin;
+    *end = g->last_end;
 }
 static void gpu_stamps_read(void* ctx, double* seconds, int n) {
-    for (int i = 0; i < n && i < g_gpu.nstamps; i++) {
-        cudaCheck(cudaEventSynchronize(g_gpu.stamp_events[i]));
+    GpuBackend* g = (GpuBackend*)ctx;
+    for (int i = 0; i < n && i < g->nstamps; i++) {
+        cudaCheck(cudaEventSynchronize(g->stamp_events[i]));
         float ms = 0.0f;
-        cudaCheck(cudaEventElapsedTime(&ms, g_gpu.stamp_events[0], g_gpu.stamp_events[i]));
-        seconds[i] = g_gpu.stamp_host0 + ms / 1000.0;
+        cudaCheck(cudaEventElapsedTime(&ms, g->stamp_events[0], g->stamp_events[i]));
+        seconds[i] = g->stamp_host0 + ms / 1000.0;
     }
-    for (int i = g_gpu.nstamps; i < n; i++) seconds[i] = g_gpu.stamp_host0;
-    g_gpu.nstamps = 0;
+    for (int i = g->nstamps; i < n; i++) seconds[i] = g->stamp_host0;
+    g->nstamps = 0;
 }
 
 // ------------------------------------------------------------------------------------------------
 // Collectives
 
-static void collective_begin(const char* name) {
+static void collective_begin(GpuBackend* g, const char* name) {
     nvtxRangePushA(name);
     // the collective reads what the compute work queued so far wrote (gradients, updated params), or
     // writes into a pool buffer that work last used: it must start after all of it
-    cudaCheck(cudaEventRecord(g_gpu.compute_ready, g_gpu.compute));
+    cudaCheck(cudaEventRecord(g->compute_ready, g->compute));
 #if ZERO3_TEST_DROP_WAIT != 1  // =1 drops this wait, to show the emulator catches it (tests/test_emu_streams.sh)
-    cudaCheck(cudaStreamWaitEvent(g_gpu.comm_stream, g_gpu.compute_ready, 0));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->compute_ready, 0));
 #endif
-    g_gpu.last_begin = stamp_on(g_gpu.comm_stream);
+    g->last_begin = stamp_on(g, g->comm_stream);
 }
 
 // the handle: an event recorded on comm after the collective (slot index + 1, NULL stays "none")
-static void* collective_end(void) {
+static void* collective_end(GpuBackend* g) {
     for (int i = 0; i < GPU_MAX_HANDLES; i++) {
-        if (g_gpu.handle_busy[i]) continue;
-        g_gpu.handle_busy[i] = 1;
-        g_gpu.last_end = stamp_on(g_gpu.comm_stream);
+        if (g->handle_busy[i]) continue;
+        g->handle_busy[i] = 1;
+        g->last_end = stamp_on(g, g->comm_stream);
         // recorded after the collective: waiting on it means the collective's result is complete
-        cudaCheck(cudaEventRecord(g_gpu.handle_event[i], g_gpu.comm_stream));
+        cudaCheck(cudaEventRecord(g->handle_event[i], g->comm_stream));
         nvtxRangePop();
         return (void*)(intptr_t)(i + 1);
     }
@@ -168,33 +176,37 @@ static void* collective_end(void) {
 }
 
 static void* gpu_all_gather_start(void* ctx, const void* shard, void* full, size_t n, Zero3DType t) {
-    collective_begin("all-gather");
+    GpuBackend* g = (GpuBackend*)ctx;
+    collective_begin(g, "all-gather");
     const size_t bytes = n * zero3_dtype_size(t);
-    if (g_gpu.shard_comm) ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g_gpu.shard_comm, g_gpu.comm_stream));
-    else if (shard != full) cudaCheck(cudaMemcpyAsync(full, shard, bytes, cudaMemcpyDeviceToDevice, g_gpu.comm_stream));
-    return collective_end();
+    if (g->shard_comm) ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g->shard_comm, g->comm_stream));
+    else if (shard != full) cudaCheck(cudaMemcpyAsync(full, shard, bytes, cudaMemcpyDeviceToDevice, g->comm_stream));
+    return collective_end(g);
 }
 
 // NCCL's in-place convention is the engine's: shard == full + rank*n
 static void* gpu_reduce_scatter_start(void* ctx, const void* full, void* shard, size_t n, Zero3DType t) {
-    collective_begin("reduce-scatter");
+    GpuBackend* g = (GpuBackend*)ctx;
+    collective_begin(g, "reduce-scatter");
     const size_t bytes = n * zero3_dtype_size(t);
-    if (g_gpu.shard_comm) ncclCheck(ncclReduceScatter(full, shard, n, nccl_type(t), ncclSum, g_gpu.shard_comm, g_gpu.comm_stream));
-    else if (shard != full) cudaCheck(cudaMemcpyAsync(shard, full, bytes, cudaMemcpyDeviceToDevice, g_gpu.comm_stream));
-    return collective_end();
+    if (g->shard_comm) ncclCheck(ncclReduceScatter(full, shard, n, nccl_type(t), ncclSum, g->shard_comm, g->comm_stream));
+    else if (shard != full) cudaCheck(cudaMemcpyAsync(shard, full, bytes, cudaMemcpyDeviceToDevice, g->comm_stream));
+    return collective_end(g);
 }
 
 static void* gpu_all_reduce_start(void* ctx, void* buf, size_t n, Zero3DType t) {
-    collective_begin("all-reduce");
-    if (g_gpu.shard_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g_gpu.shard_comm, g_gpu.comm_stream));
-    return collective_end();
+    GpuBackend* g = (GpuBackend*)ctx;
+    collective_begin(g, "all-reduce");
+    if (g->shard_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g->shard_comm, g->comm_stream));
+    return collective_end(g);
 }
 
 // HSDP: the reduced gradients summed across the replica groups, on the comm stream like the rest.
 static void* gpu_replica_all_reduce_start(void* ctx, void* buf, size_t n, Zero3DType t) {
-    collective_begin("replica all-reduce");
-    if (g_gpu.replica_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g_gpu.replica_comm, g_gpu.comm_stream));
-    return collective_end();
+    GpuBackend* g = (GpuBackend*)ctx;
+    collective_begin(g, "replica all-reduce");
+    if (g->replica_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g->replica_comm, g->comm_stream));
+    return collective_end(g);
 }
 
 // HSDP: split the ranks into shard groups of G consecutive ranks and replica groups (same rank % G),
@@ -208,12 +220,13 @@ static ncclComm_t comm_unless_alone(ncclComm_t c, int ranks) {
 }
 
 static void gpu_make_groups(void* ctx, int G) {
+    GpuBackend* g = (GpuBackend*)ctx;
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
     ncclComm_t shard = NULL, replica = NULL;
-    ncclCheck(ncclCommSplit(g_gpu.comm, g_gpu.rank / G, g_gpu.rank, &shard, NULL));
-    ncclCheck(ncclCommSplit(g_gpu.comm, g_gpu.rank % G, g_gpu.rank, &replica, NULL));
-    g_gpu.shard_comm = comm_unless_alone(shard, G);
-    g_gpu.replica_comm = comm_unless_alone(replica, g_gpu.world / G);
+    ncclCheck(ncclCommSplit(g->comm, g->rank / G, g->rank, &shard, NULL));
+    ncclCheck(ncclCommSplit(g->comm, g->rank % G, g->rank, &replica, NULL));
+    g->shard_comm = comm_unless_alone(shard, G);
+    g->replica_comm = comm_unless_alone(replica, g->world / G);
 #else
     (void)G;
     fatal("flag -hs: HSDP on GPUs needs ncclCommSplit (NCCL 2.18 or later); this build's NCCL has none");
@@ -223,14 +236,15 @@ static void gpu_make_groups(void* ctx, int G) {
 // ZeRO++: node groups of G consecutive ranks of the shard group and cross groups (the same place in
 // theirs), split from the shard group's communicator as HSDP's are from the world's.
 static void gpu_make_node_groups(void* ctx, int G) {
+    GpuBackend* g = (GpuBackend*)ctx;
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
     int r = 0, n = 1;
-    ncclCheck(ncclCommUserRank(g_gpu.shard_comm, &r));
-    ncclCheck(ncclCommCount(g_gpu.shard_comm, &n));
-    ncclCheck(ncclCommSplit(g_gpu.shard_comm, r / G, r, &g_gpu.node_comm, NULL));
-    ncclCheck(ncclCommSplit(g_gpu.shard_comm, r % G, r, &g_gpu.cross_comm, NULL));
-    g_gpu.node_size = G;
-    g_gpu.cross_size = n / G;
+    ncclCheck(ncclCommUserRank(g->shard_comm, &r));
+    ncclCheck(ncclCommCount(g->shard_comm, &n));
+    ncclCheck(ncclCommSplit(g->shard_comm, r / G, r, &g->node_comm, NULL));
+    ncclCheck(ncclCommSplit(g->shard_comm, r % G, r, &g->cross_comm, NULL));
+    g->node_size = G;
+    g->cross_size = n / G;
 #else
     (void)G;
     fatal("flags -hp and -qg: ZeRO++'s node groups on GPUs need ncclCommSplit (NCCL 2.18 or later); this build's NCCL has none");
@@ -238,55 +252,59 @@ static void gpu_make_node_groups(void* ctx, int G) {
 }
 
 static void* gpu_node_all_gather_start(void* ctx, const void* shard, void* full, size_t n, Zero3DType t) {
-    collective_begin("node all-gather");
-    ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g_gpu.node_comm, g_gpu.comm_stream));
-    return collective_end();
+    GpuBackend* g = (GpuBackend*)ctx;
+    collective_begin(g, "node all-gather");
+    ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g->node_comm, g->comm_stream));
+    return collective_end(g);
 }
 
 // An all-to-all as NCCL writes one: a send and a receive with every peer, in one group.
 static void* gpu_all_to_all_start(void* ctx, const void* send, void* recv, size_t bytes, int across) {
-    collective_begin(across ? "all-to-all across node groups" : "all-to-all in the node group");
+    GpuBackend* g = (GpuBackend*)ctx;
+    collective_begin(g, across ? "all-to-all across node groups" : "all-to-all in the node group");
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
-    ncclComm_t comm = across ? g_gpu.cross_comm : g_gpu.node_comm;
-    const int peers = across ? g_gpu.cross_size : g_gpu.node_size;
+    ncclComm_t comm = across ? g->cross_comm : g->node_comm;
+    const int peers = across ? g->cross_size : g->node_size;
     ncclCheck(ncclGroupStart());
     for (int p = 0; p < peers; p++) {
-        ncclCheck(ncclSend((const char*)send + (size_t)p * bytes, bytes, ncclInt8, p, comm, g_gpu.comm_stream));
-        ncclCheck(ncclRecv((char*)recv + (size_t)p * bytes, bytes, ncclInt8, p, comm, g_gpu.comm_stream));
+        ncclCheck(ncclSend((const char*)send + (size_t)p * bytes, bytes, ncclInt8, p, comm, g->comm_stream));
+        ncclCheck(ncclRecv((char*)recv + (size_t)p * bytes, bytes, ncclInt8, p, comm, g->comm_stream));
     }
     ncclCheck(ncclGroupEnd());
 #else
     (void)send; (void)recv; (void)bytes;
     fatal_local("all-to-all without ncclCommSplit's node groups");
 #endif
-    return collective_end();
+    return collective_end(g);
 }
 
 static void gpu_wait(void* ctx, void* handle) {
+    GpuBackend* g = (GpuBackend*)ctx;
     const int i = (int)(intptr_t)handle - 1;
-    if (i < 0 || i >= GPU_MAX_HANDLES || !g_gpu.handle_busy[i]) fatal_local("wait on a bad collective handle");
+    if (i < 0 || i >= GPU_MAX_HANDLES || !g->handle_busy[i]) fatal_local("wait on a bad collective handle");
     // later compute work reads (or reuses) the collective's buffers: it must wait for it
 #if ZERO3_TEST_DROP_WAIT != 2  // =2 drops this wait, to show the emulator catches it (tests/test_emu_streams.sh)
-    cudaCheck(cudaStreamWaitEvent(g_gpu.compute, g_gpu.handle_event[i], 0));
+    cudaCheck(cudaStreamWaitEvent(g->compute, g->handle_event[i], 0));
 #endif
-    g_gpu.handle_busy[i] = 0;  // the event may be re-recorded: the wait above has captured it
+    g->handle_busy[i] = 0;  // the event may be re-recorded: the wait above has captured it
 }
 
 // A blocking sum of one double over the ranks (norms, losses, agreements).
 static double gpu_all_reduce_scalar(void* ctx, double x) {
-    g_gpu.last_begin = stamp_on(g_gpu.comm_stream);
-    g_gpu.last_end = g_gpu.last_begin;
-    if (!g_gpu.comm) return x;
-    *g_gpu.scalar_host = x;
-    cudaCheck(cudaMemcpyAsync(g_gpu.scalar_device, g_gpu.scalar_host, sizeof(double), cudaMemcpyHostToDevice,
-                              g_gpu.comm_stream));
-    ncclCheck(ncclAllReduce(g_gpu.scalar_device, g_gpu.scalar_device, 1, ncclDouble, ncclSum, g_gpu.comm,
-                            g_gpu.comm_stream));
-    cudaCheck(cudaMemcpyAsync(g_gpu.scalar_host, g_gpu.scalar_device, sizeof(double), cudaMemcpyDeviceToHost,
-                              g_gpu.comm_stream));
-    g_gpu.last_end = stamp_on(g_gpu.comm_stream);
-    cudaCheck(cudaStreamSynchronize(g_gpu.comm_stream));
-    return *g_gpu.scalar_host;
+    GpuBackend* g = (GpuBackend*)ctx;
+    g->last_begin = stamp_on(g, g->comm_stream);
+    g->last_end = g->last_begin;
+    if (!g->comm) return x;
+    *g->scalar_host = x;
+    cudaCheck(cudaMemcpyAsync(g->scalar_device, g->scalar_host, sizeof(double), cudaMemcpyHostToDevice,
+                              g->comm_stream));
+    ncclCheck(ncclAllReduce(g->scalar_device, g->scalar_device, 1, ncclDouble, ncclSum, g->comm,
+                            g->comm_stream));
+    cudaCheck(cudaMemcpyAsync(g->scalar_host, g->scalar_device, sizeof(double), cudaMemcpyDeviceToHost,
+                              g->comm_stream));
+    g->last_end = stamp_on(g, g->comm_stream);
+    cudaCheck(cudaStreamSynchronize(g->comm_stream));
+    return *g->scalar_host;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -297,45 +315,52 @@ static double gpu_all_reduce_scalar(void* ctx, double x) {
 // copy and adds them in order in double, as the CPU backend does.
 #define GPU_SUMSQ_SLOTS ZERO3_MAX_UNITS
 static void gpu_sum_squares_add(void* ctx, const void* x, size_t n, Zero3DType t) {
-    if (g_gpu.sumsq_count == GPU_SUMSQ_SLOTS) fatal_local("sum of squares: more than %d spans before a total", GPU_SUMSQ_SLOTS);
-    float* out = g_gpu.sumsq_slots + g_gpu.sumsq_count++;
-    if (t == ZERO3_BF16) sum_squares<__nv_bfloat16>(out, (const __nv_bfloat16*)x, n, g_gpu.sumsq_scratch, 0, g_gpu.compute);
-    else sum_squares<float>(out, (const float*)x, n, g_gpu.sumsq_scratch, 0, g_gpu.compute);
+    GpuBackend* g = (GpuBackend*)ctx;
+    if (g->sumsq_count == GPU_SUMSQ_SLOTS) fatal_local("sum of squares: more than %d spans before a total", GPU_SUMSQ_SLOTS);
+    float* out = g->sumsq_slots + g->sumsq_count++;
+    if (t == ZERO3_BF16) sum_squares<__nv_bfloat16>(out, (const __nv_bfloat16*)x, n, g->sumsq_scratch, 0, g->compute);
+    else sum_squares<float>(out, (const float*)x, n, g->sumsq_scratch, 0, g->compute);
 }
 
 static double gpu_sum_squares_total(void* ctx) {
-    const int n = g_gpu.sumsq_count;
-    g_gpu.sumsq_count = 0;
+    GpuBackend* g = (GpuBackend*)ctx;
+    const int n = g->sumsq_count;
+    g->sumsq_count = 0;
     if (n == 0) return 0.0;
-    cudaCheck(cudaMemcpyAsync(g_gpu.sumsq_host, g_gpu.sumsq_slots, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, g_gpu.compute));
-    cudaCheck(cudaStreamSynchronize(g_gpu.compute));   // the step's one read-back for the norm
+    cudaCheck(cudaMemcpyAsync(g->sumsq_host, g->sumsq_slots, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, g->compute));
+    cudaCheck(cudaStreamSynchronize(g->compute));   // the step's one read-back for the norm
     double total = 0.0;
-    for (int i = 0; i < n; i++) total += (double)g_gpu.sumsq_host[i];
+    for (int i = 0; i < n; i++) total += (double)g->sumsq_host[i];
     return total;
 }
 
 static void gpu_add(void* ctx, void* dst, const void* src, size_t n, Zero3DType t) {
-    if (t == ZERO3_BF16) accumulate<__nv_bfloat16, __nv_bfloat16>((__nv_bfloat16*)dst, (const __nv_bfloat16*)src, n, 1.0f, g_gpu.compute);
-    else accumulate<float, float>((float*)dst, (const float*)src, n, 1.0f, g_gpu.compute);
+    GpuBackend* g = (GpuBackend*)ctx;
+    if (t == ZERO3_BF16) accumulate<__nv_bfloat16, __nv_bfloat16>((__nv_bfloat16*)dst, (const __nv_bfloat16*)src, n, 1.0f, g->compute);
+    else accumulate<float, float>((float*)dst, (const float*)src, n, 1.0f, g->compute);
 }
 
 static void gpu_copy(void* ctx, void* dst, const void* src, size_t bytes) {
-    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_gpu.compute));
+    GpuBackend* g = (GpuBackend*)ctx;
+    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g->compute));
 }
 
 // ZeRO++'s block quantization on the compute stream (gpu/shard_math.cuh)
 static void gpu_quantize(void* ctx, const void* src, Zero3DType t, size_t n, void* packed) {
-    if (t == ZERO3_BF16) quantize_blocks<__nv_bfloat16>((const __nv_bfloat16*)src, n, packed, g_gpu.compute);
-    else quantize_blocks<float>((const float*)src, n, packed, g_gpu.compute);
+    GpuBackend* g = (GpuBackend*)ctx;
+    if (t == ZERO3_BF16) quantize_blocks<__nv_bfloat16>((const __nv_bfloat16*)src, n, packed, g->compute);
+    else quantize_blocks<float>((const float*)src, n, packed, g->compute);
 }
 static void gpu_dequantize(void* ctx, const void* packed, size_t n, void* dst, Zero3DType t, int accumulate) {
-    if (t == ZERO3_BF16) dequantize_blocks<__nv_bfloat16>(packed, n, (__nv_bfloat16*)dst, accumulate, g_gpu.compute);
-    else dequantize_blocks<float>(packed, n, (float*)dst, accumulate, g_gpu.compute);
+    GpuBackend* g = (GpuBackend*)ctx;
+    if (t == ZERO3_BF16) dequantize_blocks<__nv_bfloat16>(packed, n, (__nv_bfloat16*)dst, accumulate, g->compute);
+    else dequantize_blocks<float>(packed, n, (float*)dst, accumulate, g->compute);
 }
 
 static void gpu_cast_from_f32(void* ctx, void* dst, Zero3DType t, const float* src, size_t n) {
-    if (t == ZERO3_BF16) cast_copy<__nv_bfloat16, float>((__nv_bfloat16*)dst, src, n, g_gpu.compute);
-    else if (dst != src) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, g_gpu.compute));
+    GpuBackend* g = (GpuBackend*)ctx;
+    if (t == ZERO3_BF16) cast_copy<__nv_bfloat16, float>((__nv_bfloat16*)dst, src, n, g->compute);
+    else if (dst != src) cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, g->compute));
 }
 
 // Makes the device table (segments, then their chunks) describe segs[0..nsegs). The engine hands the
@@ -348,43 +373,44 @@ static void gpu_cast_from_f32(void* ctx, void* dst, Zero3DType t, const float* s
 // dependency; it waits only when a table changes, never in the steady state). The device table is
 // written by the upload and read by the kernels, all on the compute stream, so stream order keeps
 // the next upload behind every kernel that read the previous table; the comm stream never touches it.
-static void adamw_table_upload(const Zero3AdamSegment* segs, int nsegs) {
+static void adamw_table_upload(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs) {
     const size_t seg_bytes = (size_t)nsegs * sizeof(Zero3AdamSegment);
-    if (nsegs == g_gpu.adamw_nsegs && memcmp(g_gpu.adamw_table_host, segs, seg_bytes) == 0) return;
+    if (nsegs == g->adamw_nsegs && memcmp(g->adamw_table_host, segs, seg_bytes) == 0) return;
     const size_t nchunks = adamw_chunk_table(segs, nsegs, NULL);
     const size_t bytes = seg_bytes + nchunks * sizeof(AdamwChunk);
-    cudaCheck(cudaEventSynchronize(g_gpu.adamw_uploaded));   // the last upload has left the pinned buffer
-    if (bytes > g_gpu.adamw_table_cap) {
+    cudaCheck(cudaEventSynchronize(g->adamw_uploaded));   // the last upload has left the pinned buffer
+    if (bytes > g->adamw_table_cap) {
         // cudaFree waits for the device: no kernel still reads the old device table
-        cudaCheck(cudaFreeHost(g_gpu.adamw_table_host));
-        cudaCheck(cudaFree(g_gpu.adamw_table_device));
-        cudaCheck(cudaMallocHost((void**)&g_gpu.adamw_table_host, bytes));
-        cudaCheck(cudaMalloc((void**)&g_gpu.adamw_table_device, bytes));
-        g_gpu.adamw_table_cap = bytes;
+        cudaCheck(cudaFreeHost(g->adamw_table_host));
+        cudaCheck(cudaFree(g->adamw_table_device));
+        cudaCheck(cudaMallocHost((void**)&g->adamw_table_host, bytes));
+        cudaCheck(cudaMalloc((void**)&g->adamw_table_device, bytes));
+        g->adamw_table_cap = bytes;
     }
-    memcpy(g_gpu.adamw_table_host, segs, seg_bytes);
-    adamw_chunk_table(segs, nsegs, (AdamwChunk*)(g_gpu.adamw_table_host + seg_bytes));
-    cudaCheck(cudaMemcpyAsync(g_gpu.adamw_table_device, g_gpu.adamw_table_host, bytes, cudaMemcpyHostToDevice,
-                              g_gpu.compute));
-    cudaCheck(cudaEventRecord(g_gpu.adamw_uploaded, g_gpu.compute));
-    g_gpu.adamw_nsegs = nsegs;
-    g_gpu.adamw_nchunks = nchunks;
+    memcpy(g->adamw_table_host, segs, seg_bytes);
+    adamw_chunk_table(segs, nsegs, (AdamwChunk*)(g->adamw_table_host + seg_bytes));
+    cudaCheck(cudaMemcpyAsync(g->adamw_table_device, g->adamw_table_host, bytes, cudaMemcpyHostToDevice,
+                              g->compute));
+    cudaCheck(cudaEventRecord(g->adamw_uploaded, g->compute));
+    g->adamw_nsegs = nsegs;
+    g->adamw_nchunks = nchunks;
 }
 
 // The whole step's AdamW in one kernel launch (gpu/shard_math.cuh: adamw_multi_kernel).
 static void gpu_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
                       float beta1, float beta2, float eps, float grad_scale, int t) {
+    GpuBackend* g = (GpuBackend*)ctx;
     // params in a precision other than floatX would be written with the wrong width (params ==
     // master, fp32 builds, are skipped by the kernel)
     if (pt != ZERO3_F32 && zero3_dtype_size(pt) != sizeof(floatX))
         fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
     if (nsegs == 0) return;
-    adamw_table_upload(segs, nsegs);
-    const Zero3AdamSegment* d_segs = (const Zero3AdamSegment*)g_gpu.adamw_table_device;
-    const AdamwChunk* d_chunks = (const AdamwChunk*)(g_gpu.adamw_table_device + (size_t)nsegs * sizeof(Zero3AdamSegment));
+    adamw_table_upload(g, segs, nsegs);
+    const Zero3AdamSegment* d_segs = (const Zero3AdamSegment*)g->adamw_table_device;
+    const AdamwChunk* d_chunks = (const AdamwChunk*)(g->adamw_table_device + (size_t)nsegs * sizeof(Zero3AdamSegment));
     const AdamwHyper h = adamw_hyper(lr, beta1, beta2, t, eps, grad_scale);
-    if (gt == ZERO3_BF16) adamw_multi_update<__nv_bfloat16>(d_segs, d_chunks, g_gpu.adamw_nchunks, h, g_gpu.compute);
-    else adamw_multi_update<float>(d_segs, d_chunks, g_gpu.adamw_nchunks, h, g_gpu.compute);
+    if (gt == ZERO3_BF16) adamw_multi_update<__nv_bfloat16>(d_segs, d_chunks, g->adamw_nchunks, h, g->compute);
+    else adamw_multi_update<float>(d_segs, d_chunks, g->adamw_nchunks, h, g->compute);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -470,113 +496,122 @@ static void rendezvous_read(const char* path, ncclUniqueId* id, int world) {
 }
 
 // Aborts every communicator (a failing rank must not leave the others blocked in a collective).
-static void gpu_abort_comms(void) {
-    if (g_gpu.shard_comm && g_gpu.shard_comm != g_gpu.comm) ncclCommAbort(g_gpu.shard_comm);
-    if (g_gpu.replica_comm) ncclCommAbort(g_gpu.replica_comm);
-    if (g_gpu.node_comm) ncclCommAbort(g_gpu.node_comm);
-    if (g_gpu.cross_comm) ncclCommAbort(g_gpu.cross_comm);
-    if (g_gpu.comm) ncclCommAbort(g_gpu.comm);
-    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = g_gpu.node_comm = g_gpu.cross_comm = NULL;
+static void gpu_abort_comms(GpuBackend* g) {
+    if (g->shard_comm && g->shard_comm != g->comm) ncclCommAbort(g->shard_comm);
+    if (g->replica_comm) ncclCommAbort(g->replica_comm);
+    if (g->node_comm) ncclCommAbort(g->node_comm);
+    if (g->cross_comm) ncclCommAbort(g->cross_comm);
+    if (g->comm) ncclCommAbort(g->comm);
+    g->comm = g->shard_comm = g->replica_comm = g->node_comm = g->cross_comm = NULL;
 }
 
-static void gpu_shutdown(void) {
+// The process's exits (proc.h), for the backend that installed them (gpu_find_rank).
+static void gpu_shutdown(void* transport) {
     // a collective exit (every rank found the same error): nothing may block on the others
-    gpu_abort_comms();
+    GpuBackend* g = (GpuBackend*)transport;
+    gpu_abort_comms(g);
 #ifdef USE_MPI
-    MPI_Finalize();
+    if (g->owns_mpi) MPI_Finalize();
 #endif
 }
-static void gpu_abort_all(void) {
-    gpu_abort_comms();
+static void gpu_abort_all(void* transport) {
+    gpu_abort_comms((GpuBackend*)transport);
 #ifdef USE_MPI
     MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
     exit(1);  // without MPI, scripts/launch.sh ends the other ranks when one fails
 }
 
-// This process's rank and world (MPI, or the launcher's RANK / WORLD_SIZE / LOCAL_RANK), into
-// g_gpu and g_proc, whose hooks it installs.
-static void gpu_find_rank(int* argc, char*** argv) {
+// This process's rank and world (MPI, started here unless the process has it already, or the
+// launcher's RANK / WORLD_SIZE / LOCAL_RANK). The process's first backend also tells g_proc, and
+// installs its exits there.
+static void gpu_find_rank(GpuBackend* g, int* argc, char*** argv) {
 #ifdef USE_MPI
-    MPI_Init(argc, argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_gpu.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_gpu.world);
+    int started = 0;
+    MPI_Initialized(&started);
+    if (!started) MPI_Init(argc, argv);
+    g->owns_mpi = !started;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g->world);
     MPI_Comm local;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &g_gpu.local_rank);
+    MPI_Comm_rank(local, &g->local_rank);
     MPI_Comm_free(&local);
 #else
-    g_gpu.world = env_int("WORLD_SIZE", 1);
-    g_gpu.rank = env_int("RANK", 0);
-    g_gpu.local_rank = env_int("LOCAL_RANK", g_gpu.rank);
-    if (g_gpu.world < 1 || g_gpu.rank >= g_gpu.world)
-        fatal("environment: RANK=%d must be below WORLD_SIZE=%d", g_gpu.rank, g_gpu.world);
+    g->world = env_int("WORLD_SIZE", 1);
+    g->rank = env_int("RANK", 0);
+    g->local_rank = env_int("LOCAL_RANK", g->rank);
+    if (g->world < 1 || g->rank >= g->world)
+        fatal("environment: RANK=%d must be below WORLD_SIZE=%d", g->rank, g->world);
 #endif
-    g_proc.rank = g_gpu.rank;
-    g_proc.world = g_gpu.world;
+    if (g_proc.transport) return;
+    g_proc.rank = g->rank;
+    g_proc.world = g->world;
     g_proc.shutdown = gpu_shutdown;
     g_proc.abort_all = gpu_abort_all;
+    g_proc.transport = g;
 }
 
 // This rank's GPU (LOCAL_RANK % devices), its two streams, and the small buffers and events the
 // backend keeps for its whole life.
-static void gpu_open_device(void) {
+static void gpu_open_device(GpuBackend* g) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         cudaGetLastError();
         fatal_local("no CUDA device found (this is the GPU trainer; the CPU one is train_gpt2_zero3)");
     }
-    g_gpu.device = g_gpu.local_rank % ndev;
-    cudaCheck(cudaSetDevice(g_gpu.device));
+    g->device = g->local_rank % ndev;
+    cudaCheck(cudaSetDevice(g->device));
     int least, greatest;
     cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaCheck(cudaStreamCreateWithPriority(&g_gpu.compute, cudaStreamNonBlocking, least));
-    cudaCheck(cudaStreamCreateWithPriority(&g_gpu.comm_stream, cudaStreamNonBlocking, greatest));
-    cudaCheck(cudaEventCreateWithFlags(&g_gpu.compute_ready, cudaEventDisableTiming));
-    for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventCreateWithFlags(&g_gpu.handle_event[i], cudaEventDisableTiming));
-    cudaCheck(cudaMalloc((void**)&g_gpu.sumsq_scratch, SUMSQ_BLOCKS * sizeof(float)));
-    cudaCheck(cudaMalloc((void**)&g_gpu.sumsq_slots, GPU_SUMSQ_SLOTS * sizeof(float)));
-    cudaCheck(cudaMallocHost((void**)&g_gpu.sumsq_host, GPU_SUMSQ_SLOTS * sizeof(float)));
-    cudaCheck(cudaMalloc((void**)&g_gpu.scalar_device, sizeof(double)));
-    cudaCheck(cudaMallocHost((void**)&g_gpu.scalar_host, sizeof(double)));
-    cudaCheck(cudaEventCreateWithFlags(&g_gpu.adamw_uploaded, cudaEventDisableTiming));
-    cudaCheck(cudaEventRecord(g_gpu.adamw_uploaded, g_gpu.compute));   // "no upload pending"
+    cudaCheck(cudaStreamCreateWithPriority(&g->compute, cudaStreamNonBlocking, least));
+    cudaCheck(cudaStreamCreateWithPriority(&g->comm_stream, cudaStreamNonBlocking, greatest));
+    cudaCheck(cudaEventCreateWithFlags(&g->compute_ready, cudaEventDisableTiming));
+    for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventCreateWithFlags(&g->handle_event[i], cudaEventDisableTiming));
+    cudaCheck(cudaMalloc((void**)&g->sumsq_scratch, SUMSQ_BLOCKS * sizeof(float)));
+    cudaCheck(cudaMalloc((void**)&g->sumsq_slots, GPU_SUMSQ_SLOTS * sizeof(float)));
+    cudaCheck(cudaMallocHost((void**)&g->sumsq_host, GPU_SUMSQ_SLOTS * sizeof(float)));
+    cudaCheck(cudaMalloc((void**)&g->scalar_device, sizeof(double)));
+    cudaCheck(cudaMallocHost((void**)&g->scalar_host, sizeof(double)));
+    cudaCheck(cudaEventCreateWithFlags(&g->adamw_uploaded, cudaEventDisableTiming));
+    cudaCheck(cudaEventRecord(g->adamw_uploaded, g->compute));   // "no upload pending"
 }
 
 // The NCCL communicator of all ranks, for N > 1 (ZERO3_FORCE_NCCL=1 makes one on one rank too, to
 // test that path): rank 0's id reaches the others over MPI, or through the rendezvous file.
-static void gpu_connect(void) {
-    if (g_gpu.world == 1 && !env_int("ZERO3_FORCE_NCCL", 0)) return;
+static void gpu_connect(GpuBackend* g) {
+    if (g->world == 1 && !env_int("ZERO3_FORCE_NCCL", 0)) return;
     ncclUniqueId id;
-    if (g_gpu.rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    if (g->rank == 0) ncclCheck(ncclGetUniqueId(&id));
 #ifdef USE_MPI
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
 #else
     const char* path = getenv("ZERO3_RENDEZVOUS");
-    if (g_gpu.world > 1 && (!path || !*path))
+    if (g->world > 1 && (!path || !*path))
         fatal("WORLD_SIZE=%d without MPI needs ZERO3_RENDEZVOUS, a file path every rank can see: start the ranks "
-              "with scripts/launch.sh -n %d ...", g_gpu.world, g_gpu.world);
-    if (g_gpu.world > 1) {
-        if (g_gpu.rank == 0) rendezvous_publish(path, &id, g_gpu.world);
-        else rendezvous_read(path, &id, g_gpu.world);
+              "with scripts/launch.sh -n %d ...", g->world, g->world);
+    if (g->world > 1) {
+        if (g->rank == 0) rendezvous_publish(path, &id, g->world);
+        else rendezvous_read(path, &id, g->world);
     }
 #endif
-    ncclCheck(ncclCommInitRank(&g_gpu.comm, g_gpu.world, id, g_gpu.rank));
-    g_gpu.shard_comm = g_gpu.comm;   // until HSDP splits it (gpu_make_groups)
+    ncclCheck(ncclCommInitRank(&g->comm, g->world, id, g->rank));
+    g->shard_comm = g->comm;   // until HSDP splits it (gpu_make_groups)
 }
 
 // the collective handles started and not yet waited on (the engine's step-end invariant wants none)
 static int gpu_collectives_in_flight(void* ctx) {
+    GpuBackend* g = (GpuBackend*)ctx;
     int n = 0;
-    for (int i = 0; i < GPU_MAX_HANDLES; i++) n += g_gpu.handle_busy[i] != 0;
+    for (int i = 0; i < GPU_MAX_HANDLES; i++) n += g->handle_busy[i] != 0;
     return n;
 }
 
-static void gpu_fill_table(Zero3Backend* be) {
+static void gpu_fill_table(Zero3Backend* be, GpuBackend* g) {
     memset(be, 0, sizeof(*be));
-    be->ctx = &g_gpu;
-    be->rank = g_gpu.rank;
-    be->world = g_gpu.world;
+    be->ctx = g;
+    be->rank = g->rank;
+    be->world = g->world;
     be->alloc = gpu_alloc;
     be->free = gpu_free;
     be->zero = gpu_zero;
@@ -606,39 +641,48 @@ static void gpu_fill_table(Zero3Backend* be) {
     be->collectives_in_flight = gpu_collectives_in_flight;
 }
 
-// Finds this process's rank, picks its GPU, connects the ranks and fills the backend table.
+// Makes a backend's state: finds this process's rank, picks its GPU, connects the ranks and fills
+// the table with it (be->ctx).
 static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
-    memset(&g_gpu, 0, sizeof g_gpu);
-    gpu_find_rank(argc, argv);
-    gpu_open_device();
-    gpu_connect();
-    gpu_fill_table(be);
+    GpuBackend* g = (GpuBackend*)xcalloc(1, sizeof(GpuBackend));
+    gpu_find_rank(g, argc, argv);
+    gpu_open_device(g);
+    gpu_connect(g);
+    gpu_fill_table(be, g);
 }
 
-static void gpu_backend_finish(void) {
+// Destroys the communicators, then the device's streams, events and buffers; frees the state.
+static void gpu_backend_finish(Zero3Backend* be) {
+    GpuBackend* g = (GpuBackend*)be->ctx;
     cudaCheck(cudaDeviceSynchronize());
-    if (g_gpu.shard_comm && g_gpu.shard_comm != g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.shard_comm));
-    if (g_gpu.replica_comm) ncclCheck(ncclCommDestroy(g_gpu.replica_comm));
-    if (g_gpu.node_comm) ncclCheck(ncclCommDestroy(g_gpu.node_comm));
-    if (g_gpu.cross_comm) ncclCheck(ncclCommDestroy(g_gpu.cross_comm));
-    if (g_gpu.comm) ncclCheck(ncclCommDestroy(g_gpu.comm));
-    g_gpu.comm = g_gpu.shard_comm = g_gpu.replica_comm = g_gpu.node_comm = g_gpu.cross_comm = NULL;
-    for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g_gpu.handle_event[i]));
-    for (int i = 0; i < g_gpu.stamp_cap; i++) cudaCheck(cudaEventDestroy(g_gpu.stamp_events[i]));
-    free(g_gpu.stamp_events);
-    cudaCheck(cudaEventDestroy(g_gpu.compute_ready));
-    cudaCheck(cudaFree(g_gpu.sumsq_scratch));
-    cudaCheck(cudaFree(g_gpu.sumsq_slots));
-    cudaCheck(cudaFreeHost(g_gpu.sumsq_host));
-    cudaCheck(cudaFree(g_gpu.scalar_device));
-    cudaCheck(cudaFreeHost(g_gpu.scalar_host));
-    cudaCheck(cudaFreeHost(g_gpu.adamw_table_host));
-    cudaCheck(cudaFree(g_gpu.adamw_table_device));
-    cudaCheck(cudaEventDestroy(g_gpu.adamw_uploaded));
-    cudaCheck(cudaStreamDestroy(g_gpu.compute));
-    cudaCheck(cudaStreamDestroy(g_gpu.comm_stream));
+    if (g->shard_comm && g->shard_comm != g->comm) ncclCheck(ncclCommDestroy(g->shard_comm));
+    if (g->replica_comm) ncclCheck(ncclCommDestroy(g->replica_comm));
+    if (g->node_comm) ncclCheck(ncclCommDestroy(g->node_comm));
+    if (g->cross_comm) ncclCheck(ncclCommDestroy(g->cross_comm));
+    if (g->comm) ncclCheck(ncclCommDestroy(g->comm));
+    g->comm = g->shard_comm = g->replica_comm = g->node_comm = g->cross_comm = NULL;
+    for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g->handle_event[i]));
+    for (int i = 0; i < g->stamp_cap; i++) cudaCheck(cudaEventDestroy(g->stamp_events[i]));
+    free(g->stamp_events);
+    cudaCheck(cudaEventDestroy(g->compute_ready));
+    cudaCheck(cudaFree(g->sumsq_scratch));
+    cudaCheck(cudaFree(g->sumsq_slots));
+    cudaCheck(cudaFreeHost(g->sumsq_host));
+    cudaCheck(cudaFree(g->scalar_device));
+    cudaCheck(cudaFreeHost(g->scalar_host));
+    cudaCheck(cudaFreeHost(g->adamw_table_host));
+    cudaCheck(cudaFree(g->adamw_table_device));
+    cudaCheck(cudaEventDestroy(g->adamw_uploaded));
+    cudaCheck(cudaStreamDestroy(g->compute));
+    cudaCheck(cudaStreamDestroy(g->comm_stream));
+    if (g_proc.transport == g) {   // the process's exits no longer lead here
+        g_proc.shutdown = NULL;
+        g_proc.abort_all = NULL;
+        g_proc.transport = NULL;
+    }
 #ifdef USE_MPI
-    MPI_Finalize();
+    if (g->owns_mpi) MPI_Finalize();
 #endif
+    free(g);
+    be->ctx = NULL;
 }
-

@@ -39,8 +39,10 @@ typedef enum {
 typedef struct {
     // memory. recompute (GPT2Recompute): keep only each block's output per layer (the next block's
     // input) and share one set of the other activations among the layers; the passes recompute a
-    // block's forward before its backward.
-    GPT2ComputeState *(*create)(const GPT2Config *cfg, int B, int T, int recompute);
+    // block's forward before its backward. device: the engine backend's state (Zero3Backend.ctx),
+    // whose device the compute runs on; the state keeps what it takes from it (GPU: the compute
+    // stream every kernel is queued on, the device) beside its own handles (cuBLASLt, workspace).
+    GPT2ComputeState *(*create)(const GPT2Config *cfg, int B, int T, int recompute, void *device);
     size_t (*activation_bytes)(const GPT2Config *cfg, int B, int T, int recompute);   // what create allocates
     void (*destroy)(GPT2ComputeState *s);
     // The (B,T) host token ids of the next forward; targets NULL: no loss (sampling). training = 1
@@ -68,13 +70,13 @@ typedef struct {
     // param_type, in the compute's memory (read it through the backend's copy_to_host)
     const void *(*activation)(GPT2ComputeState *s, GPT2Activation which, int layer);
 
-    // the device, for the startup report and the step line
-    void (*describe)(char *buf, size_t n);          // device line for the startup report
-    double (*flops_fraction)(double flops_per_s);   // MFU (0..1), or <0 when not applicable
-    void (*step_begin)(int step);                   // around every optimizer step (GPU: NVTX); step_end
-    void (*step_end)(void);                         // returns once the device has done the step's work
-                                                    // (GPU: the compute stream drained, AdamW included)
-    void (*step_note)(char *buf, size_t n);         // appended to rank 0's step line
+    // the device it runs on, for the startup report and the step line
+    void (*describe)(GPT2ComputeState *s, char *buf, size_t n);          // device line for the startup report
+    double (*flops_fraction)(GPT2ComputeState *s, double flops_per_s);   // MFU (0..1), or <0 when not applicable
+    void (*step_begin)(GPT2ComputeState *s, int step);   // around every optimizer step (GPU: NVTX); step_end
+    void (*step_end)(GPT2ComputeState *s);               // returns once the device has done the step's work
+                                                         // (GPU: the compute stream drained, AdamW included)
+    void (*step_note)(GPT2ComputeState *s, char *buf, size_t n);         // appended to rank 0's step line
     void (*run_note)(GPT2ComputeState *s, char *buf, size_t n);   // a line for the end-of-run summary ("": none)
 } GPT2Compute;
 

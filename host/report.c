@@ -75,7 +75,7 @@ void trainer_report(Trainer *tr) {
     const Zero3 *z = &tr->z;
     int N = tr->be->world;
     char dev[256];
-    tr->compute->describe(dev, sizeof dev);
+    tr->compute->describe(tr->compute_state, dev, sizeof dev);
     printf("+-------------------------------------------------------------------------\n");
     printf("| GPT-2 ZeRO trainer   %s\n", dev);
     printf("| model    %s: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters\n", a->init, c->num_layers,
@@ -227,13 +227,13 @@ static void print_step_line(const Trainer *tr, const TrainLoop *loop, const Step
     char sent[32], peak[32];
     format_bytes(sent, sizeof sent, r->comm);
     format_bytes(peak, sizeof peak, (double)r->peak);
-    double mfu = tr->compute->flops_fraction(model_flops_per_token(tr) * tokens / (ms / 1000.0) / tr->be->world);
+    double mfu = tr->compute->flops_fraction(tr->compute_state, model_flops_per_token(tr) * tokens / (ms / 1000.0) / tr->be->world);
     printf("step %*d/%d | loss %.6f", (int)log10(a->steps) + 1, step + 1, a->steps, r->loss);
     if (!isnan(r->val)) printf(" | val %.6f", r->val);
     printf(" | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", r->lr, r->norm, ms, tokens / (ms / 1000.0));
     if (mfu >= 0) printf(" | MFU %.1f%%", 100.0 * mfu);
     char note[128] = "";
-    tr->compute->step_note(note, sizeof note);
+    tr->compute->step_note(tr->compute_state, note, sizeof note);
     printf(" | exposed comm %.1f ms (%.0f%%) | sent %s | peak %s%s | ETA %dm%02ds\n", exposed_ms,
            ms > 0 ? 100.0 * exposed_ms / ms : 0.0, sent, peak, note, (int)eta / 60, (int)eta % 60);
     fflush(stdout);

@@ -150,7 +150,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
 static void trainer_publish(Trainer *tr) {
     zero3_publish_params(&tr->z);
     alloc_phase_begin(tr->be, "the activations of -b %d -t %d for -e %s", tr->args.B, tr->args.T, tr->args.init);
-    tr->compute_state = tr->compute->create(&tr->cfg, tr->args.B, tr->args.T, tr->args.recompute);
+    tr->compute_state = tr->compute->create(&tr->cfg, tr->args.B, tr->args.T, tr->args.recompute, tr->be->ctx);
     alloc_phase_end();
     // what a later allocation is for (the engine's pool fills during the first step)
     alloc_phase_begin(NULL, "the gathered units and gradient buffers of -e %s at ZeRO stage %d (-pd %d), in the first step",
@@ -302,10 +302,10 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     const int step = r->step;
     float lr = r->lr, norm, clip;
     double t0 = now_seconds();
-    tr->compute->step_begin(step);
+    tr->compute->step_begin(tr->compute_state, step);
     float loss;
     int done = trainer_step(tr, step, lr, &loss, &norm, &clip);
-    tr->compute->step_end();   // the device's work of the step done, AdamW included
+    tr->compute->step_end(tr->compute_state);   // the device's work of the step done, AdamW included
     double t1 = now_seconds();   // the step's end: loss and norm on the host, parameters updated
     r->given_up_after = done < tr->A ? done : -1;
     if (done < tr->A) return;   // nothing to measure, log or trace

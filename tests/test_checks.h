@@ -203,8 +203,9 @@ static void check_tokens(Tally *t, const Dump *d, Trainer *tr, int s, int k) {
 
 // One configuration: stage, A micro-steps, on all ranks of the backend, through the trainer's own
 // trainer_step (host/train.c): the step users run, not a copy of it. Returns failures.
+// describe = 1: rank 0 first prints the device line of the trainer's compute.
 static int run_case(const Zero3Backend *be, const Dump *d, const char *model_path, const char *tokens_path, int stage,
-                    int A, int prefetch, const Tolerances *tol) {
+                    int A, int prefetch, const Tolerances *tol, int describe) {
     int N = be->world, r = be->rank;
     int B = d->B, T = d->T, b = B / (N * A);
     Tally t;
@@ -212,6 +213,11 @@ static int run_case(const Zero3Backend *be, const Dump *d, const char *model_pat
     Trainer *tr = make_trainer(be, d, model_path, tokens_path, stage, A, prefetch);
     Zero3 *z = trainer_engine(tr);
     GPT2Passes *passes = trainer_model(tr);
+    if (describe && r == 0) {
+        char dev[512];
+        passes->compute->describe(passes->state, dev, sizeof dev);
+        printf("  %s\n", dev);
+    }
     const GPT2Config *cfg = &passes->cfg;
     if (cfg->num_layers != d->L || cfg->channels != d->C || cfg->vocab_size != d->V) fatal("dump and model shapes differ");
     if (d->beta1 != 0.9f || d->beta2 != 0.95f || d->eps != 1e-8f) fatal("dump: AdamW betas/eps differ from the contract's");
@@ -285,11 +291,9 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
     Dump d;
     char err[512];
     if (dump_open(&d, dump_path, err, sizeof err)) fatal("%s (make dumps creates it)", err);
-    if (g_proc.rank == 0) {
-        char dev[512];
-        build->compute->describe(dev, sizeof dev);
-        printf("%s: %s (L=%d C=%d NH=%d V=%d B=%d T=%d, %d steps, reference in float%d) on %d rank(s)\n  %s\n", prog,
-               dump_path, d.L, d.C, d.NH, d.V, d.B, d.T, d.nsteps, d.compute_bits, be->world, dev);
+    if (g_proc.rank == 0) {   // (the device line comes with the first case: the compute describes it)
+        printf("%s: %s (L=%d C=%d NH=%d V=%d B=%d T=%d, %d steps, reference in float%d) on %d rank(s)\n", prog,
+               dump_path, d.L, d.C, d.NH, d.V, d.B, d.T, d.nsteps, d.compute_bits, be->world);
         printf("  tolerances: activations %.0e, gradients %.0e and normwise %.0e, grad norm %.0e, loss %.0e, "
                "later train losses %.0e\n", tol->act, tol->grad, tol->grad_normwise, tol->grad_norm, tol->loss, tol->train_loss);
     }
@@ -302,7 +306,7 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
             if (d.B % (be->world * A) != 0) continue;   // the batch must split into N*A equal parts
             if (only && !strchr(only, '0' + stages[i])) continue;
             int prefetch = (stages[i] == 3 && A == 2) ? 2 : 1;
-            failures += run_case(be, &d, model_path, tokens_path, stages[i], A, prefetch, tol) ? 1 : 0;
+            failures += run_case(be, &d, model_path, tokens_path, stages[i], A, prefetch, tol, cases == 0) ? 1 : 0;
             cases++;
         }
     if (g_proc.rank == 0) printf("%s: %d of %d cases passed on %d rank(s)\n", prog, cases - failures, cases, be->world);

@@ -171,6 +171,7 @@ static void test_decay_cpu_backend(const GPT2Config *c, int stage) {
     }
     CHECK(bad == 0, "stage %d: %zu elements decayed against the contract (CPU backend AdamW)", stage, bad);
     zero3_free(&z);
+    backend_cpu_finish(&be);
 }
 
 int main(void) {

@@ -69,7 +69,7 @@ static void at_compute(int pos, int backward) {
 
 // ---- the compute: each call checks, nothing is computed
 struct GPT2ComputeState { int L; };
-static GPT2ComputeState *create(const GPT2Config *cfg, int B, int T, int recompute) {
+static GPT2ComputeState *create(const GPT2Config *cfg, int B, int T, int recompute, void *device) {
     GPT2ComputeState *m = xcalloc(1, sizeof(GPT2ComputeState));
     m->L = cfg->num_layers;
     return m;
@@ -115,7 +115,7 @@ static void run(int depth) {
     g_z = &z;
     g_depth = depth;
     expected_order(&c);
-    GPT2Passes g = {c, &z, &CHECKING_COMPUTE, create(&c, 1, 1, 0), NULL, 0};
+    GPT2Passes g = {c, &z, &CHECKING_COMPUTE, create(&c, 1, 1, 0, NULL), NULL, 0};
     int tokens[1] = {0};
     for (int step = 0; step < 3; step++) {
         g_checking = step > 0;   // the first pass records the schedule, without prefetch

@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
         if (gpt2_config_from_descriptor(models[m], &c) != 0) { fprintf(stderr, "bad descriptor %s\n", models[m]); return 1; }
         test_model(&be, &c, models[m]);
     }
-    backend_cpu_finish();
+    backend_cpu_finish(&be);
     if (failures) { fprintf(stderr, "%d failures\n", failures); return 1; }
     printf("test_quantize: all passed\n");
     return 0;
