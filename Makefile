@@ -28,17 +28,17 @@ DEFS += -DUSE_MPI
 else
 CC_CPU ?= gcc
 endif
-# The pieces, bottom up: the process layer (proc.c: rank, errors, checked allocation, clock) and the
-# engine (zero3.c, the mechanism; zero3_observe.c, what it measures); each device's backend and
+# The pieces, bottom up: the process layer (proc/proc.c: rank, errors, checked allocation, clock) and the
+# engine (zero3.c, the mechanism; observe/zero3_observe.c, what it measures); each device's backend and
 # kernels (cpu/, gpu/), the backends including only those; the host library both trainers link (host/*.c:
 # flags, train loop, passes, checkpoints, export, model file); on top, GPT-2's math per device
-# (gpt2_cpu.c, gpt2_gpu.cuh: the compute tables) and the trainers.
-ENGINE_SRC = proc.c zero3.c zero3_observe.c
+# (cpu/gpt2_cpu.c, gpu/gpt2_gpu.cuh: the compute tables, each beside its backend) and the trainers.
+ENGINE_SRC = proc/proc.c zero3.c observe/zero3_observe.c
 HOST_SRC = $(wildcard host/*.c)
 # the trainer's own files (host/trainer.h): what a program without the train loop leaves out
 TRAINER_SRC = host/train.c host/outdir.c host/report.c host/evaluate.c host/stop.c
-HOST_HEADERS = proc.h zero3.h zero3_stats.h zero3_observe.h $(wildcard host/*.h)
-CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h) gpt2_cpu.h
+HOST_HEADERS = proc/proc.h zero3.h observe/zero3_stats.h observe/zero3_observe.h $(wildcard host/*.h)
+CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h)
 # host code and the engine are compiled once into build/obj and linked into every binary
 OBJDIR = build/obj
 LIB_OBJS = $(patsubst %.c,$(OBJDIR)/%.o,$(ENGINE_SRC) $(HOST_SRC))
@@ -46,7 +46,7 @@ LIB_OBJS = $(patsubst %.c,$(OBJDIR)/%.o,$(ENGINE_SRC) $(HOST_SRC))
 LIB = $(OBJDIR)/libzero3.a
 CPU_BACKEND_OBJ = $(OBJDIR)/cpu/backend_cpu$(if $(filter 1,$(USE_MPI)),_mpi,).o
 # the CPU math (GPT2_CPU_COMPUTE) and the backend: what a CPU program links beside the library
-CPU_OBJS = $(OBJDIR)/gpt2_cpu.o $(CPU_BACKEND_OBJ)
+CPU_OBJS = $(OBJDIR)/cpu/gpt2_cpu.o $(CPU_BACKEND_OBJ)
 
 .PHONY: all cpu gpu test data dumps ddp clean library-sources
 all: cpu
@@ -67,7 +67,7 @@ $(OBJDIR)/cpu/backend_cpu_mpi.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEAD
 $(OBJDIR)/cpu/backend_cpu.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEADERS)
 	@mkdir -p $(dir $@)
 	gcc $(CFLAGS) -c $< -o $@
-$(OBJDIR)/gpt2_cpu.o: gpt2_cpu.c $(CPU_HEADERS)
+$(OBJDIR)/cpu/gpt2_cpu.o: cpu/gpt2_cpu.c $(CPU_HEADERS)
 	@mkdir -p $(dir $@)
 	gcc $(CFLAGS) -c $< -o $@
 
@@ -176,7 +176,7 @@ endif
 # the toolkit's libraries by rpath too: a machine whose loader does not know /usr/local/cuda/lib64
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 GPU_LIBS = -lcublasLt -lcublas -lgomp -Xlinker -rpath=$(CUDA_HOME)/lib64
-GPU_SOURCES = $(wildcard gpu/*.cuh) gpt2_gpu.cuh $(HOST_HEADERS)
+GPU_SOURCES = $(wildcard gpu/*.cuh) $(HOST_HEADERS)
 # The engine and the host library are C, compiled by gcc into build/gpu_obj and linked, exactly the
 # sources the CPU trainer links (host headers declare them with C linkage for the .cu files).
 GPU_OBJDIR = build/gpu_obj

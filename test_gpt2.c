@@ -8,7 +8,7 @@
 // the trainer links. The reference computes in float64, so the errors printed are this trainer's
 // own fp32 error.
 #include "cpu/backend_cpu.h"
-#include "gpt2_cpu.h"
+#include "cpu/gpt2_cpu.h"
 #include "tests/test_checks.h"
 
 int main(int argc, char **argv) {

@@ -13,7 +13,7 @@
 // two bf16 steps (the tied wte: LM head, then encoder) loses the digits of the rare elements where
 // the two terms cancel, which no per-element bound relative to the result can allow for, while any
 // real mistake moves the whole tensor.
-#include "gpt2_gpu.cuh"
+#include "gpu/gpt2_gpu.cuh"
 #include "tests/test_checks.h"
 
 // activations, gradients, gradients normwise, grad norm, loss, later train losses

@@ -6,12 +6,12 @@
 //   mpirun -np 4 ./train_gpt2_zero3 -e d12 -z 3 -o out     four ranks, ZeRO-3
 //
 // This file only puts the pieces together: the engine's CPU backend (cpu/backend_cpu.c: host
-// memory, MPI), the math of each unit (gpt2_cpu.c, handed in as a GPT2Compute table in
+// memory, MPI), the math of each unit (cpu/gpt2_cpu.c, handed in as a GPT2Compute table in
 // CPU_BUILD), and the train loop (host/train.c), which runs the passes (host/passes.c) that
 // gather, compute, reduce and release every unit. The GPU trainer (train_gpt2_zero3.cu) is the
 // same with CUDA pieces.
 #include "cpu/backend_cpu.h"
-#include "gpt2_cpu.h"
+#include "cpu/gpt2_cpu.h"
 
 int main(int argc, char **argv) {
     Zero3Backend be;

@@ -54,7 +54,7 @@
 //
 // zero3.c is the lifecycle alone: init and allocation, publishing the params, the phase verbs, the
 // transient pool, the schedule, the reductions, the norm, the optimizer. What the engine measures
-// lives beside it in zero3_observe.c (declared in zero3_observe.h): the collective ledger, the
+// lives beside it in observe/zero3_observe.c (declared in observe/zero3_observe.h): the collective ledger, the
 // timeline of compute, transfers and waits, and the theory to compare them with. It reaches the
 // engine as a second table, a Zero3Observer handed in through Zero3Config.observer like the backend:
 // the mechanism calls one hook of it where a phase happens (a collective issued, a wait, a compute
@@ -63,7 +63,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "zero3_stats.h"   // the measurement's types: Zero3Collective, Zero3Stats, Zero3Observe, ...
+#include "observe/zero3_stats.h"   // the measurement's types: Zero3Collective, Zero3Stats, Zero3Observe, ...
 
 // zero3.c is C (compiled by gcc and linked); C++ callers (the CUDA trainer) see C linkage.
 #ifdef __cplusplus
@@ -300,7 +300,7 @@ typedef enum { ZERO3_FOR_FORWARD = 0, ZERO3_FOR_BACKWARD = 1 } Zero3Phase;
 
 // ---- the policy: which gather and which reduction a unit gets ------------------------------------
 // One definition, read by the engine when it issues a collective and by the theory
-// (zero3_observe.c) when it counts what the engine will issue: a change of policy is one edit here.
+// (observe/zero3_observe.c) when it counts what the engine will issue: a change of policy is one edit here.
 // The facts a decision reads: the unit's placements and the groups it is sharded over, from a run
 // (zero3_unit_facts) or from a what-if (the theory's other stage, other world).
 typedef struct {
@@ -379,7 +379,7 @@ typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1, ZERO3_NUM_PASSES = 
 
 // ----------------------------------------------------------------------------------------------
 // The observer: what the engine reports, one hook where each phase happens. The hooks write into
-// z->observe (zero3_stats.h) and change nothing the mechanism reads. zero3_observe.c's
+// z->observe (observe/zero3_stats.h) and change nothing the mechanism reads. observe/zero3_observe.c's
 // ZERO3_OBSERVER is the one the trainers install; a test may install its own, or none.
 typedef struct Zero3 Zero3;
 typedef struct Zero3Observer {
@@ -425,7 +425,7 @@ typedef struct {
                                     // the backward gathers from the node group only
     int quant_grads;                // qgZ: gradients reduced by quantized all-to-all, in the node group
                                     // (-hp's, else the whole shard group), then across node groups
-    const Zero3Observer *observer;  // what measures the engine (zero3_observe.h's ZERO3_OBSERVER);
+    const Zero3Observer *observer;  // what measures the engine (observe/zero3_observe.h's ZERO3_OBSERVER);
                                     // NULL = nothing measured, z->observe stays zero
 } Zero3Config;
 
@@ -603,7 +603,7 @@ const void *zero3_owned_grads(const Zero3 *z, int u);
 int zero3_persistent_units(const Zero3 *z);   // units kept replicated by the persistence threshold
 Zero3UnitFacts zero3_unit_facts(const Zero3 *z, int u);   // what the policy reads of unit u in this run
 
-// zero3.c and zero3_observe.c stop on a broken invariant (or no host memory) with this line.
+// zero3.c and observe/zero3_observe.c stop on a broken invariant (or no host memory) with this line.
 void zero3_die(const char *msg);
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
 // computes), stamps for the timeline, and the shard math as plain C loops with OpenMP. Built
 // without USE_MPI it is a one-rank backend where every collective is a copy.
 #include "backend_cpu.h"
-#include "../proc.h"
+#include "../proc/proc.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -618,7 +618,7 @@ static int cpu_emulate_links(void *ctx, const Zero3Links *links, char *err, size
 // Start and end
 
 #ifdef USE_MPI
-// The process's exits (proc.h), installed by its first backend: a collective exit stops the
+// The process's exits (proc/proc.h), installed by its first backend: a collective exit stops the
 // worker and finalizes MPI; one rank's failure takes every rank down.
 static void cpu_shutdown(void *transport) {
     comm_thread_stop(&((CpuBackend *)transport)->comm);
@@ -648,7 +648,7 @@ static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
                 "communication thread; collectives progress only while the compute thread is inside MPI\n", provided);
     c->threaded = b->world > 1 && wanted && c->thread_level_ok;
     if (c->threaded) comm_thread_start(b);
-    if (!g_proc.transport) {   // the process's first backend: its rank, and how it ends (proc.h)
+    if (!g_proc.transport) {   // the process's first backend: its rank, and how it ends (proc/proc.h)
         g_proc.rank = b->rank;
         g_proc.world = b->world;
         g_proc.shutdown = cpu_shutdown;

@@ -1,7 +1,7 @@
 /*
 cpu/kernels.h: GPT-2's forward and backward kernels in fp32 C with OpenMP (header only).
 
-Used by the CPU compute (gpt2_cpu.c). Conventions, as in llm.c:
+Used by the CPU compute (cpu/gpt2_cpu.c). Conventions, as in llm.c:
 - every tensor is row-major; B batch, T time, C channels, NH heads, hs = C/NH head size,
   OC output channels, V vocabulary, Vp vocabulary padded (columns V..Vp-1 are padding);
 - a weight is (OC, C), as nn.Linear stores it, so out = inp @ weight^T + bias;

@@ -29,7 +29,7 @@
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
-#include "../proc.h"
+#include "../proc/proc.h"
 #include "../zero3.h"
 #include "common.cuh"
 #include "shard_math.cuh"
@@ -37,7 +37,7 @@
 #define GPU_MAX_HANDLES 128
 
 // The backend's state, reached through every function's ctx (Zero3Backend.ctx); nothing of it is
-// the file's, so two backends can live in one process. The compute (gpt2_gpu.cuh) takes its stream
+// the file's, so two backends can live in one process. The compute (gpu/gpt2_gpu.cuh) takes its stream
 // and device from it when it is created.
 typedef struct {
     int rank, world, local_rank, device;
@@ -505,7 +505,7 @@ static void gpu_abort_comms(GpuBackend* g) {
     g->comm = g->shard_comm = g->replica_comm = g->node_comm = g->cross_comm = NULL;
 }
 
-// The process's exits (proc.h), for the backend that installed them (gpu_find_rank).
+// The process's exits (proc/proc.h), for the backend that installed them (gpu_find_rank).
 static void gpu_shutdown(void* transport) {
     // a collective exit (every rank found the same error): nothing may block on the others
     GpuBackend* g = (GpuBackend*)transport;

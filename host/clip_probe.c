@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "clip_probe.h"
-#include "../proc.h"
+#include "../proc/proc.h"
 
 #define PROBE_MAX_RANKS 8   // coefficients printed one by one up to this many ranks, else min and max
 

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../proc.h"   // the process: g_proc, fatal, agree_or_exit, xmalloc, alloc phases, now_seconds
+#include "../proc/proc.h"   // the process: g_proc, fatal, agree_or_exit, xmalloc, alloc phases, now_seconds
 #include "../zero3.h"
 
 #ifdef __cplusplus

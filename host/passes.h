@@ -5,7 +5,7 @@
 //                                             params to the compute, release it; gather it again,
 //                                             open its gradient buffer, reduce, release
 //   the compute (a GPT2Compute table)         the per-unit math on one device's kernels and memory:
-//                                             gpt2_cpu.c, gpt2_gpu.cuh
+//                                             cpu/gpt2_cpu.c, gpu/gpt2_gpu.cuh
 //
 // The compute knows nothing of ZeRO: it gets typed views of gathered units (w.qkvw, ...) and adds
 // into gradient buffers it is handed. The passes know nothing of kernels: they reach the math only

@@ -8,7 +8,7 @@
 #include "gpt2.h"
 #include "passes.h"
 #include "readfile.h"
-#include "../zero3_observe.h"
+#include "../observe/zero3_observe.h"
 #include "zeropp.h"
 
 static const char *STAGE_NAMES[4] = {"0 DDP", "1    ", "2    ", "3    "};

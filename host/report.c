@@ -3,7 +3,7 @@
 // (exposed communication per unit, the trace, the time model's measurement) and the end-of-run
 // summary (the ledger measured against theory, the buffer pool, where the compute side waited).
 #include "trainer.h"
-#include "../zero3_observe.h"
+#include "../observe/zero3_observe.h"
 #include "zeropp.h"
 
 void format_bytes(char *buf, size_t n, double bytes) {

@@ -1,6 +1,6 @@
 // host/trace.c: the trace-event JSON writer (see trace.h).
 #include "trace.h"
-#include "../zero3_observe.h"
+#include "../observe/zero3_observe.h"
 
 #include "fileio.h"
 #include <fcntl.h>

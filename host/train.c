@@ -11,7 +11,7 @@
 #include "fileio.h"
 #include "plan.h"
 #include "readfile.h"
-#include "../zero3_observe.h"
+#include "../observe/zero3_observe.h"
 #include "zeropp.h"
 
 // LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr towards F*lr over the

@@ -11,7 +11,7 @@ extern "C" {
 
 // What a trainer binary is, beyond its backend: the engine's data types and alignment for its
 // kernels, whether it is the DDP build, the model.bin version it exports, and its math: the
-// compute table the passes call (gpt2_cpu.c, gpt2_gpu.cuh).
+// compute table the passes call (cpu/gpt2_cpu.c, gpu/gpt2_gpu.cuh).
 typedef struct {
     Zero3DType param_type, grad_type;   // working params / gradients
     int align;                          // tensor alignment in elements

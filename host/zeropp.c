@@ -1,7 +1,7 @@
 // host/zeropp.c: ZeRO++ seen from the trainer (zeropp.h).
 #include "zeropp.h"
 #include "common.h"
-#include "../zero3_observe.h"
+#include "../observe/zero3_observe.h"
 
 double zeropp_across_bytes(const Zero3Ledger *l, int world_across, int group_across) {
     static const Zero3Collective world_kinds[] = {ZERO3_COLL_FWD_GATHER, ZERO3_COLL_BWD_GATHER, ZERO3_COLL_REDUCE_SCATTER,

@@ -4,7 +4,7 @@
 #pragma once
 #include "../../host/checkpoint.h"
 #include "../../host/gpt2.h"
-#include "../../zero3_observe.h"
+#include "../../observe/zero3_observe.h"
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -22,7 +22,7 @@
 //     waits times WAIT_MS (and so not the compute, and not twice the waits), and the step's timeline
 //     must fit inside a wall clock read around it.
 #include "recording_backend.h"
-#include "../../zero3_observe.h"
+#include "../../observe/zero3_observe.h"
 #include <time.h>
 
 #define WAIT_MS 4.0

@@ -12,10 +12,10 @@
 //     nothing but the decay, so after one step every element of the contract's six matrices (named
 //     here, not taken from gpt2.h's table) is exactly p*(1 - lr*wd) and every other element is p.
 //
-// build: gcc -O2 -fopenmp -I. tests/unit/test_engine_layout.c zero3.c zero3_observe.c -lm
+// build: gcc -O2 -fopenmp -I. tests/unit/test_engine_layout.c zero3.c observe/zero3_observe.c -lm
 #include "../../host/common.h"
 #include "../../host/gpt2.h"
-#include "../../zero3_observe.h"
+#include "../../observe/zero3_observe.h"
 #include "../../cpu/backend_cpu.h"
 
 static int failures = 0;

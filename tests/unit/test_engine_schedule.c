@@ -15,7 +15,7 @@
 //     and in the backward the embedding's gradient buffer, the current unit's, and the previous
 //     unit's (its reduce-scatter still in flight).
 #include "recording_backend.h"
-#include "../../zero3_observe.h"
+#include "../../observe/zero3_observe.h"
 
 // ---- GPT-2's gather order for one training pass, written out independently of the engine
 static int g_order[64], g_order_len;

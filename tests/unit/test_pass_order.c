@@ -14,7 +14,7 @@
 // -rc 2, -wrap 2 with -rc 2 (a unit of two blocks: the second block's recompute finds the unit held
 // by the backward's gather, so one extra gather a unit, not one a block) and -wrap half.
 #include "recording_backend.h"
-#include "../../zero3_observe.h"
+#include "../../observe/zero3_observe.h"
 #include <stdarg.h>
 
 static const char *EXPECTED[] = {

@@ -1,7 +1,7 @@
 // gpt2_cpu.h: the CPU's GPT-2 math (gpt2_cpu.c) as a compute table, and the CPU
 // trainers' build description: what train_gpt2_zero3.c and test_gpt2.c hand to the train loop.
 #pragma once
-#include "host/train.h"
+#include "../host/train.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,11 +5,11 @@
 //   my memory    xmalloc / xcalloc, allocation phases, alloc_failed (one "out of memory" line)
 //   my clock     now_seconds (and proc_open_files, the open file descriptors)
 // The backends (cpu/, gpu/) install g_proc's hooks and report failed allocations here; the host
-// library (host/) and the trainers use the rest. Compiled once (proc.c) into the library both
+// library (host/) and the trainers use the rest. Compiled once (proc/proc.c) into the library both
 // trainers link.
 #pragma once
 #include <stddef.h>
-#include "zero3.h"
+#include "../zero3.h"
 
 #ifdef __cplusplus
 extern "C" {

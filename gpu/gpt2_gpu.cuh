@@ -1,6 +1,6 @@
 // gpt2_gpu.cuh: GPT-2's per-unit math on CUDA kernels, as the table the passes call
 // (GPT2_GPU_COMPUTE; host/passes.h), and the GPU programs' build description (GPU_BUILD). The same
-// functions as the CPU's gpt2_cpu.c: only the math and the memory differ. Kernels (gpu/*.cuh)
+// functions as the CPU's cpu/gpt2_cpu.c: only the math and the memory differ. Kernels (gpu/*.cuh)
 // run on the backend's compute stream, which create takes from the backend it is handed
 // (gpu/backend_nccl.cuh) and every call names (m->stream), while the engine's collectives run on
 // the backend's communication stream and overlap with them. m is the compute's state: that stream
@@ -13,15 +13,15 @@
 // Precision: -DENABLE_BF16 (default): working params, activations and gradients in bf16, fp32 master
 // weights and Adam moments in the engine; -DENABLE_FP32: everything fp32 (for tight tests).
 #pragma once
-#include "gpu/common.cuh"
-#include "gpu/kernels.cuh"
-#include "gpu/attention.cuh"
-#include "gpu/flash_attention.cuh"
-#include "gpu/flash_attention_tc.cuh"
-#include "gpu/matmul.cuh"
-#include "gpu/backend_nccl.cuh"
-#include "host/passes.h"
-#include "host/train.h"
+#include "common.cuh"
+#include "kernels.cuh"
+#include "attention.cuh"
+#include "flash_attention.cuh"
+#include "flash_attention_tc.cuh"
+#include "matmul.cuh"
+#include "backend_nccl.cuh"
+#include "../host/passes.h"
+#include "../host/train.h"
 
 // ------------------------------------------------------------------------------------------------
 // Activations. floatX tensors, per layer l (shapes):

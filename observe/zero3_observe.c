@@ -195,7 +195,7 @@ const Zero3Observer ZERO3_OBSERVER = {
     .transient_acquired = observe_transient_acquired, .transient_released = observe_transient_released,
 };
 
-// What a trainer reads of the timeline (zero3_observe.h): the stamps turned into seconds.
+// What a trainer reads of the timeline (observe/zero3_observe.h): the stamps turned into seconds.
 const Zero3Event *zero3_timeline_read(Zero3 *z, int *n) {
     Zero3Observe *o = &z->observe;
     *n = 0;
@@ -270,7 +270,7 @@ double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType para
     return zero3_ledger_bytes(&l) - l.row[ZERO3_COLL_NORM].bytes;
 }
 
-// The collective ledger in theory (zero3_observe.h): what zero3.c's collectives will count. Which
+// The collective ledger in theory (observe/zero3_observe.h): what zero3.c's collectives will count. Which
 // collective each unit gets is not worked out here: the theory asks the engine's own policy
 // (zero3_gather_for, zero3_reduction_for, zero3_gathers_after_step) for every gather the passes
 // make (fwd[u], bwd[u] per micro-step: recorded from the passes) and every micro-step's reduction,

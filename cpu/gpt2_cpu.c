@@ -2,11 +2,11 @@
 // (GPT2_CPU_COMPUTE; host/passes.h). It never sees a whole parameter set and knows nothing of
 // ZeRO: host/passes.c gathers each unit, hands these functions a typed view of it (w->qkvw, ...),
 // and reduces and releases it afterwards. m is the compute's state: activations and scratch, and the
-// backend it runs beside (for the report). The GPU's table (gpt2_gpu.cuh) is the same functions on
+// backend it runs beside (for the report). The GPU's table (gpu/gpt2_gpu.cuh) is the same functions on
 // CUDA kernels.
 #include "gpt2_cpu.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/kernels.h"
+#include "backend_cpu.h"
+#include "kernels.h"
 #include <omp.h>
 
 // ------------------------------------------------------------------------------------------------

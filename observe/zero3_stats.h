@@ -1,7 +1,7 @@
 // zero3_stats.h: the measurement's types: what the engine's observer writes down, and where Zero3
 // keeps it (z->observe). Types only, no functions: zero3.h includes this file so that Zero3 can hold
 // the state and Zero3Observer (zero3.h) can name the kinds; the observer that fills them is
-// zero3_observe.c (zero3_observe.h says what a trainer reads).
+// observe/zero3_observe.c (observe/zero3_observe.h says what a trainer reads).
 //   the ledger    every collective the engine issues, counted by what it is for, with the bytes
 //                 this rank sends under the ring cost model (Zero3Stats, Zero3Ledger);
 //   the timeline  when each unit computes, when each collective moves, and when the compute side
