@@ -11,7 +11,7 @@
 // Zero3Observer: a collective issued, a wait begun and ended, the caller's compute begun and ended).
 // ZERO3_OBSERVER is that table: whoever builds an engine hands it in as Zero3Config.observer, the
 // way the backend is handed in, and reads the figures here. The arrow runs one way: this file uses
-// the engine (zero3.h); zero3.c knows only the table's type and the types of observe/zero3_stats.h.
+// the engine (zero3.h); zero3.c knows only the table's type and the measurement types zero3.h declares.
 #pragma once
 #include "../zero3.h"
 
