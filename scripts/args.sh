@@ -9,7 +9,8 @@
 #   free_name PATH                the first of PATH, PATH.1, PATH.2 ... that does not exist (a file's
 #                                 number goes before its extension: t.png, t.1.png), the rule of -tr
 #   trainer_accepts N FLAGS...    the trainer's planner (-plan N, which validates as a run on N ranks
-#                                 does) accepts FLAGS; otherwise its error line, exit 2. Needs the build.
+#                                 does) accepts FLAGS (less -pt and -clip, which change no plan and which
+#                                 it refuses to plan); otherwise its error line, exit 2. Needs the build.
 # A script's results never replace earlier ones: they go to a free name, or it refuses and says how
 # to proceed.
 
@@ -32,6 +33,7 @@ need_new_folder() {
     [ -d "$dir" ] || die "$flag: $dir exists and is not a folder"
     [ -z "$(ls -A "$dir")" ] || die "$flag: $dir holds earlier results: give a new folder (they are never replaced)"
   fi
+  [ -d "$(dirname "$dir")" ] || die "$flag: the folder $(dirname "$dir") (where $dir would go) does not exist"
   need_writable_folder "$flag" "$(dirname "$dir")"
 }
 
@@ -51,8 +53,10 @@ free_name() {
 }
 
 trainer_accepts() {
-  local n=$1 err; shift
-  err=$(./train_gpt2_zero3 -plan "$n" "$@" 2>&1 >/dev/null) && return 0
+  local n=$1 err planned=(); shift
+  while [ $# -ge 2 ]; do case "$1" in -pt|-clip) ;; *) planned+=("$1" "$2") ;; esac; shift 2; done
+  planned+=("$@")
+  err=$(./train_gpt2_zero3 -plan "$n" "${planned[@]}" 2>&1 >/dev/null) && return 0
   echo "$err" | grep -m1 '^error' >&2 || echo "error: ./train_gpt2_zero3 -plan $n $*: refused ($err)" >&2
   exit 2
 }
