@@ -45,8 +45,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / N > 0 ? cores / N : 1 ))}
 FLAGS=(-e "$MODEL" -b 4 -t 64 -x "$STEPS" -l 1e-3 -u 10 -q 0.1 -c 0.1 -v 25 -m 4 -S 1337 "$@")
 
 echo "== building the DDP and ZeRO binaries"
-make -s train_gpt2_zero3 ddp
+make -s train_gpt2_zero3
 for z in 0 3; do trainer_accepts "$N" "${FLAGS[@]}" -z $z; done
+make -s ddp
 mkdir -p "$OUT"
 run() {   # run NAME BINARY STAGE
   echo "== $1: mpirun -np $N $2 -z $3 ${FLAGS[*]} -o $OUT/$1"

@@ -17,8 +17,8 @@ while [ $# -gt 0 ]; do case $1 in --ci) MODE=ci;; --docs) MODE=docs;;
   -o) [ $# -ge 2 ] && [ -n "$2" ] || die "-o: missing its file name ($USAGE)"; OUT=$2; shift;;
   *) die "$1: unknown argument ($USAGE)";; esac; shift; done
 if [ -n "$OUT" ]; then
-  case "$OUT" in *.md) ;; *) die "-o: $OUT: the table is Markdown: its name ends in .md" ;; esac
   [ ! -d "$OUT" ] || die "-o: $OUT is a folder"
+  case "$OUT" in *.md) ;; *) die "-o: $OUT: the table is Markdown: its name ends in .md" ;; esac
   need_writable_folder -o "$(dirname "$OUT")"
   OUT=$(free_name "$OUT")
 fi
