@@ -14,12 +14,12 @@
 #                that exists is kept (the plot goes to a numbered sibling)
 #   Flags after -- go to both trainers (e.g. -- -b 8 -t 32).
 #
-# The README's plot is dev/compare_ddp_zero3.png:
-#   scripts/compare_ddp_zero3.sh -n 4 -x 150 -p dev/compare_ddp_zero3.png
+# The README's plot is dev/compare_ddp_zero3.png, redrawn by `scripts/figures.sh compare` (this
+#   script with -n 4 -x 120, the picture then moved into place)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 N=4; STEPS=100; MODEL=d2c64h2t64; OUT=; PNG=
 while getopts ":n:x:e:o:p:h" opt; do
   case $opt in
