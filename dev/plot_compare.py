@@ -13,41 +13,20 @@ tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes, with rank 0's bytes.
 Needs matplotlib (Debian: python3-matplotlib).
 """
 
-import argparse
-import csv
+import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import plotlib  # noqa: E402
+
 REQUIRED = ("step", "train_loss", "val_loss", "ms", "comm_bytes", "mem_states_bytes", "mem_peak_bytes")
-
-
-class InputError(Exception):
-    pass
+InputError = plotlib.InputError
 
 
 def read_log(path):
     """-> dict of column -> list (floats; None for an empty val_loss)."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise InputError("%s: cannot read (%s)" % (path, e.strerror or e))
-    if not rows:
-        raise InputError("%s: no rows" % path)
-    missing = [c for c in REQUIRED if c not in rows[0]]
-    if missing:
-        raise InputError("%s: missing columns %s" % (path, ", ".join(missing)))
-    log = {c: [] for c in REQUIRED}
-    for i, row in enumerate(rows):
-        for c in REQUIRED:
-            text = row[c]
-            if c == "val_loss" and text == "":
-                log[c].append(None)
-                continue
-            try:
-                log[c].append(float(text))
-            except (TypeError, ValueError):
-                raise InputError("%s: row %d: %s is %r, not a number" % (path, i + 2, c, text))
-    return log
+    rows = plotlib.read_log(path, REQUIRED)
+    return {c: [r[c] for r in rows] for c in REQUIRED}
 
 
 def mib(x):
@@ -59,6 +38,8 @@ def compare(ddp, zero3):
     steps = min(len(ddp["step"]), len(zero3["step"]))
     if ddp["step"][:steps] != zero3["step"][:steps]:
         raise InputError("the two logs do not cover the same steps")
+    if ddp["mem_states_bytes"][-1] <= 0:
+        raise InputError("the DDP log's mem_states_bytes is %g: not a trainer's log" % ddp["mem_states_bytes"][-1])
     train_diff = [abs(a - b) for a, b in zip(ddp["train_loss"][:steps], zero3["train_loss"][:steps])]
     val_pairs = [(a, b) for a, b in zip(ddp["val_loss"][:steps], zero3["val_loss"][:steps])
                  if a is not None and b is not None]
@@ -80,9 +61,7 @@ def compare(ddp, zero3):
 
 
 def plot(ddp, zero3, numbers, out, title):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotlib.pyplot()
 
     colors = {"DDP": "#1f77b4", "ZeRO-3": "#d62728"}
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
@@ -145,19 +124,18 @@ def plot(ddp, zero3, numbers, out, title):
     ax.grid(alpha=0.3)
 
     fig.tight_layout(rect=(0, 0, 1, 0.96))
-    tmp = out + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
-    import os
-    os.replace(tmp, out)
+    plotlib.save(fig, out)
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = plotlib.ArgumentParser(prog="plot_compare.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ddp", required=True, help="log.csv of the DDP run")
     parser.add_argument("--zero3", required=True, help="log.csv of the ZeRO-3 run")
     parser.add_argument("--out", required=True, help="PNG to write")
     parser.add_argument("--title", default="", help="what the runs were (model, ranks)")
+    parser.add_argument("--replace", action="store_true", help="replace --out if it exists (else: a numbered sibling)")
     args = parser.parse_args(argv)
+    args.out = plotlib.output_path(args.out, args.replace)
     ddp, zero3 = read_log(args.ddp), read_log(args.zero3)
     numbers = compare(ddp, zero3)
     plot(ddp, zero3, numbers, args.out, args.title)
@@ -177,8 +155,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except InputError as e:
-        print("plot_compare.py: error: %s" % e, file=sys.stderr)
-        sys.exit(1)
+    plotlib.run(lambda: main(sys.argv[1:]))

@@ -5,25 +5,26 @@ the runs): one picture, OUT/zeropp_loss.png (train loss smoothed over 10 steps, 
 from exact ZeRO-3, right; validation losses as markers), and the table of final validation losses,
 printed as markdown.
 
-    /usr/bin/python3 dev/plot_zeropp.py OUT       (OUT/{exact,qw8,hp2,qg8,all}/log.csv)
+    /usr/bin/python3 dev/plot_zeropp.py OUT [--replace]      (OUT/{exact,qw8,hp2,qg8,all}/log.csv)
+
+An OUT/zeropp_loss.png that exists is kept unless --replace is given (a numbered sibling then).
 """
-import csv
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import plotlib  # noqa: E402
 
 RUNS = [("exact", "exact ZeRO-3"), ("qw8", "-qw 8 (qwZ)"), ("hp2", "-hp 2 (hpZ)"), ("qg8", "-qg 8 (qgZ)"),
         ("all", "-qw 8 -hp 2 -qg 8")]
 
 
 def read(path):
-    steps, train, val = [], [], []
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            steps.append(int(row["step"]) + 1)
-            train.append(float(row["train_loss"]))
-            if row.get("val_loss"):
-                val.append((int(row["step"]) + 1, float(row["val_loss"])))
-    return steps, train, val
+    rows = plotlib.read_log(path, ("step", "train_loss", "val_loss"))
+    val = [(int(r["step"]) + 1, r["val_loss"]) for r in rows if r["val_loss"] is not None]
+    if not val:
+        raise plotlib.InputError(f"{path}: no validation loss in any row (the table needs the last one)")
+    return [int(r["step"]) + 1 for r in rows], [r["train_loss"] for r in rows], val
 
 
 def smooth(x, k=10):
@@ -31,19 +32,22 @@ def smooth(x, k=10):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: plot_zeropp.py OUT")
-    out = sys.argv[1]
+    ap = plotlib.ArgumentParser(prog="plot_zeropp.py")
+    ap.add_argument("out", help="the folder of dev/zeropp_curves.sh's runs")
+    ap.add_argument("--replace", action="store_true")
+    a = ap.parse_args()
+    out = a.out
+    if not os.path.isdir(out):
+        raise plotlib.InputError(f"{out}: no such folder (dev/zeropp_curves.sh OUT writes the runs)")
+    png = plotlib.output_path(os.path.join(out, "zeropp_loss.png"), a.replace)
     logs = {}
     for name, _ in RUNS:
         p = os.path.join(out, name, "log.csv")
         if os.path.exists(p):
             logs[name] = read(p)
     if "exact" not in logs:
-        sys.exit(f"plot_zeropp.py: error: {out}/exact/log.csv is missing (run dev/zeropp_curves.sh first)")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        raise plotlib.InputError(f"{out}/exact/log.csv is missing (run dev/zeropp_curves.sh first)")
+    plt = plotlib.pyplot()
     fig, (ax, dx) = plt.subplots(1, 2, figsize=(13, 4.8))
     ex_steps, ex_train, _ = logs["exact"]
     for (name, label), style in zip(RUNS, ["-", "--", ":", "-.", "-"]):
@@ -61,8 +65,7 @@ def main():
     dx.set_xlabel("step"); dx.set_ylabel("train loss minus exact ZeRO-3's (10-step mean)")
     dx.set_title("the cost of each idea in loss")
     fig.tight_layout()
-    png = os.path.join(out, "zeropp_loss.png")
-    fig.savefig(png, dpi=110)
+    plotlib.save(fig, png)
     print(f"wrote {png}")
     ex_val = logs["exact"][2][-1][1]
     print("| run | final train loss | final val loss | val minus exact |")
@@ -72,7 +75,8 @@ def main():
             continue
         steps, train, val = logs[name]
         print(f"| `{label}` | {train[-1]:.4f} | {val[-1][1]:.4f} | {val[-1][1] - ex_val:+.4f} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    plotlib.run(main)

@@ -5,22 +5,39 @@
 # of the five loss curves and the table of final validation losses (dev/plot_zeropp.py).
 #   dev/zeropp_curves.sh [OUT]      default OUT=out/zeropp; STEPS=300 B=8 NP=4 BIN=./train_gpt2_zero3
 #   RUNS="qw8 all" picks some of the five (no picture then: plot_zeropp.py OUT draws what is there)
+# A run's folder OUT/NAME that holds an earlier run is refused before the first run (results are never
+# replaced: give another OUT, or RUNS without it); everything is checked before the first run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/args.sh
+[ $# -le 1 ] || die "$2: unexpected argument (usage: dev/zeropp_curves.sh [OUT])"
 out=${1:-out/zeropp}
 steps=${STEPS:-300}
 bin=${BIN:-./train_gpt2_zero3}
 np=${NP:-4}
 B=${B:-8}
+need_int STEPS "$steps" 1 100000000; need_int NP "$np" 1 64; need_int B "$B" 1 1048576
+[ -x "$bin" ] || [ "$bin" = ./train_gpt2_zero3 ] || die "BIN: $bin is not an executable file"
+declare -A runs=([exact]="" [qw8]="-qw 8" [hp2]="-hp 2" [qg8]="-qg 8" [all]="-qw 8 -hp 2 -qg 8")
+names=(${RUNS:-exact qw8 hp2 qg8 all})
+[ ${#names[@]} -gt 0 ] || die "RUNS: names no run (exact qw8 hp2 qg8 all)"
+[ ! -e "$out" ] || [ -d "$out" ] || die "OUT: $out exists and is not a folder"
+[ -d "$(dirname "$out")" ] || [ "$(dirname "$out")" = out ] || die "OUT: the folder $(dirname "$out") (where $out would go) does not exist"
+for name in "${names[@]}"; do
+  [ -n "${runs[$name]+set}" ] || die "RUNS: $name is not a run (exact qw8 hp2 qg8 all)"
+  [ ! -e "$out/$name" ] || need_new_folder "OUT/$name" "$out/$name"
+done
 [ "$(id -u)" -ne 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 flags=(-e d4c128h4t64 -b "$B" -t 64 -x "$steps" -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 4)
-declare -A runs=([exact]="" [qw8]="-qw 8" [hp2]="-hp 2" [qg8]="-qg 8" [all]="-qw 8 -hp 2 -qg 8")
-for name in ${RUNS:-exact qw8 hp2 qg8 all}; do
+[ "$bin" != ./train_gpt2_zero3 ] || make -s train_gpt2_zero3 >/dev/null
+# shellcheck disable=SC2086
+for name in "${names[@]}"; do trainer_accepts "$np" "${flags[@]}" -z 3 ${runs[$name]}; done
+for name in "${names[@]}"; do
   mkdir -p "$out/$name"
   echo "== $name: mpirun -np $np $bin ${flags[*]} ${runs[$name]}"
   # shellcheck disable=SC2086
   OMP_NUM_THREADS=1 mpirun --oversubscribe -np "$np" -x OMP_NUM_THREADS "$bin" "${flags[@]}" ${runs[$name]} \
-    -o "$out/$name" -f 1 > "$out/$name/stdout.txt"
+    -o "$out/$name" > "$out/$name/stdout.txt" 2>&1 || { grep -m1 '^error' "$out/$name/stdout.txt" >&2 || tail -5 "$out/$name/stdout.txt" >&2; exit 1; }
   grep -E "^step +$steps/|ledger:" "$out/$name/stdout.txt"
 done
 [ -n "${RUNS:-}" ] || /usr/bin/python3 dev/plot_zeropp.py "$out"

@@ -2,14 +2,21 @@
 # CPU benchmark: ms/step and tokens/s for one fixed config at 1 and 2 ranks and every ZeRO stage.
 #   scripts/bench_cpu.sh [-e MODEL] [-b B] [-t T] [-x STEPS]
 # The same total work per step at every N (B per rank = B/N), so the figures compare directly.
-# Each run's first step (buffer pool and cache warm-up) is left out of the average.
+# Each run's first step (buffer pool and cache warm-up) is left out of the average, so STEPS >= 2;
+# B is split over 1 and 2 ranks, so it is even.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/args.sh
 MODEL=d2c128h2t64; B=8; T=64; STEPS=8
-while getopts "e:b:t:x:" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;; t) T=$OPTARG;; x) STEPS=$OPTARG;;
-  *) echo "usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS]" >&2; exit 2;; esac; done
+while getopts ":e:b:t:x:" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;; t) T=$OPTARG;; x) STEPS=$OPTARG;;
+  :) die "-$OPTARG: missing its value (usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS])" ;;
+  *) die "-$OPTARG: unknown option (usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS])" ;; esac; done
+shift $((OPTIND - 1)); [ $# -eq 0 ] || die "$1: unexpected argument"
+need_int -b "$B" 2 1048576; [ $((B % 2)) -eq 0 ] || die "-b: $B is split over 1 and 2 ranks: give an even B"
+need_int -t "$T" 1 1048576; need_int -x "$STEPS" 2 100000
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 make -s train_gpt2_zero3 >/dev/null
+for n in 1 2; do trainer_accepts "$n" -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS"; done
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an OMP_NUM_THREADS the user exported
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"

@@ -8,44 +8,51 @@
 #     -n N       ranks                                  default 4
 #     -x STEPS   training steps                         default 100
 #     -e MODEL   model: a descriptor or an llm.c file   default d2c64h2t64
-#     -o DIR     output: DIR/{ddp,zero3}/log.csv, the PNG   default build/compare_ddp_zero3
-#     -p PNG     where the plot goes                    default DIR/compare_ddp_zero3.png
+#     -o DIR     output: DIR/{ddp,zero3}/log.csv, the PNG   default build/compare_ddp_zero3, or the
+#                first free build/compare_ddp_zero3.1, .2, ...; a DIR given must be new or empty
+#     -p PNG     where the plot goes                    default DIR/compare_ddp_zero3.png; a PNG
+#                that exists is kept (the plot goes to a numbered sibling)
 #   Flags after -- go to both trainers (e.g. -- -b 8 -t 32).
 #
-# The README's plot is dev/compare_ddp_zero3.png:
-#   scripts/compare_ddp_zero3.sh -n 4 -x 150 -p dev/compare_ddp_zero3.png
+# The README's plot is dev/compare_ddp_zero3.png, redrawn by `scripts/figures.sh compare` (this
+#   script with -n 4 -x 120, the picture then moved into place)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
-N=4; STEPS=100; MODEL=d2c64h2t64; OUT=build/compare_ddp_zero3; PNG=
-while getopts "n:x:e:o:p:h" opt; do
+. scripts/args.sh
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+N=4; STEPS=100; MODEL=d2c64h2t64; OUT=; PNG=
+while getopts ":n:x:e:o:p:h" opt; do
   case $opt in
     n) N=$OPTARG ;; x) STEPS=$OPTARG ;; e) MODEL=$OPTARG ;; o) OUT=$OPTARG ;; p) PNG=$OPTARG ;;
     h) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    :) die "-$OPTARG: missing its value (-h for help)" ;;
+    *) die "-$OPTARG: unknown option (-h for help)" ;;
   esac
 done
 shift $((OPTIND - 1))
 [ "${1:-}" = "--" ] && shift
-case $N in ''|*[!0-9]*) echo "compare_ddp_zero3.sh: -n must be a positive integer, got '$N'" >&2; exit 2 ;; esac
-case $STEPS in ''|*[!0-9]*) echo "compare_ddp_zero3.sh: -x must be a positive integer, got '$STEPS'" >&2; exit 2 ;; esac
-[ "$N" -ge 1 ] && [ "$STEPS" -ge 1 ] || { echo "compare_ddp_zero3.sh: -n and -x must be >= 1" >&2; exit 2; }
+need_int -n "$N" 1 64; need_int -x "$STEPS" 1 100000000
+if [ -n "$OUT" ]; then need_new_folder -o "$OUT"; else OUT=$(free_name build/compare_ddp_zero3); fi
 PNG=${PNG:-$OUT/compare_ddp_zero3.png}
+case "$PNG" in *.png) ;; *) die "-p: $PNG: a picture's name ends in .png" ;; esac
+[ "$(dirname "$PNG")" = "$OUT" ] || need_writable_folder -p "$(dirname "$PNG")"
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # one OpenMP thread per rank when the ranks already cover the cores
 cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / N > 0 ? cores / N : 1 ))}
-
-echo "== building the DDP and ZeRO binaries"
-make -s train_gpt2_zero3 ddp
-mkdir -p "$OUT"
 # the same model, data, init (-S) and schedule for both; only the stage differs
 FLAGS=(-e "$MODEL" -b 4 -t 64 -x "$STEPS" -l 1e-3 -u 10 -q 0.1 -c 0.1 -v 25 -m 4 -S 1337 "$@")
+
+echo "== building the DDP and ZeRO binaries"
+make -s train_gpt2_zero3
+for z in 0 3; do trainer_accepts "$N" "${FLAGS[@]}" -z $z; done
+make -s ddp
+mkdir -p "$OUT"
 run() {   # run NAME BINARY STAGE
   echo "== $1: mpirun -np $N $2 -z $3 ${FLAGS[*]} -o $OUT/$1"
-  rm -rf "${OUT:?}/$1"
-  mpirun -np "$N" "$2" "${FLAGS[@]}" -z "$3" -o "$OUT/$1" >"$OUT/$1.out" 2>&1 || { tail -20 "$OUT/$1.out"; exit 1; }
+  mpirun -np "$N" "$2" "${FLAGS[@]}" -z "$3" -o "$OUT/$1" >"$OUT/$1.out" 2>&1 ||
+    { grep -m1 '^error' "$OUT/$1.out" >&2 || tail -20 "$OUT/$1.out" >&2; exit 1; }
   grep -E '^step' "$OUT/$1.out" | sed -n '1p;$p'
 }
 t0=$(date +%s)

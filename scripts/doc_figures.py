@@ -30,6 +30,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plotlib  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BLOCK = re.compile(r"^<!-- figure: (?P<cmd>.*?) -->\n(?P<fence>```[a-z]*)\n(?P<body>.*?)^```\n<!-- end -->$",
                    re.M | re.S)
@@ -55,22 +58,29 @@ def figures(text):
         yield m, text.count("\n", 0, m.start()) + 1
 
 
+def read_document(name):
+    path = os.path.join(ROOT, name)
+    if not name.endswith(".md"):
+        raise plotlib.InputError(f"{name}: not a Markdown file (.md)")
+    try:
+        with plotlib.open_input(path) as f:
+            return f.read()
+    except UnicodeDecodeError:
+        raise plotlib.InputError(f"{name}: not UTF-8 text")
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0] not in ("--check", "--write", "--list"):
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
+        plotlib.fail("usage: doc_figures.py --check | --write | --list [FILE.md ...] (the first argument, "
+                     f"got {args[0] if args else 'none'!r})")
     mode, files = args[0], args[1:]
     if not files:
         files = ["README.md"] + sorted(glob.glob("docs/*.md", root_dir=ROOT))
+    texts = {name: read_document(name) for name in files}   # every file read before any command runs
     failures = checked = 0
     for name in files:
-        path = os.path.join(ROOT, name)
-        try:
-            text = open(path, encoding="utf-8").read()
-        except OSError as e:
-            print(f"doc_figures.py: error: {name}: {e.strerror}", file=sys.stderr)
-            return 2
+        path, text = os.path.join(ROOT, name), texts[name]
         if len(re.findall(r"^<!-- figure:", text, re.M)) != len(list(figures(text))):
             print(f"error: {name}: a '<!-- figure: CMD -->' marker without its fenced block and '<!-- end -->'",
                   file=sys.stderr)
@@ -111,4 +121,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    plotlib.run(main)

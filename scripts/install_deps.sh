@@ -2,6 +2,8 @@
 # Installs the Debian packages this project needs: MPI, Python with torch/numpy/regex/matplotlib.
 # Idempotent (does nothing when all are present), quiet, and loud on failure.
 set -euo pipefail
+[ $# -eq 0 ] || { echo "error: $1: install_deps.sh takes no arguments" >&2; exit 2; }
+command -v dpkg-query >/dev/null 2>&1 || { echo "error: dpkg-query: not found: this script installs Debian/Ubuntu packages; elsewhere install by hand: gcc, make, OpenMPI, Python 3 with torch, numpy, regex, matplotlib, node and npm" >&2; exit 1; }
 pkgs=(build-essential openmpi-bin libopenmpi-dev python3-torch python3-numpy python3-regex python3-matplotlib libopenblas0-pthread clang-14 libclang-rt-14-dev nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -15,11 +17,13 @@ read -r -a missing <<< "${missing[*]:-}"
 if [ ${#missing[@]} -eq 0 ]; then echo "install_deps: all packages present"; exit 0; fi
 echo "install_deps: installing ${missing[*]}"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+[ -z "$SUDO" ] || command -v sudo >/dev/null 2>&1 || { echo "error: installing ${missing[*]} needs root, and there is no sudo: run as root, or install them by hand" >&2; exit 1; }
 export DEBIAN_FRONTEND=noninteractive
-if ! $SUDO apt-get update -qq >/tmp/install_deps.log 2>&1 || \
-   ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/install_deps.log 2>&1; then
-  echo "install_deps: FAILED installing ${missing[*]}; last lines of /tmp/install_deps.log:" >&2
-  tail -n 20 /tmp/install_deps.log >&2
+log=$(mktemp "${TMPDIR:-/tmp}/install_deps.XXXXXX.log")   # a fresh log: an earlier one is kept
+if ! $SUDO apt-get update -qq >"$log" 2>&1 || \
+   ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+  tail -n 20 "$log" | sed 's/^/  /' >&2
+  echo "error: apt-get could not install ${missing[*]} (the lines above; all of it in $log)" >&2
   exit 1
 fi
 echo "install_deps: done"

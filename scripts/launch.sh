@@ -23,27 +23,32 @@
 # which every node must see (a shared file system), then runs the command in its place.
 set -uo pipefail
 
-usage() {
-  echo "usage: $0 -n N [--hostid-per-rank] [--] COMMAND [ARGS...]" >&2
-  echo "       $0 [--hostid-per-rank] [--] COMMAND [ARGS...]   (one rank, under srun or torchrun)" >&2
-  exit 2
+USAGE="usage: $0 -n N [--hostid-per-rank] [--] COMMAND [ARGS...], or without -n under srun or torchrun"
+die() { echo "error: $*" >&2; exit 2; }
+# the command every rank will run: found and executable, checked before any rank starts
+need_command() {
+  [ $# -ge 1 ] || die "no command given ($USAGE)"
+  case "$1" in
+    */*) [ -f "$1" ] && [ -x "$1" ] || die "$1: not an executable file" ;;
+    *) command -v "$1" >/dev/null 2>&1 || die "$1: command not found" ;;
+  esac
 }
 
 n=""
 hostid=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n) [ $# -ge 2 ] || { echo "launch.sh: -n needs a value" >&2; usage; }; n="$2"; shift 2 ;;
+    -n) [ $# -ge 2 ] || die "-n: missing its value ($USAGE)"; n="$2"; shift 2 ;;
     --hostid-per-rank) hostid=1; shift ;;
     --) shift; break ;;
-    -h|--help) usage ;;
-    -*) echo "launch.sh: unknown option $1" >&2; usage ;;
+    -h|--help) echo "$USAGE"; exit 0 ;;
+    -*) die "$1: unknown option ($USAGE)" ;;
     *) break ;;
   esac
 done
 # one rank of a job started by Slurm or torchrun: take the rank and world size from them, run in place
 if [ -z "$n" ] && { [ -n "${SLURM_PROCID:-}" ] || [ -n "${RANK:-}" ]; }; then
-  [ $# -ge 1 ] || { echo "launch.sh: no command given" >&2; usage; }
+  need_command "$@"
   if [ -n "${SLURM_PROCID:-}" ]; then
     export RANK="$SLURM_PROCID" WORLD_SIZE="${SLURM_NTASKS:-${SLURM_NPROCS:-}}" LOCAL_RANK="${SLURM_LOCALID:-0}"
     job="slurm${SLURM_JOB_ID:-0}.${SLURM_STEP_ID:-0}"
@@ -52,20 +57,19 @@ if [ -z "$n" ] && { [ -n "${SLURM_PROCID:-}" ] || [ -n "${RANK:-}" ]; }; then
     job="torchrun${TORCHELASTIC_RUN_ID:-}.${MASTER_PORT:-0}"
   fi
   for v in RANK WORLD_SIZE LOCAL_RANK; do
-    [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "launch.sh: $v='${!v}' is not a number (from Slurm or torchrun's variables)" >&2; exit 2; }
+    [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v='${!v}' is not a number (from Slurm or torchrun's variables)"
   done
-  [ "$RANK" -lt "$WORLD_SIZE" ] || { echo "launch.sh: RANK=$RANK is not below WORLD_SIZE=$WORLD_SIZE" >&2; exit 2; }
+  [ "$RANK" -lt "$WORLD_SIZE" ] || die "RANK=$RANK is not below WORLD_SIZE=$WORLD_SIZE"
   export ZERO3_RENDEZVOUS="${ZERO3_RENDEZVOUS:-$PWD/.zero3_rendezvous.$job}"
   [ "$hostid" -eq 1 ] && export NCCL_HOSTID="zero3-launch-rank$RANK"
   exec "$@"
 fi
-if ! [[ "$n" =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 1024 ]; then
-  echo "launch.sh: -n expects a number of ranks in 1..1024, got '${n}'" >&2
-  exit 2
+if ! [[ "$n" =~ ^[0-9]{1,4}$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 1024 ]; then
+  die "-n: expects a number of ranks in 1..1024, got '${n}'"
 fi
-[ $# -ge 1 ] || { echo "launch.sh: no command given" >&2; usage; }
+need_command "$@"
 
-dir="$(mktemp -d "${TMPDIR:-/tmp}/zero3_launch.XXXXXX")" || { echo "launch.sh: cannot create a temporary directory" >&2; exit 1; }
+dir="$(mktemp -d "${TMPDIR:-/tmp}/zero3_launch.XXXXXX")" || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done

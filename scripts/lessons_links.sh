@@ -5,19 +5,29 @@
 #   pitfall2 pitfall 2 (docs/primer.md): with a high latency per ring step, too-fine units (-wrap half)
 #            cost visibly more than coarse ones (-wrap 2).
 #   scripts/lessons_links.sh ex6|pitfall2 [PNG_DIR]      (default docs/)
+# A picture that exists in PNG_DIR is kept: the new one goes to a numbered sibling (time_ex6_z2.1.png),
+# and the last line names the pictures drawn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LESSON=${1:?usage: $0 ex6|pitfall2 [PNG_DIR]}; DIR=${2:-docs}
+. scripts/args.sh
+USAGE="usage: $0 ex6|pitfall2 [PNG_DIR]"
+[ $# -ge 1 ] && [ $# -le 2 ] || die "expected a lesson and an optional folder ($USAGE)"
+LESSON=$1; DIR=${2:-docs}
+case $LESSON in ex6|pitfall2) ;; *) die "$LESSON: not a lesson ($USAGE)" ;; esac
+need_writable_folder PNG_DIR "$DIR"
+drawn=()
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 make -s train_gpt2_zero3 >/dev/null
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 run() {   # name, title, flags
   local name=$1 title=$2; shift 2
-  mpirun -np 2 ./train_gpt2_zero3 -v 0 -x 6 -tr "$tmp/$name.json" "$@" >"$tmp/$name.out" 2>&1 || { cat "$tmp/$name.out"; exit 1; }
+  mpirun -np 2 ./train_gpt2_zero3 -v 0 -x 6 -tr "$tmp/$name.json" "$@" >"$tmp/$name.out" 2>&1 ||
+    { grep -m1 '^error' "$tmp/$name.out" >&2 || cat "$tmp/$name.out" >&2; exit 1; }
   printf '%-34s' "$title"; grep '^time: measured  compute' "$tmp/$name.out" | sed 's/^time: measured //'
   printf '%-34s' "  (planner)"; grep '^time: planner' "$tmp/$name.out" | tail -1 | sed 's/^time: planner //'
-  $PY scripts/plot_trace.py "$tmp/$name.json" "$DIR/time_${name}.png" --title "$title: $*" >/dev/null
+  local png; png=$($PY scripts/plot_trace.py "$tmp/$name.json" "$DIR/time_${name}.png" --title "$title: $*") || exit 1
+  drawn+=("${png%%: step*}")
 }
 case $LESSON in
 ex6)
@@ -33,6 +43,5 @@ pitfall2)
   run p2_wrap2 "ZeRO-3 -wrap 2 (coarse units)" -e d4c64h2t64 -b 4 -t 64 -z 3 -wrap 2 $LINKS
   run p2_half "ZeRO-3 -wrap half (fine units)" -e d4c64h2t64 -b 4 -t 64 -z 3 -wrap half $LINKS
   ;;
-*) echo "usage: $0 ex6|pitfall2 [PNG_DIR]" >&2; exit 2;;
 esac
-echo "pictures: $DIR/time_*.png"
+echo "pictures: ${drawn[*]}"

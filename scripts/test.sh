@@ -7,6 +7,9 @@
 #   TESTS="safety checkpoint" scripts/test.sh    a subset (tests/test_<name>.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/args.sh
+[ $# -eq 0 ] || die "$1: test.sh takes no arguments (a subset: TESTS=\"safety checkpoint\" scripts/test.sh)"
+for t in ${TESTS:-}; do [ -f "tests/test_$t.sh" ] || die "TESTS: $t is not a test (tests/test_$t.sh does not exist)"; done
 bash scripts/install_deps.sh
 make -s data
 make test

@@ -7,7 +7,8 @@
 #   scripts/train.sh --cpu | --gpu     choose
 #   scripts/train.sh --pretrained      start from OpenAI's GPT-2 124M (llm.c's gpt2_124M.bin, downloaded
 #                                      once into data/, or found in the cache folder): Shakespeare in minutes
-#   scripts/train.sh --out DIR         the output folder (default out/cpu, out/gpu, out/*_pretrained)
+#   scripts/train.sh --out DIR         the output folder (default out/cpu, out/gpu, out/*_pretrained);
+#                                      a -o among the extra flags is the same as --out
 #   scripts/train.sh -- FLAGS...       extra trainer flags, appended (e.g. -- -x 1000 -s 200)
 #
 # CPU: min(4, cores) ranks of a small model (-e d4c128h4t64) for 300 steps, a few minutes on a laptop,
@@ -15,30 +16,91 @@
 # out/cpu or out/gpu (log.csv, checkpoints, model.bin) and the loss plot out/*/loss.png. Run again
 # after an interruption (Ctrl-C, SIGTERM): it resumes any unfinished run, judged by what its last
 # checkpoint says the run was started to do (its step and its -x), and continues to that -x unless
-# the extra flags give another; after a finished run it starts over. It says which it does.
+# the extra flags give another. It never replaces a run: when the folder holds a finished run (or one
+# it cannot read), the new run goes beside it, into the first free DIR.1, DIR.2, ...; -- -f 1 starts
+# over in DIR itself and -- -y 1 resumes there, as the trainer does. It says which it does, and
+# decides from the folder the trainer will write (the last -o), before any install or build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/args.sh
 
-mode=auto; pretrained=0; extra=(); out=
+mode=auto; pretrained=0; extra=(); out=; user_out=; user_resume=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) mode=cpu; shift ;;
     --gpu) mode=gpu; shift ;;
     --pretrained) pretrained=1; shift ;;
-    --out) [ $# -ge 2 ] || { echo "train.sh: --out needs a folder" >&2; exit 2; }; out=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] && [ -n "$2" ] || die "--out: needs a folder"; out=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "train.sh: unknown option $1 (-h for help)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -*) die "$1: unknown option (-h for help; trainer flags go after --, as in scripts/train.sh -- -x 1000)" ;;
+    *) die "$1: unexpected argument (-h for help)" ;;
   esac
 done
 
-bash scripts/install_deps.sh
-make -s data
+# the extra flags, as the trainer reads them: pairs, the last of each flag winning. -o, -y and -f are
+# taken out here and given back after the decision below, so that it is made from what the trainer gets.
+rest=()
+for ((i = 0; i < ${#extra[@]}; i += 2)); do
+  f=${extra[$i]}
+  case "$f" in -?*) ;; *) die "$f: expected a trainer flag (-x, -o, ...) after --" ;; esac
+  [ $((i + 1)) -lt ${#extra[@]} ] || die "$f: missing its value (after --)"
+  v=${extra[$((i + 1))]}
+  case "$f" in
+    -o) [ -n "$v" ] || die "-o: needs a folder"; user_out=$v ;;
+    -y|-f) need_int "$f" "$v" 0 1; [ "$v" = 0 ] || user_resume=("$f" 1) ;;
+    *) rest+=("$f" "$v") ;;
+  esac
+done
+[ -z "$out" ] || [ -z "$user_out" ] || [ "$out" = "$user_out" ] ||
+  die "--out $out and -- -o $user_out name two output folders: give one"
+out=${user_out:-$out}
 if [ "$mode" = auto ]; then
   mode=cpu
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
      { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then mode=gpu; fi
 fi
+if [ -z "$out" ]; then out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained; fi
+[ ! -e "$out" ] || [ -d "$out" ] || die "--out: $out exists and is not a folder"
+parent=$(dirname "$out")
+[ -d "$parent" ] || [ "$parent" = out ] || die "--out: the folder $parent (where $out would go) does not exist"
+
+# word K of a checkpoint's meta.bin, a little-endian int64 (docs/CHECKPOINT_FORMAT.md: 3 the step, 21 -x)
+meta_word() { [ -f "$1" ] || return 0; od -An -t d8 -j $(( $2 * 8 )) -N 8 "$1" 2>/dev/null | tr -d ' '; }
+holds_run() { [ -e "$1/latest" ] || [ -e "$1/log.csv" ] || [ -e "$1/model.bin" ] || compgen -G "$1/ckpt_*" >/dev/null; }
+# "STEP TOTAL" of the run in folder $1, from its last checkpoint; empty when none can be read
+checkpoint_of() {
+  local latest= meta step total
+  [ ! -f "$1/latest" ] || latest=$(head -c 64 "$1/latest" | head -1 || true)   # never a FIFO
+  case "$latest" in ckpt_*) meta=$1/$latest/meta.bin ;; *) return 0 ;; esac
+  step=$(meta_word "$meta" 3); total=$(meta_word "$meta" 21)
+  [ -z "$step" ] || [ -z "$total" ] || echo "$step $total"
+}
+# The folder of this run (run_dir) and the trainer's flags that go with it (run_flags): the user's
+# -y 1 / -f 1 in $out as given; else the newest folder of the series out, out.1, out.2 ... resumed
+# when its run is unfinished, or a new folder beside it.
+choose_folder() {
+  run_dir=$out; run_flags=("${user_resume[@]}")
+  if [ ${#user_resume[@]} -gt 0 ]; then echo "train.sh: ${user_resume[*]} in $out, as given" >&2; return; fi
+  local newest= next=$out k=1 ck
+  while [ -e "$next" ]; do newest=$next; next=$out.$k; k=$((k + 1)); done
+  if [ -z "$newest" ] || ! holds_run "$newest"; then run_dir=${newest:-$out}; return; fi
+  ck=$(checkpoint_of "$newest")
+  if [ -n "$ck" ] && [ "${ck% *}" -lt "${ck#* }" ]; then
+    run_dir=$newest; run_flags=(-y 1 -x "${ck#* }")
+    echo "train.sh: resuming the unfinished run in $newest: its checkpoint is at step ${ck% *} of the ${ck#* } it was started to do" >&2
+  elif [ -n "$ck" ]; then
+    run_dir=$next
+    echo "train.sh: the run in $newest finished (${ck% *} of ${ck#* } steps): this run goes beside it, into $next (-- -f 1 would start over in $out)" >&2
+  else
+    run_dir=$next
+    echo "train.sh: $newest holds no readable checkpoint: this run goes beside it, into $next (-- -f 1 would start over in $out)" >&2
+  fi
+}
+choose_folder
+
+bash scripts/install_deps.sh
+make -s data
 [ "$(id -u)" -ne 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # --pretrained: llm.c's GPT-2 124M model file (fp32, 548 MB)
@@ -56,36 +118,13 @@ if [ "$pretrained" -eq 1 ]; then
     echo "train.sh: downloading $url"
     if ! /usr/bin/python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$url" "$model.tmp"; then
       rm -f "$model.tmp"
-      echo "train.sh: error: cannot download $url; put gpt2_124M.bin (from llm.c) in data/ or in \$ZERO3_DATA_CACHE, or train from scratch without --pretrained" >&2
+      echo "error: --pretrained: cannot download $url; put gpt2_124M.bin (from llm.c) in data/ or in \$ZERO3_DATA_CACHE, or train from scratch without --pretrained" >&2
       exit 1
     fi
     mv "$model.tmp" "$model"
   fi
   init=(-e "$model")
 fi
-
-# a folder this script owns: resume an unfinished run, start over after a finished one
-if [ -z "$out" ]; then out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained; fi
-# word K of a checkpoint's meta.bin, a little-endian int64 (docs/CHECKPOINT_FORMAT.md: 3 the step, 21 -x)
-meta_word() { od -An -t d8 -j $(( $2 * 8 )) -N 8 "$1" 2>/dev/null | tr -d ' '; }
-resume_or_fresh() {   # the flags for out/: -y 1 -x TOTAL (unfinished), -f 1 (finished or unreadable), none (empty)
-  local latest meta step total
-  [ -e "$out/latest" ] || [ -e "$out/log.csv" ] || return 0
-  latest=; [ ! -f "$out/latest" ] || latest=$(head -c 64 "$out/latest" | head -1 || true)   # never a FIFO
-  meta=$out/$latest/meta.bin
-  case "$latest" in ckpt_*) ;; *) meta=/nonexistent ;; esac
-  step=$(meta_word "$meta" 3); total=$(meta_word "$meta" 21)
-  if [ -n "$step" ] && [ -n "$total" ] && [ "$step" -lt "$total" ]; then
-    echo "train.sh: resuming the unfinished run in $out: its checkpoint is at step $step of the $total it was started to do" >&2
-    echo "-y 1 -x $total"
-  elif [ -n "$step" ] && [ -n "$total" ]; then
-    echo "train.sh: the run in $out finished ($step of $total steps): starting over (-f 1)" >&2
-    echo "-f 1"
-  else
-    echo "train.sh: $out holds no readable checkpoint: starting over (-f 1)" >&2
-    echo "-f 1"
-  fi
-}
 
 if [ "$mode" = gpu ]; then
   ngpu=$(nvidia-smi -L | wc -l)
@@ -110,9 +149,9 @@ else
   [ "$pretrained" -eq 0 ] || { steps=40; flags=(-b 4 -t 64 -x "$steps" -l 1e-4 -v 10 -m 2 -s 20 -g 64 -n 10); }
   bin=./train_gpt2_zero3
 fi
-# shellcheck disable=SC2046
-cmd=("${launch[@]}" "$bin" "${init[@]}" "${flags[@]}" -o "$out" $(resume_or_fresh) "${extra[@]}")
+cmd=("${launch[@]}" "$bin" "${init[@]}" "${flags[@]}" -o "$run_dir" "${run_flags[@]}" "${rest[@]}")
 echo "train.sh: ${cmd[*]}"
 OMP_NUM_THREADS=1 "${cmd[@]}"
-/usr/bin/python3 scripts/plot_loss.py "$out/log.csv" "$out/loss.png"
-echo "train.sh: done: $out/model.bin (llm.c format), $out/log.csv, $out/loss.png"
+# the picture of this folder's own log (resumed, the log goes on): redrawn in place
+/usr/bin/python3 scripts/plot_loss.py "$run_dir/log.csv" "$run_dir/loss.png" --replace
+echo "train.sh: done: $run_dir/model.bin (llm.c format), $run_dir/log.csv, $run_dir/loss.png"

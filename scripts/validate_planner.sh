@@ -6,11 +6,22 @@
 # and the replay of its own calibration steps over the links (host/predict.h).
 #   scripts/validate_planner.sh [--ci | --docs] [-o TABLE.md]
 # --ci (default): a tiny model, 4 steps a row (a few seconds each); --docs: a larger model, 10 steps.
+# -o TABLE.md is checked before the first run; one that exists is kept, the table goes to a numbered
+# sibling (TABLE.1.md), and the last line names it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/args.sh
 MODE=ci; OUT=""
-while [ $# -gt 0 ]; do case $1 in --ci) MODE=ci;; --docs) MODE=docs;; -o) OUT=$2; shift;;
-  *) echo "usage: $0 [--ci | --docs] [-o TABLE.md]" >&2; exit 2;; esac; shift; done
+USAGE="usage: $0 [--ci | --docs] [-o TABLE.md]"
+while [ $# -gt 0 ]; do case $1 in --ci) MODE=ci;; --docs) MODE=docs;;
+  -o) [ $# -ge 2 ] && [ -n "$2" ] || die "-o: missing its file name ($USAGE)"; OUT=$2; shift;;
+  *) die "$1: unknown argument ($USAGE)";; esac; shift; done
+if [ -n "$OUT" ]; then
+  [ ! -d "$OUT" ] || die "-o: $OUT is a folder"
+  case "$OUT" in *.md) ;; *) die "-o: $OUT: the table is Markdown: its name ends in .md" ;; esac
+  need_writable_folder -o "$(dirname "$OUT")"
+  OUT=$(free_name "$OUT")
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 make -s train_gpt2_zero3 >/dev/null
@@ -29,12 +40,14 @@ for c in "${CONFIGS[@]}"; do
     i=$((i + 1))
     # shellcheck disable=SC2086
     mpirun -np "$np" ./train_gpt2_zero3 $MODEL -v 0 -l 1e-3 $flags $lflags >"$tmp/$i.out" 2>&1 \
-      || { cat "$tmp/$i.out" >&2; echo "error: $label, $lname: the run failed" >&2; exit 1; }
+      || { sed '/^error/d' "$tmp/$i.out" >&2; echo "error: $label, $lname: the run failed: $(grep -m1 '^error' "$tmp/$i.out" || echo "exit status $?")" >&2; exit 1; }
     printf '%s\t%s\t%s\n' "$label" "$lname" "$tmp/$i.out" >>"$tmp/index"
   done
 done
 $PY - "$tmp/index" "${OUT:-/dev/null}" <<'EOF'
-import re, sys
+import os, re, sys
+sys.path.insert(0, "scripts")
+import plotlib
 rows = []
 for line in open(sys.argv[1]):
     label, links, path = line.rstrip("\n").split("\t")
@@ -42,6 +55,8 @@ for line in open(sys.argv[1]):
     t = {}
     for who in ("planner", "replay", "measured"):
         m = re.findall(rf"^time: {who} +compute +([\d.]+) ms \| comm +([\d.]+) ms \| exposed +([\d.]+) ms \| step +([\d.]+) ms", text, re.M)
+        if not m:
+            plotlib.fail(f"{label}, {links}: the run printed no 'time: {who}' line")
         t[who] = [float(x) for x in m[-1]]
     rows.append((label, links, t))
 def err(p, m): return f"{100 * (p / m - 1):+.0f}%" if m > 0 else "-"
@@ -59,5 +74,9 @@ n = sum(1 for _, l, _ in rows if l != "unlimited")
 summary = f"step time within 15% on emulated links: planner {within('planner')} of {n} rows, replay {within('replay')} of {n}"
 print(summary)
 if sys.argv[2] != "/dev/null":
-    open(sys.argv[2], "w").write(table + "\n\n" + summary + "\n")
+    tmp = f"{sys.argv[2]}.{os.getpid()}.tmp"   # beside, then renamed: never a partial table
+    with open(tmp, "w") as f:
+        f.write(table + "\n\n" + summary + "\n")
+    os.replace(tmp, sys.argv[2])
+    print(f"table: {sys.argv[2]}")
 EOF

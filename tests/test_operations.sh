@@ -12,7 +12,7 @@
 #  4. one log per history: -f 1 killed before its first checkpoint leaves log.csv as it was, and the
 #     resumed run's log equals an uninterrupted run's;
 #  5. scripts/train.sh stopped beyond its default 300 steps resumes (judged by the checkpoint's -x);
-#     after a finished run it starts over;
+#     after the finished run, the next goes beside it (DIR.1) and the finished one is untouched;
 #  6. the planner refuses what a run refuses (same line), 64-bit (-b 65536 -t 65536, a huge -d),
 #     and -hs / -wrap change the plan.
 . "$(dirname "$0")/lib.sh"
@@ -193,8 +193,9 @@ scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 1000 >"$work/ts2.out" 2>
 grep -q "^train.sh: resuming the unfinished run in $work/ts: its checkpoint is at step [3-9][0-9][0-9] of the 1000" "$work/ts2.out" || { head -20 "$work/ts2.out"; fail "train.sh: no resume"; }
 [ "$(cut -d, -f1 "$work/ts/log.csv" | sed 1d | sort -n | uniq | wc -l)" -eq 1000 ] || fail "train.sh: the log does not hold steps 0..999 once each"
 scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 20 >"$work/ts3.out" 2>&1 || { tail "$work/ts3.out"; fail "train.sh: the third call failed"; }
-grep -q "^train.sh: the run in $work/ts finished (1000 of 1000 steps): starting over (-f 1)" "$work/ts3.out" || fail "train.sh: a finished run was not started over"
-echo "ok   train.sh -- -x 1000 stopped $(grep -o 'after step [0-9]*' "$work/ts1.out"): the next call resumed it to 1000; after that, started over"
+grep -q "^train.sh: the run in $work/ts finished (1000 of 1000 steps): this run goes beside it, into $work/ts.1" "$work/ts3.out" || fail "train.sh: a finished run's new run did not go beside it"
+[ "$(cut -d, -f1 "$work/ts/log.csv" | sed 1d | sort -n | uniq | wc -l)" -eq 1000 ] && [ "$(sed 1d "$work/ts.1/log.csv" | wc -l)" -eq 20 ] || fail "train.sh: the finished run's log was touched, or the new run's is not beside it"
+echo "ok   train.sh -- -x 1000 stopped $(grep -o 'after step [0-9]*' "$work/ts1.out"): the next call resumed it to 1000; after that, a new run beside it"
 
 # ---------------------------------------------------------------- 6. the planner refuses what a run refuses
 same_line() {   # same_line WHAT ARGS...: -plan 2 and a 2-rank run print the same error line

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Every script a user runs holds the trainer's standard (docs/operations.md, "What a run guarantees"):
+#  1. each script under scripts/ (but the gpu_* ones and cluster.sh, tested with the GPU visit and the
+#     cluster) and the README's dev/ scripts is fed at least one bad argument and one damaged input
+#     (a truncated or empty log, a truncated or damaged trace, a truncated model file, a garbage
+#     table, a non-executable command, a picture git does not hold; where a script reads no file,
+#     an output path that cannot be one): one line starting 'error' naming the argument or file, a
+#     non-zero exit, no traceback; a script left without both kinds of case fails this test;
+#  2. nothing already on disk changes: a prepared folder (a finished run, its trace, the damaged
+#     files) has the same names and checksums after every case;
+#  3. scripts/train.sh decides from the folder the trainer gets: the user's -o holding an unfinished
+#     run is resumed (its logged losses kept), never started over; a folder whose checkpoint cannot be
+#     read gets the new run beside it (DIR.1) and is itself untouched;
+#  4. a picture that exists is kept: the new one goes to a numbered sibling;
+#  5. bench_variants.sh on one rank leaves out the variants the trainer refuses there (HSDP, -wrap 2
+#     on 3 blocks), saying why, instead of failing in the middle;
+#  6. pitfalls.sh with a bad rank count prints no figure.
+. "$(dirname "$0")/lib.sh"
+make -s train_gpt2_zero3 >/dev/null || fail "build"
+M=(-e d2c48h2t32 -b 2 -t 32)
+
+# ---------------------------------------------------------------- the prepared folder
+keep=$work/keep; mkdir -p "$keep"
+mpirun -np 2 $BIN "${M[@]}" -x 2 -v 1 -m 1 -n 1 -o "$keep/run" -tr "$keep/trace.json" >"$work/prep.out" 2>&1 ||
+  { cat "$work/prep.out"; fail "the prepared run"; }
+log=$keep/run/log.csv
+head -c 200 "$log" >"$keep/truncated.csv"              # the header and half a row
+: >"$keep/empty.csv"
+head -1 "$log" >"$keep/header_only.csv"
+head -c 2000 /dev/urandom >"$keep/garbage.csv"
+head -c 3000 "$keep/trace.json" >"$keep/truncated.json"
+echo '{"traceEvents": [{"ph": "X", "pid": 0, "cat": "step"}]}' >"$keep/damaged.json"
+head -c 1000 "$keep/run/model.bin" >"$keep/truncated.bin"
+printf -- '-z 0    12.5 MiB   7   1 MiB   2 XB\n' >"$keep/variants.txt"
+printf '# a figure without its block\n\n<!-- figure: echo hi -->\n' >"$keep/broken.md"
+printf 'echo never run\n' >"$keep/not_executable.sh"
+mkdir -p "$keep/zp/exact"; cp "$keep/truncated.csv" "$keep/zp/exact/log.csv"
+echo picture >"$keep/kept.png"
+snapshot() { (cd "$keep" && find . | sort && find . -type f -exec sha256sum {} + | sort); }
+snapshot >"$work/before"
+
+# ---------------------------------------------------------------- 1. bad arguments, damaged inputs
+declare -A arg_cases=() input_cases=()
+# bad SCRIPT KIND PATTERN COMMAND...: the command fails as a bad input does, without a traceback
+bad() {
+  local script=$1 kind=$2 pattern=$3 rc; shift 3
+  timeout 120 "$@" >"$work/o" 2>"$work/e" </dev/null; rc=$?
+  check_failed "$script ($*)" "$rc" "$work/o" "$work/e" "$pattern" 120
+  ! grep -q Traceback "$work/o" "$work/e" || { cat "$work/e"; fail "$script ($*): a traceback"; }
+  if [ "$kind" = arg ]; then arg_cases[$script]=1; else input_cases[$script]=1; fi
+  echo "ok   $script, $kind: $(grep '^error' "$work/e")"
+}
+P=$PY
+bad scripts/plot_loss.py arg "required: png" $P scripts/plot_loss.py "$log"
+bad scripts/plot_loss.py arg "folder $work/nowhere does not exist" $P scripts/plot_loss.py "$log" "$work/nowhere/l.png"
+bad scripts/plot_loss.py input "truncated.csv: line 2: .* fields" $P scripts/plot_loss.py "$keep/truncated.csv" "$work/l.png"
+bad scripts/plot_loss.py input "empty.csv: empty" $P scripts/plot_loss.py "$keep/empty.csv" "$work/l.png"
+bad scripts/plot_loss.py input "header_only.csv: a header and no rows" $P scripts/plot_loss.py "$keep/header_only.csv" "$work/l.png"
+bad scripts/plot_loss.py input "garbage.csv: not" $P scripts/plot_loss.py "$keep/garbage.csv" "$work/l.png"
+bad scripts/plot_trace.py arg "--step 7: .*trace.json holds steps 0..1" $P scripts/plot_trace.py "$keep/trace.json" "$work/t.png" --step 7
+bad scripts/plot_trace.py arg "argument --step: invalid" $P scripts/plot_trace.py "$keep/trace.json" "$work/t.png" --step x
+bad scripts/plot_trace.py arg "folder $work/nowhere does not exist" $P scripts/plot_trace.py "$keep/trace.json" "$work/nowhere/t.png"
+bad scripts/plot_trace.py input "truncated.json: not a trace: not JSON" $P scripts/plot_trace.py "$keep/truncated.json" "$work/t.png"
+bad scripts/plot_trace.py input "damaged.json: a damaged event" $P scripts/plot_trace.py "$keep/damaged.json" "$work/t.png"
+bad scripts/plot_trace.py input "empty.csv: not a trace" $P scripts/plot_trace.py "$keep/empty.csv" "$work/t.png"
+bad dev/plot_compare.py arg "required: --zero3" $P dev/plot_compare.py --ddp "$log" --out "$work/c.png"
+bad dev/plot_compare.py input "truncated.csv: line 2" $P dev/plot_compare.py --ddp "$log" --zero3 "$keep/truncated.csv" --out "$work/c.png"
+bad dev/plot_figures.py arg "usage: plot_figures.py" $P dev/plot_figures.py bogus "$work/f.png"
+bad dev/plot_figures.py input "variants.txt: line 1: a damaged row" $P dev/plot_figures.py stages "$keep/variants.txt" "$work/f.png" T
+bad dev/plot_figures.py input "header_only.csv: a header and no rows" $P dev/plot_figures.py losses "$work/f.png" T "a=$keep/header_only.csv"
+bad dev/plot_zeropp.py arg "nowhere: no such folder" $P dev/plot_zeropp.py "$work/nowhere"
+bad dev/plot_zeropp.py input "zp/exact/log.csv: line 2" $P dev/plot_zeropp.py "$keep/zp"
+bad scripts/doc_figures.py arg "usage: doc_figures.py" $P scripts/doc_figures.py --bogus
+bad scripts/doc_figures.py input "broken.md: a '<!-- figure: CMD -->' marker without" $P scripts/doc_figures.py --check "$keep/broken.md"
+bad scripts/bench_cpu.sh arg "^error: -b: 3 is split over 1 and 2 ranks" scripts/bench_cpu.sh -b 3
+bad scripts/bench_cpu.sh input "truncated.bin: too short" scripts/bench_cpu.sh -e "$keep/truncated.bin" -x 2
+bad scripts/bench_time.sh arg "^error: -n: 0 is out of range" scripts/bench_time.sh -n 0
+bad scripts/bench_time.sh input "truncated.bin: too short" scripts/bench_time.sh -e "$keep/truncated.bin"
+bad scripts/bench_variants.sh arg "^error: -n: expected an integer" scripts/bench_variants.sh -n x
+bad scripts/bench_variants.sh input "truncated.bin: too short" scripts/bench_variants.sh -e "$keep/truncated.bin"
+bad scripts/compare_ddp_zero3.sh arg "^error: -o: .*keep holds earlier results" scripts/compare_ddp_zero3.sh -o "$keep"
+bad scripts/compare_ddp_zero3.sh input "truncated.bin: too short" scripts/compare_ddp_zero3.sh -n 1 -e "$keep/truncated.bin" -o "$work/cmp"
+[ ! -e "$work/cmp" ] || fail "compare_ddp_zero3.sh made its folder before refusing the model"
+bad scripts/pitfalls.sh arg "^error: -n: 0 is out of range" scripts/pitfalls.sh -n 0 2
+bad scripts/pitfalls.sh arg "^error: 4: not a pitfall" scripts/pitfalls.sh 4
+bad scripts/pitfalls.sh input "^error: -n: expected an integer" scripts/pitfalls.sh -n "$keep/run/log.csv"
+[ ! -s "$work/o" ] || { cat "$work/o"; fail "pitfalls.sh printed figures for a bad rank count"; }
+bad scripts/lessons_links.sh arg "^error: ex7: not a lesson" scripts/lessons_links.sh ex7 "$work"
+bad scripts/lessons_links.sh input "^error: PNG_DIR: .*log.csv is not a folder" scripts/lessons_links.sh ex6 "$log"
+bad scripts/validate_planner.sh arg "^error: --bogus: unknown argument" scripts/validate_planner.sh --bogus
+bad scripts/validate_planner.sh input "^error: -o: .*run is a folder" scripts/validate_planner.sh -o "$keep/run"
+bad scripts/figures.sh arg "^error: bogus: not a part" scripts/figures.sh text bogus
+bad scripts/launch.sh arg "^error: -n: expects a number of ranks" scripts/launch.sh -n 0 true
+bad scripts/launch.sh input "not_executable.sh: not an executable file" scripts/launch.sh -n 2 "$keep/not_executable.sh"
+bad scripts/launch.sh input "^error: RANK='x' is not a number" env -u SLURM_PROCID RANK=x WORLD_SIZE=2 scripts/launch.sh true
+bad scripts/test.sh arg "^error: x: test.sh takes no arguments" scripts/test.sh x
+bad scripts/test.sh input "^error: TESTS: bogus is not a test" env TESTS=bogus scripts/test.sh
+bad scripts/install_deps.sh arg "^error: x: install_deps.sh takes no arguments" scripts/install_deps.sh x
+bad scripts/install_deps.sh input "^error: dpkg-query: not found" env PATH=/nonexistent /bin/bash scripts/install_deps.sh
+bad dev/zeropp_curves.sh arg "^error: RUNS: bogus is not a run" env RUNS=bogus dev/zeropp_curves.sh "$work/zq"
+bad dev/zeropp_curves.sh input "^error: OUT/exact: .*holds earlier results" dev/zeropp_curves.sh "$keep/zp"
+bad scripts/train.sh arg "^error: -x: unknown option .*after --" scripts/train.sh -x 3
+bad scripts/train.sh arg "^error: --out .* and -- -o .* name two output folders" scripts/train.sh --out "$work/a" -- -o "$work/b"
+bad scripts/train.sh input "truncated.bin: too short" scripts/train.sh --cpu -- "${M[@]}" -e "$keep/truncated.bin" -x 1 -o "$work/ts_bad"
+
+# figures.sh refuses to redraw a picture git does not hold: in a clone with this tree's scripts
+git clone -q --shared . "$work/clone" 2>/dev/null || fail "git clone"
+cp scripts/*.sh scripts/*.py "$work/clone/scripts/"
+echo changed >>"$work/clone/docs/trace_step.png"
+bad scripts/figures.sh input "^error: docs/trace_step.png: has changes git does not hold" bash "$work/clone/scripts/figures.sh" trace
+[ "$(tail -c 8 "$work/clone/docs/trace_step.png")" = changed ] || fail "figures.sh touched the changed picture"
+
+for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name 'gpu_*' ! -name 'cluster*' | sort) dev/plot_compare.py \
+         dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh; do
+  [ -n "${arg_cases[$s]:-}" ] && [ -n "${input_cases[$s]:-}" ] || fail "$s: no bad-argument or no damaged-input case in this test"
+done
+echo "ok   every script: ${#arg_cases[@]} scripts with bad arguments, ${#input_cases[@]} with damaged inputs"
+
+# ---------------------------------------------------------------- 4. a picture that exists is kept
+mkdir "$work/pics"; echo picture >"$work/pics/loss.png"
+out=$($PY scripts/plot_loss.py "$log" "$work/pics/loss.png") || fail "plot_loss.py: $out"
+[ "$(cat "$work/pics/loss.png")" = picture ] && [ -s "$work/pics/loss.1.png" ] || fail "plot_loss.py replaced loss.png: $out"
+echo "$out" | grep -q "^loss plot: $work/pics/loss.1.png" || fail "plot_loss.py did not name its sibling: $out"
+ls -a "$work/pics" | grep -q tmp && fail "a temp file left beside the picture"
+echo "ok   an existing loss.png is kept: $out"
+
+# ---------------------------------------------------------------- 3. train.sh decides from the trainer's -o
+T=(-e d2c48h2t32 -b 2 -t 32 -v 0 -s 0 -n 1)
+u=$work/user_run
+mpirun -np 2 $BIN "${T[@]}" -x 60 -o "$u" -link 0.02 >"$work/u.out" 2>&1 & pid=$!   # ~0.7 s a step
+for _ in $(seq 100); do [ -f "$u/latest" ] && break; sleep 0.1; done
+kill -TERM "$pid"; wait "$pid"
+grep -q "^stopped by SIGTERM after step" "$work/u.out" || { tail -3 "$work/u.out"; fail "the unfinished run did not stop"; }
+before=$(sed 1d "$u/log.csv" | cut -d, -f1,2)
+scripts/train.sh --cpu -- "${T[@]}" -o "$u" >"$work/ts.out" 2>&1 || { tail "$work/ts.out"; fail "train.sh -- -o USER_RUN"; }
+grep -q "^train.sh: resuming the unfinished run in $u: its checkpoint is at step [0-9]* of the 60" "$work/ts.out" ||
+  { grep train.sh "$work/ts.out"; fail "train.sh did not resume the run in the -o it passed on"; }
+[ "$(sed 1d "$u/log.csv" | cut -d, -f1,2 | head -"$(echo "$before" | wc -l)")" = "$before" ] || fail "the resumed run's earlier losses changed"
+[ "$(sed 1d "$u/log.csv" | wc -l)" -eq 60 ] || fail "the resumed run does not log steps 0..59"
+echo "ok   train.sh -- -o USER_RUN resumed the user's unfinished run to step 60, its logged losses kept"
+d=$work/damaged_run; cp -r "$keep/run" "$d"; echo garbage >"$d/latest"
+sum_d=$(cd "$d" && find . -type f -exec sha256sum {} + | sort)
+scripts/train.sh --cpu --out "$d" -- "${T[@]}" -x 2 >"$work/ts2.out" 2>&1 || { tail "$work/ts2.out"; fail "train.sh into a damaged run"; }
+grep -q "^train.sh: $d holds no readable checkpoint: this run goes beside it, into $d.1" "$work/ts2.out" || { grep train.sh "$work/ts2.out"; fail "train.sh: no run beside the damaged one"; }
+[ "$(cd "$d" && find . -type f -exec sha256sum {} + | sort)" = "$sum_d" ] || fail "train.sh changed the damaged run's folder"
+[ "$(sed 1d "$d.1/log.csv" | wc -l)" -eq 2 ] && [ -s "$d.1/loss.png" ] || fail "the new run beside it has no log or picture"
+echo "ok   train.sh beside a folder with a garbage latest: $d.1, the folder itself unchanged"
+
+# ---------------------------------------------------------------- 5. bench_variants.sh leaves out what one rank refuses
+out=$(scripts/bench_variants.sh -n 1 -e d3c48h2t32 -x 1 -b 1 -t 32 2>"$work/bv.err") || { cat "$work/bv.err"; fail "bench_variants.sh -n 1"; }
+grep -q "^bench_variants.sh: -z 3 -hs 1 left out on 1 ranks: flag -hs" "$work/bv.err" &&
+  grep -q "^bench_variants.sh: -z 3 -wrap 2 left out on 1 ranks: flag -wrap" "$work/bv.err" || { cat "$work/bv.err"; fail "bench_variants.sh: no line for the variants left out"; }
+[ "$(echo "$out" | grep -c '^-z ')" -eq 9 ] || fail "bench_variants.sh -n 1: want 9 variant rows: $out"
+echo "ok   bench_variants.sh -n 1: 9 variants run, -hs 1 and -wrap 2 left out with the trainer's reason"
+
+# ---------------------------------------------------------------- 2. nothing on disk changed
+snapshot >"$work/after"
+diff "$work/before" "$work/after" >&2 || fail "the prepared folder changed"
+echo "ok   the prepared folder: the same $(grep -c '^\./' "$work/before") names and checksums after every case"
