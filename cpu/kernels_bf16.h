@@ -127,24 +127,47 @@ static inline uint16_t bk_elem(const void *m, int is_bf16, size_t idx) {
     return is_bf16 ? ((const uint16_t *)m)[idx] : f32_to_bf16(((const float *)m)[idx]);
 }
 
+// the pair words of one contiguous run x[0..depth) (the last word's high half 0 if depth is odd).
+// In memory, bf16 in order ARE the words (little-endian: k low, k+1 high); the loop vectorizes.
+static inline void bk_pairs_of_run(uint32_t *words, const float *x, int depth) {
+    int full = depth / 2;
+    for (int kp = 0; kp < full; kp++) words[kp] = bk_pair(f32_to_bf16(x[2 * kp]), f32_to_bf16(x[2 * kp + 1]));
+    if (depth % 2) words[full] = bk_pair(f32_to_bf16(x[depth - 1]), 0);
+}
+
 // A rows [0,rows) x depth [0,depth) (fp32, rounded here) into panels of BK_TILE_ROWS rows, panel p
 // at dst + p*pairs*BK_TILE_ROWS, pair-major inside; rows past `rows` are zero.
 static inline void bk_pack_a(uint32_t *dst, const float *a, size_t a_rs, size_t a_ks, int rows, int depth) {
     int pairs = (depth + 1) / 2, panels = (rows + BK_TILE_ROWS - 1) / BK_TILE_ROWS;
-    for (int p = 0; p < panels; p++) {
-        uint32_t *panel = dst + (size_t)p * pairs * BK_TILE_ROWS;
-        int n_rows = rows - p * BK_TILE_ROWS < BK_TILE_ROWS ? rows - p * BK_TILE_ROWS : BK_TILE_ROWS;
-        const float *src = a + (size_t)p * BK_TILE_ROWS * a_rs;
+    if (a_ks == 1) {
+        // rows of A are contiguous (inp, dout): convert a row's run at once, then deal its words out
+        uint32_t words[BK_DEPTH_BLOCK / 2];
+        for (int r = 0; r < rows; r++) {
+            bk_pairs_of_run(words, a + (size_t)r * a_rs, depth);
+            uint32_t *col = dst + (size_t)(r / BK_TILE_ROWS) * pairs * BK_TILE_ROWS + r % BK_TILE_ROWS;
+            for (int kp = 0; kp < pairs; kp++) col[(size_t)kp * BK_TILE_ROWS] = words[kp];
+        }
+    } else {
+        // A is read as a transpose (a_rs == 1: dout^T): k and k+1 are two contiguous runs of rows
         for (int kp = 0; kp < pairs; kp++) {
-            size_t k = 2 * (size_t)kp;
-            int has_hi = (int)k + 1 < depth;
-            for (int r = 0; r < n_rows; r++) {
-                const float *e = src + r * a_rs + k * a_ks;
-                panel[(size_t)kp * BK_TILE_ROWS + r] = bk_pair(f32_to_bf16(e[0]), has_hi ? f32_to_bf16(e[a_ks]) : 0);
+            const float *lo = a + (size_t)(2 * kp) * a_ks, *hi = lo + a_ks;
+            int has_hi = 2 * kp + 1 < depth;
+            for (int p = 0; p * BK_TILE_ROWS < rows; p++) {
+                uint32_t *w = dst + ((size_t)p * pairs + kp) * BK_TILE_ROWS;
+                int n_rows = rows - p * BK_TILE_ROWS < BK_TILE_ROWS ? rows - p * BK_TILE_ROWS : BK_TILE_ROWS;
+                if (n_rows == BK_TILE_ROWS && has_hi)
+                    for (int r = 0; r < BK_TILE_ROWS; r++)
+                        w[r] = bk_pair(f32_to_bf16(lo[p * BK_TILE_ROWS + r]), f32_to_bf16(hi[p * BK_TILE_ROWS + r]));
+                else
+                    for (int r = 0; r < n_rows; r++)
+                        w[r] = bk_pair(f32_to_bf16(lo[p * BK_TILE_ROWS + r]), has_hi ? f32_to_bf16(hi[p * BK_TILE_ROWS + r]) : 0);
             }
-            for (int r = n_rows; r < BK_TILE_ROWS; r++) panel[(size_t)kp * BK_TILE_ROWS + r] = 0;
         }
     }
+    int tail_rows = rows % BK_TILE_ROWS;   // the last panel's missing rows
+    if (tail_rows)
+        for (int kp = 0; kp < pairs; kp++)
+            for (int r = tail_rows; r < BK_TILE_ROWS; r++) dst[((size_t)(panels - 1) * pairs + kp) * BK_TILE_ROWS + r] = 0;
 }
 
 // B depth [0,depth) x cols [0,cols) (cols <= BK_TILE_COLS; fp32 or bf16) into
@@ -157,7 +180,25 @@ static inline void bk_pack_b(uint32_t *panel, const void *b, int b_bf16, size_t 
         const uint16_t *w = b;
         for (int n = 0; n < cols; n++)
             for (int kp = 0; kp < pairs; kp++) memcpy(panel + (size_t)kp * BK_TILE_COLS + n, w + n * b_ns + 2 * kp, 4);
+    } else if (b_ns == 1) {
+        // rows of B are contiguous (W for dinp, inp for dweight): interleave rows k and k+1
+        for (int kp = 0; kp < pairs; kp++) {
+            size_t k = 2 * (size_t)kp;
+            int has_hi = (int)k + 1 < depth;
+            uint32_t *row = panel + (size_t)kp * BK_TILE_COLS;
+            if (b_bf16) {
+                const uint16_t *lo = (const uint16_t *)b + k * b_ks, *hi = lo + b_ks;
+                for (int n = 0; n < cols; n++) row[n] = bk_pair(lo[n], has_hi ? hi[n] : 0);
+            } else {
+                const float *lo = (const float *)b + k * b_ks, *hi = lo + b_ks;
+                if (has_hi)
+                    for (int n = 0; n < cols; n++) row[n] = bk_pair(f32_to_bf16(lo[n]), f32_to_bf16(hi[n]));
+                else
+                    for (int n = 0; n < cols; n++) row[n] = bk_pair(f32_to_bf16(lo[n]), 0);
+            }
+        }
     } else {
+        // any other stride (an odd depth of W^T): element by element
         for (int kp = 0; kp < pairs; kp++) {
             size_t k = 2 * (size_t)kp;
             int has_hi = (int)k + 1 < depth;

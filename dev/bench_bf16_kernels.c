@@ -7,7 +7,9 @@ peak of its instruction (dev/bench_peak.h: fp32 FMA for fp32, VDPBF16PS for bf16
     make bench_bf16_kernels && ./build/bench_bf16_kernels      # 1 and 2 threads
     ./build/bench_bf16_kernels 1 4                             # any list of thread counts
 A forward is 2*BT*C*OC flops, its backward twice that (dinp and dweight; dbias is negligible); the
-same count for every precision, so GFLOP/s compare times directly. The portable path is timed too:
+same count for every precision, so GFLOP/s compare times directly. Times are CPU time over threads
+(as the peaks', see dev/bench_peak.h), so a busy machine slows the figures less than it would the
+wall clock. The portable path is timed too:
 it is what a CPU without AVX512_BF16 runs (its fraction is of the fp32 FMA peak, the instruction it
 uses). Each time is the best of a few runs after one warm-up.
 */
@@ -35,7 +37,7 @@ static uint16_t *to_bf16(const float *x, size_t n) {
 #define BEST_TIME(best, reps, call) do { \
     call; (best) = 1e30; \
     for (int rep_ = 0; rep_ < (reps); rep_++) { \
-        double t0_ = peak_now(); call; double dt_ = peak_now() - t0_; \
+        double t0_ = peak_now(threads); call; double dt_ = peak_now(threads) - t0_; \
         if (dt_ < (best)) (best) = dt_; } } while (0)
 
 typedef struct { const char *name; int C, OC; } LinearShape;
@@ -61,7 +63,7 @@ int main(int argc, char **argv) {
     for (int tc = 0; tc < n_counts; tc++) {
         int threads = counts[tc];
         omp_set_num_threads(threads);
-        double peak_fma = peak_gflops(PEAK_FP32_FMA, threads, 3), peak_dp = peak_gflops(PEAK_BF16_DP, threads, 3);
+        double peak_fma = peak_gflops(PEAK_FP32_FMA, threads, 10), peak_dp = peak_gflops(PEAK_BF16_DP, threads, 10);
         printf("\n%d thread(s): measured peak fp32 FMA %.1f GFLOP/s, VDPBF16PS %.1f GFLOP/s\n", threads, peak_fma, peak_dp);
         printf("%-8s %5s %6s | %-21s | %-21s | %-21s | %s\n", "layer", "C", "OC", "fp32 fwd / bwd", "bf16 avx512 fwd / bwd",
                "bf16 portable fwd/bwd", "GFLOP/s (fraction of its peak)");
@@ -76,7 +78,7 @@ int main(int argc, char **argv) {
             uint16_t *dw16 = to_bf16(dw, (size_t)OC * C), *db16 = to_bf16(db, OC);
             for (size_t i = 0; i < (size_t)OC * C; i++) dw16[i] = 0;   // gradients that stay small
             for (int i = 0; i < OC; i++) db16[i] = 0;
-            int reps = OC > 10000 ? 2 : 5;
+            int reps = OC > 10000 ? 3 : 10;
             double flops = 2.0 * BT * C * OC, t[6];
             BEST_TIME(t[0], reps, matmul_forward(out, inp, w, bias, B, T, C, OC));
             BEST_TIME(t[1], reps, matmul_backward(dinp, dw, db, dout, inp, w, B, T, C, OC));

@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
            "ratio");
     for (int i = 0; i < n_counts; i++) {
         int t = counts[i];
-        double fma = peak_gflops(PEAK_FP32_FMA, t, 3), dp = peak_gflops(PEAK_BF16_DP, t, 3);
+        double fma = peak_gflops(PEAK_FP32_FMA, t, 10), dp = peak_gflops(PEAK_BF16_DP, t, 10);
         printf("%-8d | %10.1f (%6.1f)%10s | %10.1f (%6.1f)%10s | %.2f\n", t, fma, fma / t, "", dp, dp / t, "",
                fma > 0 ? dp / fma : 0.0);
     }

@@ -4,7 +4,9 @@ dev/bench_peak.c and dev/bench_bf16_kernels.c (which prints each kernel's fracti
 
 Each thread runs 12 independent dependency chains of one 512-bit instruction (12 chains hide a
 latency of up to 12 cycles at one instruction a cycle; Zen 4's FMA has 4, VDPBF16PS 6), for a fixed
-number of rounds, and the time is that of the slowest thread, best of a few tries. Flops are counted
+number of rounds, best of a few tries. Time is this process's CPU time over its threads (peak_now):
+on a shared machine wall-clock time would also count other programs' turns on the cores, while the
+CPU time counts only the time the threads ran (waiting at a barrier included). Flops are counted
 as the matmuls count them, 2 per multiply-add:
     VFMADD231PS zmm   16 fp32 lanes x (1 mul + 1 add)                      = 32 flops
     VDPBF16PS   zmm   16 fp32 lanes x 2 bf16 pairs each x (1 mul + 1 add)  = 64 flops
@@ -23,12 +25,13 @@ x86-64 only; a CPU without AVX-512 (or without AVX512_BF16) reports that peak as
 
 typedef enum { PEAK_FP32_FMA, PEAK_BF16_DP } PeakInstruction;
 #define PEAK_CHAINS 12
-#define PEAK_ROUNDS 20000000L   // of 12 instructions: 240M instructions, about 0.1 s per core
+#define PEAK_ROUNDS 5000000L    // of 12 instructions: 60M instructions, about 0.02-0.06 s a core
 
-static double peak_now(void) {
+// seconds of CPU time this process has used, over `threads` threads: the time one thread ran
+static double peak_now(int threads) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (ts.tv_sec + 1e-9 * ts.tv_nsec) / threads;
 }
 
 #if defined(__x86_64__)
@@ -76,7 +79,7 @@ static double peak_gflops(PeakInstruction which, int threads, int tries) {
     double flops_per_instruction = which == PEAK_FP32_FMA ? 32.0 : 64.0, best = 0.0;
     for (int t = 0; t < tries; t++) {
         volatile float sink = 0.0f;
-        double t0 = peak_now();
+        double t0 = peak_now(threads);
         #pragma omp parallel num_threads(threads)
         {
             float r = 0.0f;
@@ -86,7 +89,7 @@ static double peak_gflops(PeakInstruction which, int threads, int tries) {
             #pragma omp atomic
             sink += r;
         }
-        double seconds = peak_now() - t0;
+        double seconds = peak_now(threads) - t0;
         double gflops = threads * (double)PEAK_ROUNDS * PEAK_CHAINS * flops_per_instruction / seconds * 1e-9;
         if (gflops > best) best = gflops;
         (void)sink;
