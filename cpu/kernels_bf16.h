@@ -135,39 +135,47 @@ static inline void bk_pairs_of_run(uint32_t *words, const float *x, int depth) {
     if (depth % 2) words[full] = bk_pair(f32_to_bf16(x[depth - 1]), 0);
 }
 
+// Words from one A panel to the next: a panel's pairs plus one cache line, so that panels do not sit
+// a power of two apart (writing a pair of every panel, as the transposed packing does, would then hit
+// a single set of the L1 cache again and again)
+static inline size_t bk_a_panel_stride(int pairs) { return (size_t)pairs * BK_TILE_ROWS + 16; }
+#define BK_A_BLOCK_WORDS (BK_ROW_BLOCK / BK_TILE_ROWS * (BK_DEPTH_BLOCK / 2 * BK_TILE_ROWS + 16))
+
 // A rows [0,rows) x depth [0,depth) (fp32, rounded here) into panels of BK_TILE_ROWS rows, panel p
-// at dst + p*pairs*BK_TILE_ROWS, pair-major inside; rows past `rows` are zero.
+// at dst + p*bk_a_panel_stride(pairs), pair-major inside; rows past `rows` are zero.
 static inline void bk_pack_a(uint32_t *dst, const float *a, size_t a_rs, size_t a_ks, int rows, int depth) {
     int pairs = (depth + 1) / 2, panels = (rows + BK_TILE_ROWS - 1) / BK_TILE_ROWS;
+    size_t stride = bk_a_panel_stride(pairs);
     if (a_ks == 1) {
         // rows of A are contiguous (inp, dout): convert a row's run at once, then deal its words out
         uint32_t words[BK_DEPTH_BLOCK / 2];
         for (int r = 0; r < rows; r++) {
             bk_pairs_of_run(words, a + (size_t)r * a_rs, depth);
-            uint32_t *col = dst + (size_t)(r / BK_TILE_ROWS) * pairs * BK_TILE_ROWS + r % BK_TILE_ROWS;
+            uint32_t *col = dst + (size_t)(r / BK_TILE_ROWS) * stride + r % BK_TILE_ROWS;
             for (int kp = 0; kp < pairs; kp++) col[(size_t)kp * BK_TILE_ROWS] = words[kp];
         }
     } else {
-        // A is read as a transpose (a_rs == 1: dout^T): k and k+1 are two contiguous runs of rows
+        // A is read as a transpose (a_rs == 1: dout^T): k and k+1 are two contiguous runs of rows,
+        // made into words in one loop over all rows (it vectorizes), then dealt out 8 to a panel
+        uint32_t words[BK_ROW_BLOCK];
         for (int kp = 0; kp < pairs; kp++) {
             const float *lo = a + (size_t)(2 * kp) * a_ks, *hi = lo + a_ks;
-            int has_hi = 2 * kp + 1 < depth;
-            for (int p = 0; p * BK_TILE_ROWS < rows; p++) {
-                uint32_t *w = dst + ((size_t)p * pairs + kp) * BK_TILE_ROWS;
+            if (2 * kp + 1 < depth)
+                for (int r = 0; r < rows; r++) words[r] = bk_pair(f32_to_bf16(lo[r]), f32_to_bf16(hi[r]));
+            else
+                for (int r = 0; r < rows; r++) words[r] = bk_pair(f32_to_bf16(lo[r]), 0);
+            for (int p = 0; p < panels; p++) {
                 int n_rows = rows - p * BK_TILE_ROWS < BK_TILE_ROWS ? rows - p * BK_TILE_ROWS : BK_TILE_ROWS;
-                if (n_rows == BK_TILE_ROWS && has_hi)
-                    for (int r = 0; r < BK_TILE_ROWS; r++)
-                        w[r] = bk_pair(f32_to_bf16(lo[p * BK_TILE_ROWS + r]), f32_to_bf16(hi[p * BK_TILE_ROWS + r]));
-                else
-                    for (int r = 0; r < n_rows; r++)
-                        w[r] = bk_pair(f32_to_bf16(lo[p * BK_TILE_ROWS + r]), has_hi ? f32_to_bf16(hi[p * BK_TILE_ROWS + r]) : 0);
+                uint32_t *w = dst + (size_t)p * stride + (size_t)kp * BK_TILE_ROWS;
+                if (n_rows == BK_TILE_ROWS) memcpy(w, words + p * BK_TILE_ROWS, BK_TILE_ROWS * sizeof(uint32_t));
+                else memcpy(w, words + p * BK_TILE_ROWS, n_rows * sizeof(uint32_t));
             }
         }
     }
     int tail_rows = rows % BK_TILE_ROWS;   // the last panel's missing rows
     if (tail_rows)
         for (int kp = 0; kp < pairs; kp++)
-            for (int r = tail_rows; r < BK_TILE_ROWS; r++) dst[((size_t)(panels - 1) * pairs + kp) * BK_TILE_ROWS + r] = 0;
+            for (int r = tail_rows; r < BK_TILE_ROWS; r++) dst[(size_t)(panels - 1) * stride + (size_t)kp * BK_TILE_ROWS + r] = 0;
 }
 
 // B depth [0,depth) x cols [0,cols) (cols <= BK_TILE_COLS; fp32 or bf16) into
@@ -308,7 +316,7 @@ static inline void bk_tile(Bf16Path path, float *out, size_t ldo, const uint32_t
 static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a, size_t a_rs, size_t a_ks,
                            const void *b, int b_bf16, size_t b_ks, size_t b_ns, const float *bias, int accumulate,
                            int M, int N, int K) {
-    uint32_t a_block[BK_ROW_BLOCK * BK_DEPTH_BLOCK / 2] __attribute__((aligned(64)));
+    uint32_t a_block[BK_A_BLOCK_WORDS] __attribute__((aligned(64)));
     uint32_t b_panel[BK_DEPTH_BLOCK / 2 * BK_TILE_COLS] __attribute__((aligned(64)));
     size_t b_elem = b_bf16 ? sizeof(uint16_t) : sizeof(float);
     for (int r0 = 0; r0 < M; r0 += BK_ROW_BLOCK) {
@@ -324,7 +332,7 @@ static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a
                 for (int r = 0; r < rows; r += BK_TILE_ROWS) {
                     int tile_rows = rows - r < BK_TILE_ROWS ? rows - r : BK_TILE_ROWS;
                     bk_tile(path, out + (size_t)(r0 + r) * ldo + n0, ldo,
-                            a_block + (size_t)(r / BK_TILE_ROWS) * pairs * BK_TILE_ROWS, b_panel, pairs,
+                            a_block + (size_t)(r / BK_TILE_ROWS) * bk_a_panel_stride(pairs), b_panel, pairs,
                             tile_rows, cols, bias ? bias + n0 : NULL, mode);
                 }
             }
