@@ -147,12 +147,16 @@ static inline void bk_pack_a(uint32_t *dst, const float *a, size_t a_rs, size_t 
     int pairs = (depth + 1) / 2, panels = (rows + BK_TILE_ROWS - 1) / BK_TILE_ROWS;
     size_t stride = bk_a_panel_stride(pairs);
     if (a_ks == 1) {
-        // rows of A are contiguous (inp, dout): convert a row's run at once, then deal its words out
-        uint32_t words[BK_DEPTH_BLOCK / 2];
-        for (int r = 0; r < rows; r++) {
-            bk_pairs_of_run(words, a + (size_t)r * a_rs, depth);
-            uint32_t *col = dst + (size_t)(r / BK_TILE_ROWS) * stride + r % BK_TILE_ROWS;
-            for (int kp = 0; kp < pairs; kp++) col[(size_t)kp * BK_TILE_ROWS] = words[kp];
+        // rows of A are contiguous (inp, dout): a panel's rows made into words run by run (the
+        // conversion vectorizes), then transposed into the panel 8 x 8 words at a time
+        uint32_t words[BK_TILE_ROWS][BK_DEPTH_BLOCK / 2 + 8];
+        for (int p = 0; p < panels; p++) {
+            int n_rows = rows - p * BK_TILE_ROWS < BK_TILE_ROWS ? rows - p * BK_TILE_ROWS : BK_TILE_ROWS;
+            for (int r = 0; r < n_rows; r++) bk_pairs_of_run(words[r], a + (size_t)(p * BK_TILE_ROWS + r) * a_rs, depth);
+            for (int r = n_rows; r < BK_TILE_ROWS; r++) memset(words[r], 0, pairs * sizeof(uint32_t));
+            uint32_t *panel = dst + (size_t)p * stride;
+            for (int kp = 0; kp < pairs; kp++)
+                for (int r = 0; r < BK_TILE_ROWS; r++) panel[(size_t)kp * BK_TILE_ROWS + r] = words[r][kp];
         }
     } else {
         // A is read as a transpose (a_rs == 1: dout^T): k and k+1 are two contiguous runs of rows,
