@@ -6,10 +6,10 @@ peak of its instruction (dev/bench_peak.h: fp32 FMA for fp32, VDPBF16PS for bf16
 
     make bench_bf16_kernels && ./build/bench_bf16_kernels      # 1 and 2 threads
     ./build/bench_bf16_kernels 1 4                             # any list of thread counts
+    BENCH_CLOCK=cpu ./build/bench_bf16_kernels 1               # one thread, on a shared machine
 A forward is 2*BT*C*OC flops, its backward twice that (dinp and dweight; dbias is negligible); the
-same count for every precision, so GFLOP/s compare times directly. Times are CPU time over threads
-(as the peaks', see dev/bench_peak.h), so a busy machine slows the figures less than it would the
-wall clock. The portable path is timed too:
+same count for every precision, so GFLOP/s compare times directly. Times are taken by the peaks'
+clock (dev/bench_peak.h: BENCH_CLOCK=cpu for one thread on a busy machine). The portable path is timed too:
 it is what a CPU without AVX512_BF16 runs (its fraction is of the fp32 FMA peak, the instruction it
 uses). Each time is the best of a few runs after one warm-up.
 */

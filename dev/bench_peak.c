@@ -4,6 +4,7 @@ in GFLOP/s, per thread count (dev/bench_peak.h says how it runs and how flops ar
 
     make bench_peak && ./build/bench_peak          # 1 and 2 threads
     ./build/bench_peak 1 2 4                       # any list of thread counts
+    BENCH_CLOCK=cpu ./build/bench_peak 1           # one thread, on a shared machine
 The matmuls' fractions of these peaks: dev/bench_bf16_kernels.c.
 */
 #include <stdio.h>

@@ -4,9 +4,11 @@ dev/bench_peak.c and dev/bench_bf16_kernels.c (which prints each kernel's fracti
 
 Each thread runs 12 independent dependency chains of one 512-bit instruction (12 chains hide a
 latency of up to 12 cycles at one instruction a cycle; Zen 4's FMA has 4, VDPBF16PS 6), for a fixed
-number of rounds, best of a few tries. Time is this process's CPU time over its threads (peak_now):
-on a shared machine wall-clock time would also count other programs' turns on the cores, while the
-CPU time counts only the time the threads ran (waiting at a barrier included). Flops are counted
+number of rounds, best of a few tries. Time (peak_now) is the wall clock, or with BENCH_CLOCK=cpu in
+the environment this process's CPU time over its threads: on a shared, busy machine the wall clock
+also counts other programs' turns on the cores, and one thread's CPU time does not. With more than one
+thread the CPU time undercounts (a thread asleep at a barrier is not charged while its partner waits
+for a core), so figures for several threads need an idle machine and the wall clock. Flops are counted
 as the matmuls count them, 2 per multiply-add:
     VFMADD231PS zmm   16 fp32 lanes x (1 mul + 1 add)                      = 32 flops
     VDPBF16PS   zmm   16 fp32 lanes x 2 bf16 pairs each x (1 mul + 1 add)  = 64 flops
@@ -18,6 +20,8 @@ x86-64 only; a CPU without AVX-512 (or without AVX512_BF16) reports that peak as
 
 #include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -27,11 +31,13 @@ typedef enum { PEAK_FP32_FMA, PEAK_BF16_DP } PeakInstruction;
 #define PEAK_CHAINS 12
 #define PEAK_ROUNDS 5000000L    // of 12 instructions: 60M instructions, about 0.02-0.06 s a core
 
-// seconds of CPU time this process has used, over `threads` threads: the time one thread ran
+// seconds: of the wall clock, or (BENCH_CLOCK=cpu) of this process's CPU time over `threads`
 static double peak_now(int threads) {
+    const char *clock_name = getenv("BENCH_CLOCK");
+    int cpu = clock_name && !strcmp(clock_name, "cpu");
     struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (ts.tv_sec + 1e-9 * ts.tv_nsec) / threads;
+    clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return (ts.tv_sec + 1e-9 * ts.tv_nsec) / (cpu ? threads : 1);
 }
 
 #if defined(__x86_64__)
