@@ -118,8 +118,12 @@ static inline void f32_from_bf16_array(float *dst, const uint16_t *src, size_t n
 #ifndef BK_DEPTH_BLOCK
 #define BK_DEPTH_BLOCK 512  // bf16 elements of k (256 pairs) per block: the fp32 kernel's bytes
 #endif
+#ifndef BK_ROW_BLOCK        // (block sizes can be set with -D to experiment)
 #define BK_ROW_BLOCK (32 * BK_TILE_ROWS)
+#endif
+#ifndef BK_COL_BLOCK
 #define BK_COL_BLOCK 256    // width of one parallel task (a multiple of BK_TILE_COLS)
+#endif
 
 static inline uint32_t bk_pair(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
 // element (i, k) of a matrix at strides (s_i, s_k), fp32 or bf16, rounded to bf16

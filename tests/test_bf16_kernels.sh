@@ -5,7 +5,8 @@
 # baseline x86-64 (which must still find and run the VDPBF16PS path at run time), and the portable
 # path alone. Then bugs are planted in copies of the kernels, and the test must fail on each:
 # the last element of K dropped in the packing (both paths share it, so only the reference can tell),
-# one accumulator of the VDPBF16PS tile fed the wrong columns, and dweight's old value forgotten.
+# one accumulator of the VDPBF16PS tile fed the wrong columns, dweight's old value forgotten, and a
+# ragged tile stored whole (past the output's edge).
 # The benchmarks are compiled (not run), so they cannot rot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,10 +41,11 @@ plant() {   # name, file, sed expression, needs AVX512_BF16 (1/0)
   sed -i "$expr" "$tmp/m/cpu/$file"
   if cmp -s "cpu/$file" "$tmp/m/cpu/$file"; then echo "test_bf16_kernels: planting '$name' changed nothing" >&2; exit 1; fi
   gcc -O2 -fopenmp -std=gnu11 -march=native -o "$tmp/m/t" "$tmp/m/tests/unit/test_bf16_kernels.c" -lm
-  if "$tmp/m/t" >"$tmp/m/log" 2>&1; then echo "test_bf16_kernels: planted bug '$name' was NOT caught" >&2; exit 1; fi
+  if ( "$tmp/m/t" ) >"$tmp/m/log" 2>&1; then echo "test_bf16_kernels: planted bug '$name' was NOT caught" >&2; exit 1; fi
   echo "planted bug '$name': caught ($(grep -m1 FAIL "$tmp/m/log" | sed 's/^ *//'))"
 }
 plant "last k dropped" kernels_bf16.h 's/int has_hi = (int)k + 1 < depth;/int has_hi = (int)k + 2 < depth;/' 0
 plant "wrong columns" kernels_bf16.h 's/acc\[r\]\[1\] = _mm512_dpbf16_ps(acc\[r\]\[1\], b1, a);/acc[r][1] = _mm512_dpbf16_ps(acc[r][1], b0, a);/' 1
 plant "old dweight lost" kernels_bf16.h 's/(accumulate ? bf16_to_f32(\*o) : 0.0f)/0.0f/' 0
+plant "ragged tile stored whole" kernels_bf16.h '/static inline void bk_store_sums/,/^}/ s/n < cols/n < BK_TILE_COLS/' 0
 echo "test_bf16_kernels: PASS"

@@ -19,7 +19,8 @@ kernels, which it must catch.) What is checked:
   exact products, plus one bf16 rounding for dweight and dbias). Gradients start non-zero, so the
   accumulation (+= for dinp, one rounding of old + sum for dweight/dbias) is checked too;
 - the two paths agree within twice the bound (each is within the bound of the same exact sum);
-- the result is bitwise the same on 1, 2 and 3 OpenMP threads.
+- the result is bitwise the same on 1, 2 and 3 OpenMP threads, and nothing is written outside the
+  outputs (guard bytes on either side of each).
 Without AVX512_BF16 (or with --portable-only) only the portable path runs, and one line says so.
 Prints per shape and check the worst error in units of the bound; exits 1 on the first failure.
 */
@@ -137,19 +138,43 @@ typedef struct {
 } Case;
 typedef struct { float *out, *dinp; uint16_t *dw, *db; } Result;
 
+// Outputs live between GUARD bytes of a known pattern on either side, checked after every call: a
+// kernel that writes outside its output (a ragged tile stored whole, say) fails.
+#define GUARD 64
+#define GUARD_BYTE 0xA5
+static void *guarded(size_t bytes) {
+    unsigned char *p = xmalloc_or_die(bytes + 2 * GUARD);
+    memset(p, GUARD_BYTE, GUARD);
+    memset(p + GUARD + bytes, GUARD_BYTE, GUARD);
+    return p + GUARD;
+}
+static int guards_intact(const void *buf, size_t bytes) {
+    const unsigned char *p = (const unsigned char *)buf - GUARD;
+    for (size_t i = 0; i < GUARD; i++)
+        if (p[i] != GUARD_BYTE || p[GUARD + bytes + i] != GUARD_BYTE) return 0;
+    return 1;
+}
+static void free_guarded(void *buf) { free((unsigned char *)buf - GUARD); }
+
 static Result run_case(const Case *k, Bf16Path path) {
     int BT = k->B * k->T;
-    Result r = {xmalloc_or_die((size_t)BT * k->OC * 4), xmalloc_or_die((size_t)BT * k->C * 4),
-                xmalloc_or_die((size_t)k->OC * k->C * 2), xmalloc_or_die((size_t)k->OC * 2)};
+    size_t out_bytes = (size_t)BT * k->OC * 4, dinp_bytes = (size_t)BT * k->C * 4;
+    size_t dw_bytes = (size_t)k->OC * k->C * 2, db_bytes = (size_t)k->OC * 2;
+    Result r = {guarded(out_bytes), guarded(dinp_bytes), guarded(dw_bytes), guarded(db_bytes)};
     for (size_t i = 0; i < (size_t)BT * k->OC; i++) r.out[i] = NAN;   // must be overwritten
-    memcpy(r.dinp, k->dinp0, (size_t)BT * k->C * 4);
-    memcpy(r.dw, k->dw0, (size_t)k->OC * k->C * 2);
-    memcpy(r.db, k->db0, (size_t)k->OC * 2);
+    memcpy(r.dinp, k->dinp0, dinp_bytes);
+    memcpy(r.dw, k->dw0, dw_bytes);
+    memcpy(r.db, k->db0, db_bytes);
     matmul_forward_bf16(path, r.out, k->inp, k->w, k->bias, k->B, k->T, k->C, k->OC);
     matmul_backward_bf16(path, r.dinp, r.dw, r.db, k->dout, k->inp, k->w, k->B, k->T, k->C, k->OC);
+    if (!guards_intact(r.out, out_bytes) || !guards_intact(r.dinp, dinp_bytes) || !guards_intact(r.dw, dw_bytes) ||
+        !guards_intact(r.db, db_bytes)) {
+        failures++;
+        fprintf(stderr, "  FAIL %s: a write outside an output buffer\n", bf16_path_name(path));
+    }
     return r;
 }
-static void free_result(Result r) { free(r.out); free(r.dinp); free(r.dw); free(r.db); }
+static void free_result(Result r) { free_guarded(r.out); free_guarded(r.dinp); free_guarded(r.dw); free_guarded(r.db); }
 
 // every element of one path's result against the float64 reference
 static void check_against_reference(const Case *k, Result r, const char *path_name) {
