@@ -41,7 +41,7 @@ plant() {   # name, file, sed expression, needs AVX512_BF16 (1/0)
   sed -i "$expr" "$tmp/m/cpu/$file"
   if cmp -s "cpu/$file" "$tmp/m/cpu/$file"; then echo "test_bf16_kernels: planting '$name' changed nothing" >&2; exit 1; fi
   gcc -O2 -fopenmp -std=gnu11 -march=native -o "$tmp/m/t" "$tmp/m/tests/unit/test_bf16_kernels.c" -lm
-  if ( "$tmp/m/t" ) >"$tmp/m/log" 2>&1; then echo "test_bf16_kernels: planted bug '$name' was NOT caught" >&2; exit 1; fi
+  if ( "$tmp/m/t"; rc=$?; exit $rc ) >"$tmp/m/log" 2>&1; then echo "test_bf16_kernels: planted bug '$name' was NOT caught" >&2; exit 1; fi
   echo "planted bug '$name': caught ($(grep -m1 FAIL "$tmp/m/log" | sed 's/^ *//'))"
 }
 plant "last k dropped" kernels_bf16.h 's/int has_hi = (int)k + 1 < depth;/int has_hi = (int)k + 2 < depth;/' 0
