@@ -31,7 +31,8 @@ file builds for any x86-64 and for other CPUs, which get the portable path):
 
 Tolerance (bf16_sum_bound below; tests/unit/test_bf16_kernels.c applies it). Let u = 2^-24 (fp32's
 unit roundoff) and u_b = 2^-8 (bf16's). The operands a_k, b_k are bf16, so each product a_k b_k
-(8 x 8 significant bits) is exact in fp32: the only error of an fp32 output is the accumulation.
+(8 x 8 significant bits) is exact in fp32 (barring underflow, below): the only error of an fp32
+output is the accumulation.
 An output is init + sum of K products, K + 1 terms summed in SOME order (tiles, depth blocks, pairs
 and each path's instruction each fix one); any order of recursive fp32 summation of n terms obeys
     |fl(s) - s| <= gamma_n * S,   gamma_n = n u / (1 - n u),   S = |init| + sum_k |a_k b_k|
@@ -39,10 +40,11 @@ and each path's instruction each fix one); any order of recursive fp32 summation
 sum s of the bf16-rounded operands (a float64 sum is exact to 2^-53 relative, negligible):
     fp32 out:  |out - s| <= gamma_{K+1} S
     bf16 out:  |out - s| <= u_b |s| + (1 + u_b) gamma_{K+1} S       (one more rounding, of the sum)
-and two paths, each within that of the same s, agree within twice it. VDPBF16PS also treats
-denormal inputs and results as zero; a flushed value is under 2^-126 (and a bf16 product of one
-under 2^-126 max|b|), which adds at most (K + 1) 2^-126 max(1, |a|, |b|): bf16_sum_bound adds
-(K + 1) 2^-120 to cover it, far below any S that matters. Against the fp32 operands before their
+and two paths, each within that of the same s, agree within twice it. Underflow: VDPBF16PS treats
+denormal inputs and results as zero, and a product or partial sum below 2^-126 may be inexact or
+flushed; each of the K + 1 steps then loses under 2^-126 max(1, |a|, |b|). bf16_sum_bound adds
+(K + 1) 2^-120, which covers operands up to 2^6 in magnitude (the test's are below 1; a training
+run's products are far from 2^-126, where the term is nothing beside gamma S). Against the fp32 operands before their
 rounding, each product is off by up to (2 u_b + u_b^2) |a_k b_k|: that, not the accumulation, is
 the 2^-8-sized error mixed precision accepts.
 
