@@ -128,7 +128,7 @@ static inline void f32_from_bf16_array(float *dst, const uint16_t *src, size_t n
 #endif
 
 static inline uint32_t bk_pair(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
-// element (i, k) of a matrix at strides (s_i, s_k), fp32 or bf16, rounded to bf16
+// element idx of an fp32 or a bf16 matrix, as bf16 (an fp32 one rounded)
 static inline uint16_t bk_elem(const void *m, int is_bf16, size_t idx) {
     return is_bf16 ? ((const uint16_t *)m)[idx] : f32_to_bf16(((const float *)m)[idx]);
 }
@@ -194,7 +194,7 @@ static inline void bk_pack_b(uint32_t *panel, const void *b, int b_bf16, size_t 
                              int cols) {
     int pairs = (depth + 1) / 2;
     if (b_bf16 && b_ks == 1 && depth % 2 == 0) {
-        // W^T: the pair (W[n][k], W[n][k+1]) is already one word of W's row n
+        // W^T: the pair (W[n][k], W[n][k+1]) is already one word of W's row n (little-endian)
         const uint16_t *w = b;
         for (int n = 0; n < cols; n++)
             for (int kp = 0; kp < pairs; kp++) memcpy(panel + (size_t)kp * BK_TILE_COLS + n, w + n * b_ns + 2 * kp, 4);
