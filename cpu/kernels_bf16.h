@@ -188,6 +188,33 @@ static inline void bk_pack_a(uint32_t *dst, const float *a, size_t a_rs, size_t 
             for (int r = tail_rows; r < BK_TILE_ROWS; r++) dst[(size_t)(panels - 1) * stride + (size_t)kp * BK_TILE_ROWS + r] = 0;
 }
 
+// dst[j*ld_dst + i] = word j of src row i (src rows of bf16, ld_src bf16 apart), for i, j < 16: the
+// transpose of a 16 x 16 block of words in four rounds of two-vector shuffles (round d swaps the
+// off-diagonal d x d blocks of every 2d x 2d block)
+typedef uint32_t bk_words16 __attribute__((vector_size(64)));
+static inline void bk_transpose_16x16(uint32_t *dst, size_t ld_dst, const uint16_t *src, size_t ld_src) {
+    bk_words16 r[16];
+    for (int i = 0; i < 16; i++) memcpy(&r[i], src + i * ld_src, sizeof(bk_words16));
+    const bk_words16 lo[4] = {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                              {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                              {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                              {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}};
+    const bk_words16 hi[4] = {{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31},
+                              {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                              {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                              {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}};
+    for (int round = 0; round < 4; round++) {
+        int d = 1 << round;
+        for (int i = 0; i < 16; i++) {
+            if (i & d) continue;
+            bk_words16 a = r[i], b = r[i + d];
+            r[i] = __builtin_shuffle(a, b, lo[round]);
+            r[i + d] = __builtin_shuffle(a, b, hi[round]);
+        }
+    }
+    for (int j = 0; j < 16; j++) memcpy(dst + j * ld_dst, &r[j], sizeof(bk_words16));
+}
+
 // B depth [0,depth) x cols [0,cols) (cols <= BK_TILE_COLS; fp32 or bf16) into
 // panel[kp*BK_TILE_COLS + n]; columns past `cols` are zero.
 static inline void bk_pack_b(uint32_t *panel, const void *b, int b_bf16, size_t b_ks, size_t b_ns, int depth,
@@ -196,8 +223,13 @@ static inline void bk_pack_b(uint32_t *panel, const void *b, int b_bf16, size_t 
     if (b_bf16 && b_ks == 1 && depth % 2 == 0) {
         // W^T: the pair (W[n][k], W[n][k+1]) is already one word of W's row n (little-endian)
         const uint16_t *w = b;
-        for (int n = 0; n < cols; n++)
-            for (int kp = 0; kp < pairs; kp++) memcpy(panel + (size_t)kp * BK_TILE_COLS + n, w + n * b_ns + 2 * kp, 4);
+        int kp = 0;
+        if (cols == BK_TILE_COLS)   // 16 x 16 blocks of words, transposed in registers
+            for (; kp + 16 <= pairs; kp += 16)
+                for (int n0 = 0; n0 < BK_TILE_COLS; n0 += 16)
+                    bk_transpose_16x16(panel + (size_t)kp * BK_TILE_COLS + n0, BK_TILE_COLS, w + n0 * b_ns + 2 * kp, b_ns);
+        for (int n = 0; n < cols; n++)   // the rest word by word
+            for (int k = kp; k < pairs; k++) memcpy(panel + (size_t)k * BK_TILE_COLS + n, w + n * b_ns + 2 * (size_t)k, 4);
     } else if (b_ns == 1) {
         // rows of B are contiguous (W for dinp, inp for dweight): interleave rows k and k+1
         for (int kp = 0; kp < pairs; kp++) {
