@@ -5,8 +5,8 @@
 # baseline x86-64 (which must still find and run the VDPBF16PS path at run time), and the portable
 # path alone. Then bugs are planted in copies of the kernels, and the test must fail on each:
 # the last element of K dropped in the packing (both paths share it, so only the reference can tell),
-# one accumulator of the VDPBF16PS tile fed the wrong columns, dweight's old value forgotten, and a
-# ragged tile stored whole (past the output's edge).
+# one accumulator of the VDPBF16PS tile fed the wrong columns, dweight's old value forgotten, two
+# words swapped by the transpose that packs W^T, and a ragged tile stored whole (past the output's edge).
 # The benchmarks are compiled (not run), so they cannot rot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,5 +47,6 @@ plant() {   # name, file, sed expression, needs AVX512_BF16 (1/0)
 plant "last k dropped" kernels_bf16.h 's/int has_hi = (int)k + 1 < depth;/int has_hi = (int)k + 2 < depth;/' 0
 plant "wrong columns" kernels_bf16.h 's/acc\[r\]\[1\] = _mm512_dpbf16_ps(acc\[r\]\[1\], b1, a);/acc[r][1] = _mm512_dpbf16_ps(acc[r][1], b0, a);/' 1
 plant "old dweight lost" kernels_bf16.h 's/(accumulate ? bf16_to_f32(\*o) : 0.0f)/0.0f/' 0
+plant "W^T transpose swaps two words" kernels_bf16.h 's/{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}}/{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 31, 30}}/' 0
 plant "ragged tile stored whole" kernels_bf16.h '/static inline void bk_store_sums/,/^}/ s/n < cols/n < BK_TILE_COLS/' 0
 echo "test_bf16_kernels: PASS"
