@@ -98,6 +98,18 @@ $(addprefix build/,$(UNIT_TESTS)): build/test_%: tests/unit/test_%.c tests/unit/
 	@mkdir -p build
 	$(CC_CPU) $(CFLAGS) -o $@ $< $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
 
+# CPU benchmarks: the measured instruction peaks (fp32 FMA, VDPBF16PS), and the bf16 matmuls beside
+# the fp32 ones as fractions of them (dev/bench_peak.c, dev/bench_bf16_kernels.c say how to run them)
+.PHONY: bench_peak bench_bf16_kernels
+bench_peak: build/bench_peak
+bench_bf16_kernels: build/bench_bf16_kernels
+build/bench_peak: dev/bench_peak.c dev/bench_peak.h
+	@mkdir -p build
+	gcc $(CFLAGS) -o $@ $< -lm
+build/bench_bf16_kernels: dev/bench_bf16_kernels.c dev/bench_peak.h cpu/kernels_bf16.h cpu/kernels.h cpu/bf16.h
+	@mkdir -p build
+	gcc $(CFLAGS) -o $@ $< -lm
+
 # ---------------------------------------------------------------- data and reference dumps
 # DATA_ARGS="--input ../shared/data/tinyshakespeare/input.txt --vocab ../shared/data/gpt2" to use local copies
 data:
