@@ -411,7 +411,7 @@ static void describe(char* buf, size_t n) {
     snprintf(buf, n, "GPU %s (device %d), %s, %s, %s; GPU memory in use %.2f of %.2f GiB; activations %.3f GiB "
              "(%s %.3f GiB; %s: %.3f)", prop.name, g_gpu.device,
              PRECISION_NAME, g_gpu.comm ? "NCCL" : "one rank (no NCCL)", peak_s, (total_b - free_b) / 1073741824.0,
-             total_b / 1073741824.0, g_acts_bytes / 1073741824.0, ATTENTION_NAME, g_att_bytes / 1073741824.0,
+             total_b / 1073741824.0, g_acts_bytes / 1073741824.0, attention_path_name(ATTENTION_TC, ATTENTION_NAME), g_att_bytes / 1073741824.0,
              ATTENTION_FLASH ? "materialized" : "flash", g_att_other_bytes / 1073741824.0);
 }
 
@@ -442,8 +442,7 @@ static void step_note(char* buf, size_t n) {
 // The end-of-run line: how often a GEMM asked cuBLASLt for the GELU or bias-gradient (BGRADB)
 // epilogue and, finding no algorithm, ran the unfused kernels instead (0 and 0: the epilogues ran)
 static void run_note(GPT2ComputeState* m, char* buf, size_t n) {
-    snprintf(buf, n, "epilogue fallbacks: gelu %ld, bgradb %ld%s", m->mm.gelu_fallbacks, m->mm.bias_grad_fallbacks,
-             m->mm.gelu_fusion ? "" : " (the GELU epilogue is off in this build: our GELU kernels run)");
+    matmul_epilogue_note(&m->mm, buf, n);
 }
 
 static const GPT2Compute GPT2_GPU_COMPUTE = {
