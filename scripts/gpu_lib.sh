@@ -133,14 +133,15 @@ record() {
 }
 
 # run NAME CAP COMMAND...: COMMAND with its output in logs/NAME.log, under `timeout -k` with
-# min(CAP, time left); sets RC (124/137: timed out), SECS and LIMIT. Under 5 s left: RC=125, nothing runs.
+# min(CAP, time left); sets RC (124/137: timed out), SECS and LIMIT. Under 5 s of the budget left:
+# RC=125, nothing runs.
 run() {
   local name=$1 limit=$2; shift 2
   local l; l=$(left)
   [ "$l" -lt "$limit" ] && limit=$l
   SECS=0
   LIMIT=$limit
-  if [ "$limit" -lt 5 ]; then RC=125; : > "$work/logs/$name.log"; return; fi
+  if [ "$l" -lt 5 ]; then RC=125; : > "$work/logs/$name.log"; return; fi
   echo "--- $name (cap ${limit}s): $*"
   local s; s=$(date +%s)
   timeout -k "$KILL_AFTER" "$limit" "$@" > "$work/logs/$name.log" 2>&1
@@ -310,7 +311,7 @@ start_build() {
   [ "$l" -lt "$limit" ] && limit=$l
   build_start[$name]=$(date +%s)
   build_pid[$name]=""
-  if [ "$limit" -lt 5 ]; then echo "125 $(date +%s)" > "$work/logs/build_$name.rc"; : > "$(log "build_$name")"; return; fi
+  if [ "$l" -lt 5 ]; then echo "125 $(date +%s)" > "$work/logs/build_$name.rc"; : > "$(log "build_$name")"; return; fi
   build_limit[$name]=$limit
   if [ "${GPU_CHECK_REUSE:-0}" = 1 ] && [ -f "$B/.built_$name" ]; then
     echo "reused: built by an earlier call (GPU_CHECK_REUSE=1)" > "$(log "build_$name")"
