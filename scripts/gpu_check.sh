@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh: the full GPU check (docs/DESIGN.md section 5), for a visit longer than the
-# first (scripts/gpu_first.sh covers the most in five minutes) or one's own GPU. The whole script
+# first (scripts/gpu_first.sh answers the most in one call) or one's own GPU. The whole script
 # stops itself after GPU_CHECK_BUDGET seconds (default 570: one device-tool call of at most 600 s),
 # every command has its own cap under `timeout -k`, and each result is a line of the summary the
 # moment it ends (a timeout loses nothing already measured). The sections (GPU_CHECK_SKIP names):

@@ -1,4 +1,4 @@
-# scripts/gpu_lib.sh: what scripts/gpu_first.sh (the first, five-minute visit) and scripts/gpu_check.sh
+# scripts/gpu_lib.sh: what scripts/gpu_first.sh (the first visit, one call) and scripts/gpu_check.sh
 # (the full check) share. Sourced, not run. The pieces, in the order a script uses them:
 #   gpu_begin NAME SUMMARY GPU_BUDGET EMU_BUDGET   the clock, build/NAME for builds and logs, the output
 #                            files in $OUT: SUMMARY (one line per result), NAME.log, NAME_logs.tgz
@@ -150,6 +150,9 @@ run() {
   tail -n 8 "$work/logs/$name.log"
 }
 
+# no_input_status: the status of a line whose program is missing: UNKNOWN when the carried files are
+# all here (the program's build line has the verdict: FAIL or TIMEOUT), FAIL when they are not
+no_input_status() { [ "$have_data" = 1 ] && [ "$have_small" = 1 ] && [ "$have_hs64" = 1 ] && echo UNKNOWN || echo FAIL; }
 # status from RC (a command cut off by its cap, or never started for want of budget: TIMEOUT), and
 # a note for the summary when the command did not finish; how_far NAME says what it got through
 cut_off() { [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ] || [ "$RC" -eq 125 ]; }
@@ -215,7 +218,7 @@ probe_env() {
   have_hs64=0; [ -f "${HS64[0]}" ] && [ -f "${HS64[1]}" ] && [ -f dev/ref/hs64_tokens.bin ] && have_hs64=1
   local st=PASS; [ $have_data = 1 ] && [ $have_small = 1 ] && [ $have_hs64 = 1 ] && [ $libs_ok = 1 ] || st=FAIL
   command -v gcc >/dev/null && command -v make >/dev/null || st=FAIL
-  record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/, .*//; s/: /=/' | tr '\n' ' '); gcc $(gcc -dumpfullversion 2>/dev/null || echo MISSING), $(make --version 2>/dev/null | head -1 || echo 'make MISSING'); data $([ $have_data = 1 ] && echo ok || echo "MISSING: carry data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: carry ${CARRY[*]:1}"); $(switches)"
+  record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); gcc $(gcc -dumpfullversion 2>/dev/null || echo MISSING), $(make --version 2>/dev/null | head -1 || echo 'make MISSING'); data $([ $have_data = 1 ] && echo ok || echo "MISSING: carry data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: carry ${CARRY[*]:1}"); $(switches)"
 }
 
 # switches: the runtime switches this run passes to every program (gpu/matmul.cuh, gpu/flash_attention_tc.cuh)
@@ -397,7 +400,7 @@ run_tests_n1() {
       name="test_${p}_$set"
       if skipped tests || skipped "$name"; then record "$name" SKIP 0 "GPU_CHECK_SKIP"; continue; fi
       local dump=("${SMALL[@]}") have=$have_small; [ $set = hs64 ] && { dump=("${HS64[@]}"); have=$have_hs64; }
-      [ -x "$B/test_$p" ] && [ "$have" = 1 ] || { record "$name" FAIL 0 "no binary or no ${dump[0]}"; continue; }
+      [ -x "$B/test_$p" ] && [ "$have" = 1 ] || { record "$name" "$(no_input_status)" 0 "no test_$p (its build line says why) or no ${dump[0]}"; continue; }
       run_test "$name" "$(stage_cap "$name" "$limit" "$limit")" "${stages[@]}" "$B/test_$p" "${dump[@]}"
     done
   done
@@ -441,7 +444,7 @@ declare -A train_tok train_mfu base_tok
 # that took the epilogues off)
 run_train() {
   local name=$1 limit=$2 bin=$3 bs=$4; shift 4
-  [ -x "$bin" ] && [ $have_data = 1 ] || { record "$name" FAIL 0 "no $(basename "$bin") or no data"; return; }
+  [ -x "$bin" ] && [ $have_data = 1 ] || { record "$name" "$(no_input_status)" 0 "no $(basename "$bin") (its build line says why) or no data"; return; }
   run "$name" "$limit" "$bin" "${TRAIN[@]}" -b "$bs" "$@"
   local l; l=$(log "$name")
   grep -E '^\|' "$l" | head -12
@@ -459,7 +462,7 @@ run_train() {
 # run_baseline B MODES TRAIN_NAME CAP: dev/pytorch_baseline.py at batch B in the given modes (eager,
 # compile, fsdp2); one baseline_MODE_bB line each, with this trainer's ratio (train_NAME's tok/s),
 # then target_bB: the speed targets (>= torch.compile, >= 1.3x eager, MFU >= 50% of the datasheet
-# peak) met (PASS) or not (MISS: a measured shortfall, not a failure), or UNKNOWN when a figure it
+# peak) met (PASS) or not (MISS: a measured shortfall, not a failure), or UNKNOWN when any figure it
 # needs is missing (a baseline cut off or not available, no tok/s of this trainer)
 run_baseline() {
   local bs=$1 modes=$2 tname=$3 limit=$4 mode line tok ratio st
@@ -487,7 +490,7 @@ run_baseline() {
       if (c != "") { s = s sprintf(", %.2fx torch.compile (>= 1)", t/c); if (t < c) ok = 0 } else { s = s ", no torch.compile figure"; known = 0 }
       if (e != "") { s = s sprintf(", %.2fx eager (>= 1.3)", t/e); if (t < 1.3*e) ok = 0 } else { s = s ", no eager figure"; known = 0 }
       if (m != "") { s = s sprintf(", MFU %s%% of the datasheet peak (>= 50)", m); if (m + 0 < 50) ok = 0 } else { s = s ", no MFU"; known = 0 }
-      if (ok && !known) print "UNKNOWN " s; else print (ok ? "PASS" : "MISS") " " s }')
+      if (!known) print "UNKNOWN " s; else print (ok ? "PASS" : "MISS") " " s }')
   record "target_b$bs" "${verdict%% *}" 0 "${verdict#* }"
 }
 
@@ -548,8 +551,8 @@ compare_losses() {
 run_pairs() {
   local z3=$1 ddp=$2 pair_cap=$3
   if ! [ -x "$z3" ] || ! [ -x "$ddp" ] || [ $have_data = 0 ]; then
-    record zero3_vs_ddp_n2 FAIL 0 "no $(basename "$z3") / $(basename "$ddp") or no data"
-    record hsdp_n2 FAIL 0 "no $(basename "$z3") or no data"
+    record zero3_vs_ddp_n2 "$(no_input_status)" 0 "no $(basename "$z3") / $(basename "$ddp") (their build lines say why) or no data"
+    record hsdp_n2 "$(no_input_status)" 0 "no $(basename "$z3") (its build line says why) or no data"
     return
   fi
   run n2_z3 "$(stage_cap n2_z3 "$pair_cap" 240)" "${LAUNCH2[@]}" "$z3" "${PAIR_ARGS[@]}" -z 3; local rc3=$RC s3=$SECS
