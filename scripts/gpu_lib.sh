@@ -525,7 +525,7 @@ sanitize_tensor_cores() {
       racecheck) bin=$B/train_bf16; run_env=(env EMU_SCHED_SEED=7) ;;
       *) record "$name" UNKNOWN 0 "emulated: no counterpart of $tool"; continue ;;
     esac
-    [ -x "$bin" ] || { record "$name" FAIL 0 "no $(basename "$bin")"; continue; }
+    [ -x "$bin" ] || { record "$name" "$(no_input_status)" 0 "no $(basename "$bin") (its build line says why)"; continue; }
     run "$name" "$(stage_cap "$name" "$limit" "$limit")" "${run_env[@]}" "$bin" "${short[@]}"
     record "$name" "$(status)" "$SECS" "$(why "$name")emulated $tool counterpart: $(step_stats "$(log "$name")")"
   done

@@ -100,7 +100,7 @@ line() {
 # every line answers: PASS, FAIL, TIMEOUT, UNKNOWN (or MISS, a target's figure); none SKIPs
 bad=$(grep -vE '^gpu_first: ' "$sum" | grep -vE '^[a-z0-9_]+ +(PASS|FAIL|TIMEOUT|UNKNOWN|MISS) ')
 [ -z "$bad" ] || fail "lines without an answer: $bad"
-line env PASS 'CPU emulator; cuBLASLt=toolkit .*gcc [0-9.]+, GNU Make .*data ok; dumps ok; cuBLASLt epilogues on, attention as built'
+line env PASS 'CPU emulator; cuBLASLt=toolkit:[^ ]*libcublasLt[^ ]* .*gcc [0-9.]+, GNU Make .*data ok; dumps ok; cuBLASLt epilogues on, attention as built'
 line gemm_peak PASS '[0-9.]+ TFLOP/s'
 for b in bf16 fp32 bf16_asan; do line "build_$b" PASS 'register spill warnings: 0'; done
 for t in test_bf16_n1 test_fp32_n1 test_bf16_hs64 test_fp32_hs64; do line $t PASS '2 of 2 cases passed'; done
