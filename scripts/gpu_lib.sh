@@ -205,8 +205,11 @@ probe_env() {
     echo "GPU:      $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
   fi
   echo "nvcc:     $NVCC: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' || echo MISSING)"
-  echo "gcc:      $(command -v gcc || echo MISSING): $(gcc -dumpfullversion 2>/dev/null)"
-  echo "make:     $(command -v make || echo MISSING): $(make --version 2>/dev/null | head -1)"
+  local gcc_v make_v
+  gcc_v=$(command -v gcc >/dev/null && echo "gcc $(gcc -dumpfullversion 2>/dev/null)" || echo "gcc MISSING")
+  make_v=$(command -v make >/dev/null && make --version 2>/dev/null | sed -n 1p || echo "make MISSING")  # (sed reads all: no SIGPIPE under pipefail)
+  echo "gcc:      $(command -v gcc): $gcc_v"
+  echo "make:     $(command -v make): $make_v"
   echo "$libs" | sed 's/^/lib       /'
   echo "python:   $PY: $($PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
   echo "sanitizer: ${SANITIZER:-not found}"
@@ -218,7 +221,7 @@ probe_env() {
   have_hs64=0; [ -f "${HS64[0]}" ] && [ -f "${HS64[1]}" ] && [ -f dev/ref/hs64_tokens.bin ] && have_hs64=1
   local st=PASS; [ $have_data = 1 ] && [ $have_small = 1 ] && [ $have_hs64 = 1 ] && [ $libs_ok = 1 ] || st=FAIL
   command -v gcc >/dev/null && command -v make >/dev/null || st=FAIL
-  record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); gcc $(gcc -dumpfullversion 2>/dev/null || echo MISSING), $(make --version 2>/dev/null | head -1 || echo 'make MISSING'); data $([ $have_data = 1 ] && echo ok || echo "MISSING: carry data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: carry ${CARRY[*]:1}"); $(switches)"
+  record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); $gcc_v, $make_v; data $([ $have_data = 1 ] && echo ok || echo "MISSING: carry data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: carry ${CARRY[*]:1}"); $(switches)"
 }
 
 # switches: the runtime switches this run passes to every program (gpu/matmul.cuh, gpu/flash_attention_tc.cuh)
