@@ -14,7 +14,7 @@
 #     rounding;
 #   - an 8-second budget: the BF16 build is cut off (or never starts), every later line is still
 #     written (TIMEOUT: not started), and the script exits non-zero, in time.
-# About 4 minutes on 2 quiet cores. Needs the tokenized data (make data).
+# About 3 minutes on 2 quiet cores (10+ on a loaded one). Needs the tokenized data (make data).
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 make -s dumps >/dev/null || fail "make dumps"
