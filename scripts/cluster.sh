@@ -5,7 +5,7 @@
 # kernel's token bucket (tbf). Open MPI and a real Slurm run on it as on a cluster of machines.
 #
 #   what              where                                   made by
-#   node i            netns z3node$i, hostname node$i         up: ip netns add + a holder process
+#   node i            netns z3node$i, hostname node$i, own /tmp  up: ip netns add + a holder process
 #   its address       $NET.$i on its eth0                      up: a veth pair, the other end on the bridge
 #   the switch        bridge z3br0, address $NET.254           up
 #   the link          tbf on each node's eth0: G Gbit/s out    up --gbit G
@@ -86,18 +86,21 @@ load_state() { is_up && [ -f "$RUN/cluster.env" ] || die "no cluster is up (scri
 holder_pid() { cat "$RUN/$1.pid" 2>/dev/null; }
 node_exec() {   # node_exec NODE CMD...: CMD inside NODE's network and UTS namespaces
   local pid; pid=$(holder_pid "$1"); [ -n "$pid" ] || die "no node '$1' (nodes: $(node_names ' '))"
-  shift; nsenter -t "$pid" --net --uts -- "$@"
+  shift; nsenter -t "$pid" --net --uts --mount -- "$@"
 }
 node_names() { local i s=""; for ((i = 1; i <= K; i++)); do s+="${s:+$1}$HOST_PREFIX$i"; done; echo "$s"; }
 
 # ---------------------------------------------------------------------------------------------
 # up
 
-# A holder process keeps node i's UTS namespace (its hostname) alive; it sits in the node's netns.
+# A holder process keeps node i's UTS namespace (its hostname) and mount namespace alive; it sits
+# in the node's netns. The mount namespace gives the node its own /tmp ($RUN/node$i.tmp), as every
+# machine of a cluster has: what is to be shared (the repository, checkpoints) must be elsewhere.
 start_holder() {
   local i=$1 name=$HOST_PREFIX$1 pid t
-  setsid nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts -- \
-    sh -c "hostname $name && exec sleep infinity" </dev/null >/dev/null 2>&1 &
+  mkdir -p "$RUN/$name.tmp" && chmod 1777 "$RUN/$name.tmp"
+  setsid nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts --mount --propagation private -- \
+    sh -c "hostname $name && mount --bind $RUN/$name.tmp /tmp && exec sleep infinity" </dev/null >/dev/null 2>&1 &
   pid=$!
   echo "$pid" >"$RUN/$name.pid"
   for ((t = 0; t < 100; t++)); do
@@ -134,7 +137,7 @@ write_agent() {
 # plm_rsh_agent for the cluster in $RUN: enters the node's namespaces instead of logging in
 host=\$1; shift
 pid=\$(cat "$RUN/\$host.pid" 2>/dev/null) || { echo "error: agent: no node '\$host' in $RUN" >&2; exit 255; }
-exec nsenter -t "\$pid" --net --uts -- sh -c "\$*"
+exec nsenter -t "\$pid" --net --uts --mount -- sh -c "\$*"
 EOF
   chmod 755 "$RUN/agent"
 }
@@ -265,7 +268,8 @@ cmd_mpirun() {
 
 write_slurm_conf() {
   local i ctl; ctl=$(hostname -s)
-  mkdir -p "$SLURM_DIR"/{state,log,spool}
+  mkdir -p "$SLURM_DIR"/{state,log}
+  for ((i = 1; i <= K; i++)); do mkdir -p "$SLURM_DIR/spool/$HOST_PREFIX$i"; done
   cat >"$SLURM_CONF" <<EOF
 # the Slurm of the cluster in $RUN (scripts/cluster.sh slurm up)
 ClusterName=zero3

@@ -66,26 +66,6 @@ fi
 
 # a folder this script owns: resume an unfinished run, start over after a finished one
 if [ -z "$out" ]; then out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained; fi
-# word K of a checkpoint's meta.bin, a little-endian int64 (docs/CHECKPOINT_FORMAT.md: 3 the step, 21 -x)
-meta_word() { od -An -t d8 -j $(( $2 * 8 )) -N 8 "$1" 2>/dev/null | tr -d ' '; }
-resume_or_fresh() {   # the flags for out/: -y 1 -x TOTAL (unfinished), -f 1 (finished or unreadable), none (empty)
-  local latest meta step total
-  [ -e "$out/latest" ] || [ -e "$out/log.csv" ] || return 0
-  latest=; [ ! -f "$out/latest" ] || latest=$(head -c 64 "$out/latest" | head -1 || true)   # never a FIFO
-  meta=$out/$latest/meta.bin
-  case "$latest" in ckpt_*) ;; *) meta=/nonexistent ;; esac
-  step=$(meta_word "$meta" 3); total=$(meta_word "$meta" 21)
-  if [ -n "$step" ] && [ -n "$total" ] && [ "$step" -lt "$total" ]; then
-    echo "train.sh: resuming the unfinished run in $out: its checkpoint is at step $step of the $total it was started to do" >&2
-    echo "-y 1 -x $total"
-  elif [ -n "$step" ] && [ -n "$total" ]; then
-    echo "train.sh: the run in $out finished ($step of $total steps): starting over (-f 1)" >&2
-    echo "-f 1"
-  else
-    echo "train.sh: $out holds no readable checkpoint: starting over (-f 1)" >&2
-    echo "-f 1"
-  fi
-}
 
 if [ "$mode" = gpu ]; then
   ngpu=$(nvidia-smi -L | wc -l)
@@ -111,7 +91,7 @@ else
   bin=./train_gpt2_zero3
 fi
 # shellcheck disable=SC2046
-cmd=("${launch[@]}" "$bin" "${init[@]}" "${flags[@]}" -o "$out" $(resume_or_fresh) "${extra[@]}")
+cmd=("${launch[@]}" "$bin" "${init[@]}" "${flags[@]}" -o "$out" $(scripts/resume_flags.sh "$out" train.sh) "${extra[@]}")
 echo "train.sh: ${cmd[*]}"
 OMP_NUM_THREADS=1 "${cmd[@]}"
 /usr/bin/python3 scripts/plot_loss.py "$out/log.csv" "$out/loss.png"
