@@ -5,7 +5,8 @@
 #     losses, val losses and gradient norms of the same 4 ranks on one machine; the bytes did cross
 #     the link (node1's veth counters), and the link runs at its shaped speed (a timed transfer);
 #   - Slurm: an sbatch job (scripts/slurm/train.sbatch, mpirun inside the allocation) and one launched
-#     with srun --mpi=pmix give those losses too; a job requeued mid-run (scontrol requeue) resumes
+#     with srun --mpi=pmix give those losses too; SIGUSR1 to the batch script stops the ranks with a
+#     checkpoint; a job requeued mid-run (scontrol requeue) resumes
 #     from its checkpoint and ends with the model.bin and losses of an uninterrupted run;
 #   - bad input to cluster.sh: one error line each, the machine as it was;
 #   - down leaves no namespace, bridge, daemon or rank.
@@ -126,6 +127,19 @@ for launch in mpirun srun; do
     { tail "$shared/sb_$launch.log"; fail "sbatch ($launch, $c): the losses differ from one machine's"; }
 done
 echo "slurm: sbatch with mpirun (-hs 2) and with srun --mpi=pmix (-z 3): one machine's losses"
+
+# the stop signal to the batch script alone (sbatch --signal=B:USR1@T, scancel --batch): passed on
+# to the ranks, which stop after a step with a complete checkpoint and exit 128 + SIGUSR1
+j=$(sbatch --parsable -N 2 --ntasks-per-node=1 --output="$shared/usr1.log" scripts/slurm/train.sbatch \
+    --out "$shared/usr1" -e d2c64h2t64 -b 2 -t 32 -x 500 -v 0) || fail "sbatch (USR1) refused"
+for ((t = 0; t < 240; t++)); do grep -q "^step *2/500" "$shared/usr1.log" 2>/dev/null && break; sleep 0.25; done
+scancel --batch --signal=USR1 "$j" || fail "scancel --batch --signal=USR1 $j failed"
+ec=$(wait_job "$j" 60)
+[ "$ec" = ExitCode=138:0 ] || { tail "$shared/usr1.log"; fail "the job given SIGUSR1 ended with $ec, want 138 (stopped by SIGUSR1)"; }
+stop=$(grep -o "^stopped by SIGUSR1 after step [0-9]* of 500: checkpoint [^ ]* is complete" "$shared/usr1.log") ||
+  { tail "$shared/usr1.log"; fail "the job given SIGUSR1 did not stop with a checkpoint"; }
+[ "$(cat "$shared/usr1/latest")" = "$(basename "$(echo "$stop" | awk '{print $10}')")" ] || fail "latest does not name the stop checkpoint"
+echo "slurm: SIGUSR1 to the batch script: $stop"
 
 # requeue: 12 steps, a checkpoint each step; requeued after 3 or more; the job runs again and resumes
 j=$(sbatch --parsable -N 2 --ntasks-per-node=1 --output="$shared/rq.log" scripts/slurm/train.sbatch \
