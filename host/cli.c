@@ -56,7 +56,7 @@ const char *args_flag_range(const Flag *f, char *buf, size_t n) {
 // A count or a seed: an integer in [lo, hi]; one line saying what it is and its range otherwise.
 static long long flag_count(const Flag *f, const char *v) {
     long long n;
-    if (!parse_ll(v, &n) || n < (long long)f->lo || (f->hi < COUNT_MAX && (double)n > f->hi)) {
+    if (!parse_ll(v, &n) || n < (long long)f->lo || (f->hi < COUNT_MAX && n > (long long)f->hi)) {
         char range[96];
         fatal("flag %s: expected %s in %s, got '%s'", f->name, f->expected, args_flag_range(f, range, sizeof range), v);
     }
@@ -122,7 +122,7 @@ static void parse_bits(const Flag *f, const char *v, TrainArgs *a) {
     long long bits;
     if (!parse_ll(v, &bits)) fatal("flag %s: expected an integer, got '%s'", f->name, v);
     if (bits != 8)
-        fatal("flag %s: %s-bit quantization is out of range [8, 8] (int8 codes, one fp32 scale per block of %d)", f->name, v,
+        fatal("flag %s: %s-bit quantization is not supported: the range is [8, 8] (int8 codes, one fp32 scale per block of %d)", f->name, v,
               ZERO3_QUANT_BLOCK);
     args_flag_set_int(f, a, bits);
 }
