@@ -26,7 +26,7 @@ static double flag_real(const Flag *f, const char *val) {
     char *end, range[96];
     errno = 0;
     double v = strtod(val, &end);
-    int overflow = errno == ERANGE && v != 0.0;   // an underflow (1e-400) reads as 0 and is judged as one
+    int overflow = errno == ERANGE && fabs(v) > 1.0;   // an underflow (1e-400) is judged by the tiny value it reads as
     if (!overflow && (end == val || *end || !isfinite(v))) fatal("flag %s: expected a number, got '%s'", f->name, val);
     if (overflow || v < f->lo || v > f->hi) fatal("flag %s: %s is out of range %s", f->name, val, args_flag_range(f, range, sizeof range));
     return v;
@@ -120,10 +120,11 @@ static void parse_wrap(const Flag *f, const char *v, TrainArgs *a) {
 // -qw 8, -qg 8: the bit width of ZeRO++'s quantization, 8 only (int8 codes): the range [8, 8].
 static void parse_bits(const Flag *f, const char *v, TrainArgs *a) {
     long long bits;
+    char range[96];
     if (!parse_ll(v, &bits)) fatal("flag %s: expected an integer, got '%s'", f->name, v);
-    if (bits != 8)
-        fatal("flag %s: %s-bit quantization is not supported: the range is [8, 8] (int8 codes, one fp32 scale per block of %d)", f->name, v,
-              ZERO3_QUANT_BLOCK);
+    if (bits < (long long)f->lo || bits > (long long)f->hi)
+        fatal("flag %s: %s-bit quantization is not supported: the range is %s (int8 codes, one fp32 scale per block of %d)",
+              f->name, v, args_flag_range(f, range, sizeof range), ZERO3_QUANT_BLOCK);
     args_flag_set_int(f, a, bits);
 }
 

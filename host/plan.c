@@ -332,8 +332,9 @@ static void print_zeropp(const Plan *p) {
     static const struct { const char *name; int qw, hp, qg; } rows[] = {
         {"exact ZeRO-3", 0, 0, 0}, {"-qw 8", 8, 0, 0}, {"-hp G", 0, 1, 0}, {"-qg 8", 0, 0, 8},
         {"-qg 8 -hp G", 0, 1, 8}, {"-qw 8 -hp G -qg 8", 8, 1, 8}};
-    printf("ZeRO++ (stage 3, mixed precision, groups G = %d of %d rank%s%s): GB each rank sends per step\n", G, N,
-           N > 1 ? "s" : "", p->a->hp_group ? " (-hp G)" : rpn == N ? "; -rpn R sets the ranks per node" : " (the nodes of -rpn R)");
+    printf("ZeRO++ (stage 3, mixed precision, %s G = %d of %d rank%s%s): GB each rank sends per step\n",
+           p->a->hp_group ? "-hp groups" : "node groups", G, N, N > 1 ? "s" : "",
+           !p->a->hp_group && rpn == N ? "; -rpn R sets the ranks per node" : "");
     printf("  flags                    total   across nodes  across vs exact  model state GB/rank\n");
     double exact_across = 0.0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

@@ -149,7 +149,7 @@ for NG in "4 2" "4 1" "2 2"; do
   plan=$(sed -nE 's/.*this run \(-z 3 -hp [0-9]+\): model state ([0-9]+) bytes per rank in fp32.*/\1/p' "$work/plan_out")
   [ "$run" = "$hand" ] || fail "-hp $G on $N ranks: the run reports $run bytes of model state, by hand $hand"
   [ "$plan" = "$hand" ] || fail "-plan $N -hp $G prints '$plan' bytes of model state, the run's is $hand"
-  grep -q "groups G = $G of $N ranks (-hp G)" "$work/plan_out" || { grep "ZeRO++" "$work/plan_out"; fail "-plan $N -hp $G: the ZeRO++ table is not in groups of $G"; }
+  grep -q "mixed precision, -hp groups G = $G of $N ranks" "$work/plan_out" || { grep "ZeRO++" "$work/plan_out"; fail "-plan $N -hp $G: the ZeRO++ table is not in groups of $G"; }
   echo "ok   -plan $N -hp $G: model state $plan bytes per rank = the run's = 16*$psi/$N + 4*$psi/$G"
 done
 # the ZeRO++ table's -hp row in groups of the G given, mixed precision: 16 psi/N + 2 psi/G (d12, N=8, G=2)
