@@ -177,7 +177,9 @@ const Flag ARGS_FLAGS[] = {
     {"-p", FLAG_CUSTOM, F(bf16), NULL, 0, 0, .parse = parse_precision, .metavar = "fp32|bf16",
      .help = "precision of the working params and gradients; bf16: 2 + 2 bytes a parameter, gathered and\n"
              "reduced as bf16, beside the fp32 master, m, v (12 bytes); checkpoints hold the fp32 master",
-     .shown_def = "fp32",
+     .shown_def = "fp32", .recorded = 1,
+     .on_resume = "the checkpoint holds the fp32 master, m and v, so the run goes on from them with the working params "
+                  "and gradients in the new precision (-p 0 is fp32, 1 bf16)",
      .plan_refuses = "the planner prints the fp32 and the mixed-precision tables side by side; leave it out"},
     {"-clip", FLAG_CUSTOM, F(clip_local), NULL, 0, 0, .parse = parse_clip, .metavar = "global|local",
      .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)",

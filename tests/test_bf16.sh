@@ -21,7 +21,7 @@
 #   - the state per rank from log.csv's mem_states_bytes: 2/2/12 bytes a (padded) parameter as each
 #     stage divides them, against fp32's 4/4/8 of the same run shape;
 #   - the collective ledger equals its theory, and its bytes are half of fp32's;
-#   - -p with an unknown value: one error line.
+#   - a bf16 checkpoint resumed as fp32: one line says so; -p with an unknown value: one error line.
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 make -s dumps >/dev/null || fail "make dumps"
@@ -100,6 +100,13 @@ sent_b=$(col "$work/z3" comm_bytes); sent_f=$(col "$work/f32z3" comm_bytes)
 $PY -c "import sys; b,f=$sent_b,$sent_f; sys.exit(0 if abs(b - f/2) <= 16 + f*1e-3 else 1)" ||
   fail "stage 3: bf16 sent $sent_b bytes, fp32 $sent_f: want half (the norm's few bytes aside)"
 echo "ok   stage 3, 2 ranks: bf16 sends $sent_b bytes a step, fp32 $sent_f"
+
+# a resume that changes -p: the checkpoint is the fp32 master, so it goes on, and says so in one line
+$BIN "${TRAIN[@]}" -b 8 -x 2 -n 2 -o "$work/res" -p bf16 > "$work/res1.log" 2>&1 || fail "bf16 run with a checkpoint"
+$BIN "${TRAIN[@]}" -b 8 -x 2 -o "$work/res" -y 1 > "$work/res2.log" 2>&1 || { cat "$work/res2.log"; fail "fp32 resume of a bf16 checkpoint"; }
+[ "$(grep -c 'written with -p 1, this run has -p 0: the checkpoint holds the fp32 master' "$work/res2.log")" = 1 ] ||
+  { cat "$work/res2.log"; fail "want one line saying the resume changes -p"; }
+echo "ok   a bf16 checkpoint resumes as fp32, in one line"
 
 timeout 30 $BIN -p fp16 > "$work/bad.out" 2> "$work/bad.err"; rc=$?
 check_failed "-p fp16" $rc "$work/bad.out" "$work/bad.err" "flag -p: expected fp32 or bf16" 30
