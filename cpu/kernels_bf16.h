@@ -11,6 +11,9 @@ What is bf16 and what is fp32, per product of a linear layer:
     backward  dW   += dout^T inp  dout fp32->bf16 inp fp32->bf16 dW   bf16    B*T
     backward  db   += sum dout    (no product: fp32 sums of fp32 dout)   db   bf16    B*T
 
+and the embedding beside them (encoder_forward_bf16 / encoder_backward_bf16, at the end): bf16 wte
+and wpe widened into fp32 activations; dwte and dwpe rows summed in fp32, rounded once per call.
+
 - weights, biases and their gradients are bf16: they are the working parameters and gradients of
   mixed precision (2 + 2 bytes a parameter), gathered and reduced as bf16 by the engine;
 - activations and activation gradients stay fp32 in memory, so every other kernel (layernorm, gelu,
