@@ -565,6 +565,14 @@ static void cpu_copy_bytes(void *ctx, void *dst, const void *src, size_t bytes) 
 
 // ZeRO++'s block quantization (zero3.h): each block's scale from its largest magnitude, then the
 // codes; blocks split over the threads.
+// bf16 spans to and from fp32 (one rounding each way, cpu/bf16.h's)
+static inline void f32_from_bf16_span(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+static inline void bf16_from_f32_span(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+}
+
 // Element i of a buffer of type t (fp32 or bf16) as fp32, and back (bf16 rounded to nearest even).
 static inline float elem_f32(const void *x, Zero3DType t, size_t i) {
     return t == ZERO3_BF16 ? bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
@@ -606,29 +614,45 @@ static void cpu_cast_from_f32(void *ctx, void *dst, Zero3DType t, const float *s
     } else if (dst != src) memcpy(dst, src, n * sizeof(float));
 }
 
-// AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW),
-// segment after segment, each split over the threads. Gradients of type gt (bf16 widened exactly);
-// with bf16 working params (pt) the updated master is rounded into them once.
+// AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW).
+// One stretch of a segment with fp32 gradients g: the update of every element, in place.
+typedef struct { float lr, beta1, beta2, eps, grad_scale, weight_decay, bc1, bc2; } AdamStep;
+static inline void adamw_stretch(const AdamStep *a, float *master, float *m, float *v, const float *grad, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i] * a->grad_scale;
+        float mi = a->beta1 * m[i] + (1.0f - a->beta1) * g;
+        float vi = a->beta2 * v[i] + (1.0f - a->beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float p = master[i] * (1.0f - a->lr * a->weight_decay);
+        master[i] = p - a->lr * (mi / a->bc1) / (sqrtf(vi / a->bc2) + a->eps);
+    }
+}
+
+// Segment after segment, each in stretches of ADAM_STRETCH elements split over the threads: bf16
+// gradients are widened (exactly) into an fp32 stretch first, so the update itself is the one
+// vectorized fp32 loop either way; with bf16 working params the updated master is rounded into them.
+#define ADAM_STRETCH 2048
 static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DType pt,
                       float lr, float beta1, float beta2, float eps, float grad_scale, int t) {
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    AdamStep a = {lr, beta1, beta2, eps, grad_scale, 0.0f, 1.0f - powf(beta1, (float)t), 1.0f - powf(beta2, (float)t)};
     for (int s = 0; s < nsegs; s++) {
         float *master = segs[s].master, *m = segs[s].m, *v = segs[s].v;
         const void *grad = segs[s].grad;
-        void *params = segs[s].params;
-        const int cast = pt != ZERO3_F32 && params != (void *)master;
-        float weight_decay = segs[s].weight_decay;
-        size_t n = segs[s].n;
+        uint16_t *params = pt == ZERO3_BF16 && segs[s].params != (void *)master ? segs[s].params : NULL;
+        a.weight_decay = segs[s].weight_decay;
+        size_t n = segs[s].n, stretches = (n + ADAM_STRETCH - 1) / ADAM_STRETCH;
         #pragma omp parallel for
-        for (size_t i = 0; i < n; i++) {
-            float g = elem_f32(grad, gt, i) * grad_scale;
-            float mi = beta1 * m[i] + (1.0f - beta1) * g;
-            float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-            m[i] = mi;
-            v[i] = vi;
-            float p = master[i] * (1.0f - lr * weight_decay);
-            master[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-            if (cast) elem_set(params, pt, i, master[i]);
+        for (size_t k = 0; k < stretches; k++) {
+            size_t i0 = k * ADAM_STRETCH, len = n - i0 < ADAM_STRETCH ? n - i0 : ADAM_STRETCH;
+            float wide[ADAM_STRETCH];
+            const float *g = (const float *)grad + i0;
+            if (gt == ZERO3_BF16) {
+                f32_from_bf16_span(wide, (const uint16_t *)grad + i0, len);
+                g = wide;
+            }
+            adamw_stretch(&a, master + i0, m + i0, v + i0, g, len);
+            if (params) bf16_from_f32_span(params + i0, master + i0, len);
         }
     }
 }

@@ -11,7 +11,6 @@
 #include <string.h>
 #include "../proc/proc.h"   // the process: g_proc, fatal, agree_or_exit, xmalloc, alloc phases, now_seconds
 #include "../zero3.h"
-#include "../cpu/bf16.h"   // bf16 <-> fp32 (model files, checkpoints and tests read and write bf16): a leaf
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,6 +50,26 @@ static inline uint32_t random_u32(uint64_t *state) {
     return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
 }
 static inline float random_f32(uint64_t *state) { return (random_u32(state) >> 8) / 16777216.0f; }
+
+// bf16 <-> fp32 on the host (model files, checkpoints and tests read and write bf16). cpu/bf16.h
+// holds the same two functions for the CPU kernels (host sits below cpu/, so it cannot include it):
+// both copies stand under one guard, so a file that includes both gets whichever comes first.
+#ifndef CPU_BF16_H
+#define CPU_BF16_H
+static inline float bf16_to_f32(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static inline uint16_t f32_to_bf16(float f) {   // round to nearest even
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffff) > 0x7f800000) return (uint16_t)((bits >> 16) | 0x40);   // NaN stays NaN
+    bits += 0x7fff + ((bits >> 16) & 1);
+    return (uint16_t)(bits >> 16);
+}
+#endif
 
 #ifdef __cplusplus
 }
