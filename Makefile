@@ -122,8 +122,11 @@ data:
 #          LM head would dominate the run time;
 #   clip:  small with the clip threshold at 1.2 and 12 steps, so that clipping is on in some steps
 #          (norms 2.46, 2.11, 1.37, 1.30, 1.24) and off in the others (1.18 ... 1.00).
+#   hs64:  L=2 C=128 NH=2, GPT-2's head size 64 (the GPU's 64-wide attention kernels), V=1024, B=4 T=64.
 REF_SMALL = --L 3 --C 72 --NH 3 --V 1024 --maxT 64 --B 12 --T 32 --seed 1337 --tokens dev/ref/small_tokens.bin
-dumps: dev/ref/tiny.dump dev/ref/tiny_tokens.bin dev/ref/small.dump dev/ref/clip.dump dev/ref/clip_tokens.bin
+REF_HS64 = --L 2 --C 128 --NH 2 --V 1024 --maxT 64 --B 4 --T 64 --seed 1337 --tokens dev/ref/hs64_tokens.bin
+dumps: dev/ref/tiny.dump dev/ref/tiny_tokens.bin dev/ref/small.dump dev/ref/clip.dump dev/ref/clip_tokens.bin \
+       dev/ref/hs64.dump
 dev/ref/tiny.dump: dev/gpt2_reference.py data/tinyshakespeare/tiny_shakespeare_val.bin
 	$(PYTHON) dev/gpt2_reference.py --preset tiny
 dev/ref/tiny_tokens.bin: data/tinyshakespeare/tiny_shakespeare_val.bin
@@ -138,6 +141,10 @@ dev/ref/clip.dump: dev/gpt2_reference.py dev/ref/small_tokens.bin
 	$(PYTHON) dev/gpt2_reference.py $(REF_SMALL) --clip 1.2 --steps 12 --model-out dev/ref/clip_model.bin --dump-out dev/ref/clip.dump
 dev/ref/clip_tokens.bin: dev/ref/small_tokens.bin
 	cp $< $@
+dev/ref/hs64_tokens.bin: dev/ref/small_tokens.bin
+	cp $< $@
+dev/ref/hs64.dump: dev/gpt2_reference.py dev/ref/hs64_tokens.bin
+	$(PYTHON) dev/gpt2_reference.py $(REF_HS64) --model-out dev/ref/hs64_model.bin --dump-out dev/ref/hs64.dump
 
 # ---------------------------------------------------------------- GPU (BEGIN GPU SECTION)
 # The GPU trainer and its test, built with nvcc into the repository root:
@@ -146,8 +153,6 @@ dev/ref/clip_tokens.bin: dev/ref/small_tokens.bin
 #   make cuda_kernels      build and run every kernel check in dev/cuda (needs a GPU)
 #   make gpu_first         scripts/gpu_first.sh: the first five minutes on a GPU (dev/GPU_LOG.md)
 #   make gpu_check         scripts/gpu_check.sh: the whole GPU check (docs/DESIGN.md section 5)
-# NCCL: the CUDA toolkit's by default; NCCL_HOME=DIR for another one, e.g. the nvidia/nccl folder of
-# PyTorch's wheels (DIR/include/nccl.h, DIR/lib/libnccl.so or libnccl.so.2; linked with an rpath).
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xptxas --warn-on-spills -Xcompiler -fopenmp \
               -Xcompiler -Wall -Xcompiler -Wno-unused-function -Xcompiler -Wno-unused-parameter
@@ -174,20 +179,25 @@ NVCC_DEFS += -DATTENTION_PORTABLE
 else ifneq ($(ATTENTION),flash)
 $(error ATTENTION must be flash, portable or materialized, got '$(ATTENTION)')
 endif
-ifeq ($(USE_MPI),1)
-NVCC_DEFS += -DUSE_MPI
-GPU_MPI_FLAGS = $(shell mpicc --showme:compile 2>/dev/null) $(shell mpicc --showme:link 2>/dev/null || echo -lmpi)
-endif
+# MPI: the GPU programs include mpi.h with USE_MPI=1, the default. Where there is no mpi.h (a GPU
+# machine's image often has none) the build goes without MPI by itself (ranks started by
+# scripts/launch.sh) and says so; USE_MPI=1 given on the command line there is refused in one line.
+MPICC ?= mpicc
+GPU_HAVE_MPI = $(eval GPU_HAVE_MPI := $(shell $(MPICC) --showme:compile >/dev/null 2>&1 && echo 1))$(GPU_HAVE_MPI)
+GPU_USE_MPI = $(if $(filter 1,$(USE_MPI)),$(if $(GPU_HAVE_MPI),1,$(if $(filter command line,$(origin USE_MPI)),refused,0)),0)
+GPU_MPI_DEFS = $(if $(filter 1,$(GPU_USE_MPI)),-DUSE_MPI $(shell $(MPICC) --showme:compile) $(shell $(MPICC) --showme:link))
+# cuBLASLt, cuBLAS, NCCL and the nvtx3 headers: from the toolkit, the system or PyTorch's wheels,
+# whichever has them first (scripts/gpu_find_libs.sh; -L and an rpath for each folder), asked once
+# and only when a GPU program is built. NCCL_HOME=DIR names NCCL's folder instead (DIR/include/nccl.h,
+# DIR/lib/libnccl.so or libnccl.so.2).
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+GPU_FOUND_FLAGS = $(eval GPU_FOUND_FLAGS := $(shell CUDA_HOME=$(CUDA_HOME) PYTHON=$(PYTHON) bash scripts/gpu_find_libs.sh --flags))$(GPU_FOUND_FLAGS)
 NCCL_HOME ?=
 ifneq ($(NCCL_HOME),)
 NCCL_FLAGS = -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib \
              $(if $(wildcard $(NCCL_HOME)/lib/libnccl.so),-lnccl,-l:libnccl.so.2)
-else
-NCCL_FLAGS = -lnccl
 endif
-# the toolkit's libraries by rpath too: a machine whose loader does not know /usr/local/cuda/lib64
-CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-GPU_LIBS = -lcublasLt -lcublas -lgomp -Xlinker -rpath=$(CUDA_HOME)/lib64
+GPU_LIBS = $(NCCL_FLAGS) $(GPU_FOUND_FLAGS) -lgomp
 GPU_SOURCES = $(wildcard gpu/*.cuh) $(HOST_HEADERS)
 # The engine and the host library are C, compiled by gcc into build/gpu_obj and linked, exactly the
 # sources the CPU trainer links (host headers declare them with C linkage for the .cu files).
@@ -201,11 +211,24 @@ $(GPU_OBJDIR)/%.o: %.c $(HOST_HEADERS)
 $(GPU_LIB): $(GPU_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_LIB)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_LIB) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
+# a GPU program asked for with USE_MPI=1 where there is no mpi.h: refused before anything is built
+ifneq ($(filter train_gpt2_zero3cu test_gpt2cu gpu,$(MAKECMDGOALS)),)
+ifeq ($(GPU_USE_MPI),refused)
+$(error USE_MPI=1 but $(MPICC) finds no mpi.h here: build with USE_MPI=0 (ranks through scripts/launch.sh))
+endif
+endif
+# before a GPU program is built: one line per library not found, and a line when the build goes
+# without MPI by itself
+gpu_prerequisites:
+	@if [ "$(USE_MPI)" = 1 ] && [ "$(GPU_USE_MPI)" = 0 ]; then echo "note: no mpi.h here ($(MPICC)): building without MPI, as USE_MPI=0 (ranks through scripts/launch.sh)"; fi
+	@missing=$$(CUDA_HOME=$(CUDA_HOME) PYTHON=$(PYTHON) bash scripts/gpu_find_libs.sh --report | grep 'NOT FOUND' $(if $(NCCL_HOME),| grep -v '^NCCL')); \
+	  [ -z "$$missing" ] || { echo "$$missing" | sed 's/^/error: /' >&2; exit 1; }
 
-test_gpt2cu: test_gpt2.cu tests/test_checks.h tests/dump.h $(GPU_SOURCES) $(GPU_LIB)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) -o $@ test_gpt2.cu $(GPU_LIB) $(NCCL_FLAGS) $(GPU_MPI_FLAGS) $(GPU_LIBS)
+train_gpt2_zero3cu: train_gpt2_zero3.cu $(GPU_SOURCES) $(GPU_LIB) | gpu_prerequisites
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) $(GPU_MPI_DEFS) -o $@ train_gpt2_zero3.cu $(GPU_LIB) $(GPU_LIBS)
+
+test_gpt2cu: test_gpt2.cu tests/test_checks.h tests/dump.h $(GPU_SOURCES) $(GPU_LIB) | gpu_prerequisites
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) $(NVCC_DEFS) $(GPU_MPI_DEFS) -o $@ test_gpt2.cu $(GPU_LIB) $(GPU_LIBS)
 
 gpu: train_gpt2_zero3cu test_gpt2cu
 
@@ -218,7 +241,7 @@ gpu_first:
 gpu_check:
 	bash scripts/gpu_check.sh
 
-.PHONY: cuda_kernels gpu_first gpu_check
+.PHONY: cuda_kernels gpu_first gpu_check gpu_prerequisites
 # (END GPU SECTION)
 
 # ---------------------------------------------------------------- operations (checkpoint, export, fuzz)

@@ -80,6 +80,18 @@
 #include "common.cuh"
 #include "flash_attention.cuh"
 
+// ZERO3_GPU_ATTENTION=portable: the trainer's tensor-core entry points run the portable kernels
+// (read where they are called: the environment is the only state). Defined in every build, so the
+// trainer's description can name the path that ran (attention_path_name).
+static inline int attention_forced_portable(void) {
+    const char* env = getenv("ZERO3_GPU_ATTENTION");
+    return env != NULL && strcmp(env, "portable") == 0;
+}
+// the attention a build with this name runs: the portable kernels when forced on a tensor-core build
+static inline const char* attention_path_name(int tensor_cores, const char* built) {
+    return tensor_cores && attention_forced_portable() ? "flash attention (portable: ZERO3_GPU_ATTENTION=portable)" : built;
+}
+
 #if defined(ENABLE_BF16)
 #include <mma.h>
 
@@ -647,15 +659,20 @@ static void flash_attention_tc_backward_with(floatX* dqkv, float* Dbuf, const fl
     else flash_attention_tc_backward_launch<typename Variant<64>::Dq, typename Variant<64>::Dkdv>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, scale, stream);
 }
 
-// the trainer's entry points: the default variant
+// The trainer's entry points: the default variant, or, with ZERO3_GPU_ATTENTION=portable in the
+// environment, the portable kernels (gpu/flash_attention.cuh: the same lse and scratch), so that a
+// rerun can tell a tensor-core bug from rounding without a rebuild. dev/cuda/attention.cu calls the
+// variants directly and always checks the tensor-core kernels.
 static void flash_attention_tc_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
                                        cudaStream_t stream) {
-    flash_attention_tc_forward_with<TcDefault>(out, lse, qkv, B, T, C, NH, stream);
+    if (attention_forced_portable()) flash_attention_forward(out, lse, qkv, B, T, C, NH, stream);
+    else flash_attention_tc_forward_with<TcDefault>(out, lse, qkv, B, T, C, NH, stream);
 }
 static void flash_attention_tc_backward(floatX* dqkv, float* Dbuf, const floatX* dout, const floatX* qkv,
                                         const floatX* out, const float* lse, int B, int T, int C, int NH,
                                         cudaStream_t stream) {
-    flash_attention_tc_backward_with<TcDefault>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, stream);
+    if (attention_forced_portable()) flash_attention_backward(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, stream);
+    else flash_attention_tc_backward_with<TcDefault>(dqkv, Dbuf, dout, qkv, out, lse, B, T, C, NH, stream);
 }
 
 #endif  // ENABLE_BF16

@@ -417,7 +417,7 @@ static void describe(GPT2ComputeState* m, char* buf, size_t n) {
     snprintf(buf, n, "GPU %s (device %d), %s, %s, %s; GPU memory in use %.2f of %.2f GiB; activations %.3f GiB "
              "(%s %.3f GiB; %s: %.3f)", prop.name, device,
              PRECISION_NAME, m->gpu->comm ? "NCCL" : "one rank (no NCCL)", peak_s, (total_b - free_b) / 1073741824.0,
-             total_b / 1073741824.0, m->acts_bytes / 1073741824.0, ATTENTION_NAME, att / 1073741824.0,
+             total_b / 1073741824.0, m->acts_bytes / 1073741824.0, attention_path_name(ATTENTION_TC, ATTENTION_NAME), att / 1073741824.0,
              ATTENTION_FLASH ? "materialized" : "flash", att_other / 1073741824.0);
 }
 
@@ -448,8 +448,7 @@ static void step_note(GPT2ComputeState* m, char* buf, size_t n) {
 // The end-of-run line: how often a GEMM asked cuBLASLt for the GELU or bias-gradient (BGRADB)
 // epilogue and, finding no algorithm, ran the unfused kernels instead (0 and 0: the epilogues ran)
 static void run_note(GPT2ComputeState* m, char* buf, size_t n) {
-    snprintf(buf, n, "epilogue fallbacks: gelu %ld, bgradb %ld%s", m->mm.gelu_fallbacks, m->mm.bias_grad_fallbacks,
-             m->mm.gelu_fusion ? "" : " (the GELU epilogue is off in this build: our GELU kernels run)");
+    matmul_epilogue_note(&m->mm, buf, n);
 }
 
 static const GPT2Compute GPT2_GPU_COMPUTE = {

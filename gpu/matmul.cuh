@@ -8,6 +8,14 @@
 // out^T(OC x BT) = W(OC x C) inp^T(C x BT): A = W stored as C x OC and transposed, B = inp as is.
 // fp32 accumulation always (CUBLAS_COMPUTE_32F: in FP32 builds this is true fp32, never TF32).
 //
+// The switch ZERO3_GPU_EPILOGUES=0 (environment, read once in matmul_init) turns every cuBLASLt
+// epilogue off: each GEMM is plain (the residual still enters as C with beta = 1, which is the GEMM
+// itself, not an epilogue), then bias_forward adds the bias, our GELU kernels apply GELU and gelu',
+// and bias_backward sums the bias gradient. Same math, other rounding points (the bias is added to
+// the rounded product): a rerun with it tells a rounding difference from a bug in an epilogue
+// (tests/test_emu_train.sh: the same losses within bf16's rounding either way). The end-of-run line
+// says which ran (matmul_epilogue_note).
+//
 // GELU fusion: the MLP's fc layer can compute gelu(x W^T + b) in the GEMM epilogue and store the
 // pre-activation next to it (GELU_AUX_BIAS), and its backward can multiply by gelu'(pre) in the
 // epilogue of dinp (DGELU). cuBLASLt implements the tanh approximation, the one GPT-2 uses. When no
@@ -68,6 +76,7 @@ typedef struct {
     cublasHandle_t blas;     // the attention's batched GEMMs
     void* workspace;         // cuBLASLt workspace, used on one stream at a time
     size_t workspace_bytes;
+    int bias_fusion;         // 1: the bias in the GEMM's epilogue; 0: a plain GEMM, then bias_forward
     int gelu_fusion;         // 1: try the GELU epilogues first; 0: always the unfused path
     long gelu_fallbacks;     // times a GELU epilogue was asked for but no algorithm had it
     int bias_grad_fusion;    // 1: try the BGRADB epilogue in the dW GEMM first; 0: always bias_backward
@@ -76,6 +85,12 @@ typedef struct {
     int nplans;
     long plan_misses;        // plans built (the rest of the calls reused one)
 } MatmulContext;
+
+// ZERO3_GPU_EPILOGUES=0: no cuBLASLt epilogue at all (the header says why one would want that)
+static int matmul_epilogues_wanted(void) {
+    const char* env = getenv("ZERO3_GPU_EPILOGUES");
+    return !(env && strcmp(env, "0") == 0);
+}
 
 static void matmul_init(MatmulContext* ctx) {
     cublasCheck(cublasLtCreate(&ctx->lt));
@@ -91,8 +106,11 @@ static void matmul_init(MatmulContext* ctx) {
 #else
     ctx->gelu_fusion = 1;
 #endif
+    const int epilogues = matmul_epilogues_wanted();
+    ctx->gelu_fusion = ctx->gelu_fusion && epilogues;
+    ctx->bias_fusion = epilogues;
     ctx->gelu_fallbacks = 0;
-    ctx->bias_grad_fusion = 1;
+    ctx->bias_grad_fusion = epilogues;
     ctx->bias_grad_fallbacks = 0;
     ctx->nplans = 0;
     ctx->plan_misses = 0;
@@ -224,13 +242,41 @@ static void matmul_lt_required(MatmulContext* ctx, floatX* D, const floatX* A, c
     }
 }
 
+// out(BT,OC) += bias(OC), every row: the bias when the epilogues are off (ZERO3_GPU_EPILOGUES=0)
+__global__ void bias_forward_kernel(floatX* out, const floatX* bias, size_t n, int OC) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;
+    if (i >= n) return;
+    xvec o = load16(out + i);
+    const xvec b = load16(bias + i % OC);
+#pragma unroll
+    for (int k = 0; k < XVEC_SIZE; k++) o[k] = from_float<floatX>(to_float(o[k]) + to_float(b[k]));
+    store16(out + i, o);
+}
+
+static void bias_forward(floatX* out, const floatX* bias, int BT, int OC, cudaStream_t stream) {
+    gpu_require(OC % XVEC_SIZE == 0, "bias_forward: OC=%d not a multiple of %d", OC, XVEC_SIZE);
+    const size_t n = (size_t)BT * OC;
+    bias_forward_kernel<<<(unsigned)CEIL_DIV(n / XVEC_SIZE, 256), 256, 0, stream>>>(out, bias, n, OC);
+    cudaCheckLaunch();
+}
+
+// D(BT,OC) = inp weight^T + beta * C [+ bias]: the bias in the epilogue, or (epilogues off) a plain
+// GEMM and then bias_forward. C: as in matmul_lt (NULL: D).
+static void matmul_bias_forward(MatmulContext* ctx, floatX* D, const floatX* C_in, const floatX* inp,
+                                const floatX* weight, const floatX* bias, int BT, int C, int OC, float beta,
+                                cudaStream_t stream) {
+    const int in_epilogue = bias != NULL && ctx->bias_fusion;
+    matmul_lt_required(ctx, D, weight, inp, C_in, in_epilogue ? bias : NULL, in_epilogue ? EPI_BIAS : EPI_NONE, OC,
+                       BT, C, true, false, C, C, OC, beta, stream);
+    if (bias != NULL && !in_epilogue) bias_forward(D, bias, BT, OC, stream);
+}
+
 // out(BT,OC) = inp(BT,C) weight(OC,C)^T [+ bias(OC)]. With pre_gelu != NULL: pre_gelu(BT,OC) gets
 // that result and out = gelu(pre_gelu).
 static void matmul_forward(MatmulContext* ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
                            const floatX* weight, const floatX* bias, int BT, int C, int OC, cudaStream_t stream) {
     if (pre_gelu == NULL) {
-        matmul_lt_required(ctx, out, weight, inp, NULL, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C,
-                           C, OC, 0.0f, stream);
+        matmul_bias_forward(ctx, out, NULL, inp, weight, bias, BT, C, OC, 0.0f, stream);
         return;
     }
     if (ctx->gelu_fusion &&
@@ -238,8 +284,7 @@ static void matmul_forward(MatmulContext* ctx, floatX* out, floatX* pre_gelu, co
                   1.0f, 0.0f, stream))
         return;
     if (ctx->gelu_fusion) ctx->gelu_fallbacks++;
-    matmul_lt_required(ctx, pre_gelu, weight, inp, NULL, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C,
-                       C, OC, 0.0f, stream);
+    matmul_bias_forward(ctx, pre_gelu, NULL, inp, weight, bias, BT, C, OC, 0.0f, stream);
     gelu_forward(out, pre_gelu, (size_t)BT * OC, stream);
 }
 
@@ -250,8 +295,7 @@ static void matmul_residual_forward(MatmulContext* ctx, floatX* out, const float
                                     const floatX* weight, const floatX* bias, int BT, int C, int OC,
                                     cudaStream_t stream) {
     gpu_require(out != residual, "matmul_residual_forward: out and residual are the same buffer");
-    matmul_lt_required(ctx, out, weight, inp, residual, bias, bias ? EPI_BIAS : EPI_NONE, OC, BT, C, true, false, C,
-                       C, OC, 1.0f, stream);
+    matmul_bias_forward(ctx, out, residual, inp, weight, bias, BT, C, OC, 1.0f, stream);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -349,4 +393,15 @@ static void matmul_backward(MatmulContext* ctx, floatX* dinp, floatX* dweight, f
     if (pre_gelu != NULL && ctx->gelu_fusion) ctx->gelu_fallbacks++;
     matmul_lt_required(ctx, dinp, weight, dout, NULL, NULL, EPI_NONE, C, BT, OC, false, false, C, OC, C, 0.0f, stream);
     if (pre_gelu != NULL) gelu_backward_inplace(dinp, pre_gelu, (size_t)BT * C, stream);
+}
+
+// what the end-of-run line says about the epilogues: fallbacks counted, or the switch that took them off
+static void matmul_epilogue_note(const MatmulContext* ctx, char* buf, size_t n) {
+    if (!ctx->bias_fusion) {
+        snprintf(buf, n, "epilogue fallbacks: gelu %ld, bgradb %ld (every cuBLASLt epilogue off: ZERO3_GPU_EPILOGUES=0; "
+                 "plain GEMMs, then our bias, GELU and bias-gradient kernels)", ctx->gelu_fallbacks, ctx->bias_grad_fallbacks);
+        return;
+    }
+    snprintf(buf, n, "epilogue fallbacks: gelu %ld, bgradb %ld%s", ctx->gelu_fallbacks, ctx->bias_grad_fallbacks,
+             ctx->gelu_fusion ? "" : " (the GELU epilogue is off in this build: our GELU kernels run)");
 }

@@ -11,6 +11,9 @@
 #   trainer_accepts N FLAGS...    the trainer's planner (-plan N, which validates as a run on N ranks
 #                                 does) accepts FLAGS (less -pt and -clip, which change no plan and which
 #                                 it refuses to plan); otherwise its error line, exit 2. Needs the build.
+#   holds_run DIR                 DIR holds an earlier run (a checkpoint, log.csv or model.bin)
+#   checkpoint_of DIR             "STEP TOTAL" of the run in DIR from its last checkpoint, or nothing
+#   resume_in_place DIR NAME      the trainer flags that continue DIR's unfinished run in place
 # A script's results never replace earlier ones: they go to a free name, or it refuses and says how
 # to proceed.
 
@@ -59,4 +62,31 @@ trainer_accepts() {
   err=$(./train_gpt2_zero3 -plan "$n" "${planned[@]}" 2>&1 >/dev/null) && return 0
   echo "$err" | grep -m1 '^error' >&2 || echo "error: ./train_gpt2_zero3 -plan $n $*: refused ($err)" >&2
   exit 2
+}
+
+# word K of a checkpoint's meta.bin, a little-endian int64 (docs/CHECKPOINT_FORMAT.md: 3 the step, 21 -x)
+meta_word() { [ -f "$1" ] || return 0; od -An -t d8 -j $(( $2 * 8 )) -N 8 "$1" 2>/dev/null | tr -d ' '; }
+holds_run() { [ -e "$1/latest" ] || [ -e "$1/log.csv" ] || [ -e "$1/model.bin" ] || compgen -G "$1/ckpt_*" >/dev/null; }
+# "STEP TOTAL" of the run in folder $1, from its last checkpoint; empty when none can be read
+checkpoint_of() {
+  local latest= meta step total
+  [ ! -f "$1/latest" ] || latest=$(head -c 64 "$1/latest" | head -1 || true)   # never a FIFO
+  case "$latest" in ckpt_*) meta=$1/$latest/meta.bin ;; *) return 0 ;; esac
+  step=$(meta_word "$meta" 3); total=$(meta_word "$meta" 21)
+  [ -z "$step" ] || [ -z "$total" ] || echo "$step $total"
+}
+# The trainer flags that continue the run in folder $1 in place (a batch job requeued into its own
+# folder), said on stderr as $2: "-y 1 -x TOTAL" for an unfinished run, nothing for an empty or absent
+# folder; a finished run or an unreadable one is refused (it is never started over in place).
+resume_in_place() {
+  holds_run "$1" || return 0
+  local ck; ck=$(checkpoint_of "$1")
+  if [ -n "$ck" ] && [ "${ck% *}" -lt "${ck#* }" ]; then
+    echo "$2: resuming the unfinished run in $1: its checkpoint is at step ${ck% *} of the ${ck#* } it was started to do" >&2
+    echo "-y 1 -x ${ck#* }"
+  elif [ -n "$ck" ]; then
+    die "$2: $1 holds a finished run (${ck% *} of ${ck#* } steps): give another --out, or pass -f 1 to start over there"
+  else
+    die "$2: $1 holds an earlier run with no readable checkpoint: give another --out, or pass -f 1 to start over there"
+  fi
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh: the full GPU check (docs/DESIGN.md section 5), for a visit longer than the
-# first (scripts/gpu_first.sh covers the most in five minutes) or one's own GPU. The whole script
+# first (scripts/gpu_first.sh answers the most in one call) or one's own GPU. The whole script
 # stops itself after GPU_CHECK_BUDGET seconds (default 570: one device-tool call of at most 600 s),
 # every command has its own cap under `timeout -k`, and each result is a line of the summary the
 # moment it ends (a timeout loses nothing already measured). The sections (GPU_CHECK_SKIP names):
@@ -8,7 +8,8 @@
 #   build      train_gpt2_zero3cu + test_gpt2cu in BF16, FP32 and DDP (USE_MPI=0), the trainer with
 #              ATTENTION=materialized and =portable, and dev/cuda, all at once (a build_NAME line each)
 #   kernels    every dev/cuda kernel check (attention timed at B=4 and at B=16), the attention_paths line
-#   test_*_n1  test_gpt2cu FP32 and BF16 on 1 rank against the carried small dump (V=1024)
+#   test_*     test_gpt2cu FP32 and BF16 on 1 rank against the carried small dump (V=1024), then
+#              the head-size-64 dump
 #   train      GPT-2 124M (d12) on tinyshakespeare, T=1024, stage 3 on one rank, bf16: tokens/s, MFU,
 #              memory, epilogue fallback counters at B=16 and B=32 with the default attention, then
 #              B=16 with the other attention paths, to pick the fastest
@@ -65,8 +66,8 @@ fi
 
 section "baseline: the same model in PyTorch (eager, torch.compile, FSDP2)"
 if skipped baseline; then record baseline SKIP 0 "GPU_CHECK_SKIP"; else
-  run_baseline "${TRAIN_B[0]}" eager,compile,fsdp2 "train_z3_b${TRAIN_B[0]}"
-  run_baseline "${TRAIN_B[1]}" eager,compile "train_z3_b${TRAIN_B[1]}"
+  run_baseline "${TRAIN_B[0]}" eager,compile,fsdp2 "train_z3_b${TRAIN_B[0]}" "$(cap 150 240)"
+  run_baseline "${TRAIN_B[1]}" eager,compile "train_z3_b${TRAIN_B[1]}" "$(cap 150 240)"
 fi
 
 section "n2: 2 ranks on one GPU (NCCL over loopback sockets)"

@@ -65,17 +65,6 @@ if [ -z "$out" ]; then out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pret
 parent=$(dirname "$out")
 [ -d "$parent" ] || [ "$parent" = out ] || die "--out: the folder $parent (where $out would go) does not exist"
 
-# word K of a checkpoint's meta.bin, a little-endian int64 (docs/CHECKPOINT_FORMAT.md: 3 the step, 21 -x)
-meta_word() { [ -f "$1" ] || return 0; od -An -t d8 -j $(( $2 * 8 )) -N 8 "$1" 2>/dev/null | tr -d ' '; }
-holds_run() { [ -e "$1/latest" ] || [ -e "$1/log.csv" ] || [ -e "$1/model.bin" ] || compgen -G "$1/ckpt_*" >/dev/null; }
-# "STEP TOTAL" of the run in folder $1, from its last checkpoint; empty when none can be read
-checkpoint_of() {
-  local latest= meta step total
-  [ ! -f "$1/latest" ] || latest=$(head -c 64 "$1/latest" | head -1 || true)   # never a FIFO
-  case "$latest" in ckpt_*) meta=$1/$latest/meta.bin ;; *) return 0 ;; esac
-  step=$(meta_word "$meta" 3); total=$(meta_word "$meta" 21)
-  [ -z "$step" ] || [ -z "$total" ] || echo "$step $total"
-}
 # The folder of this run (run_dir) and the trainer's flags that go with it (run_flags): the user's
 # -y 1 / -f 1 in $out as given; else the newest folder of the series out, out.1, out.2 ... resumed
 # when its run is unfinished, or a new folder beside it.

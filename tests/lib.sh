@@ -1,7 +1,7 @@
 # tests/lib.sh: the preamble the shell tests share. Source it first:  . "$(dirname "$0")/lib.sh"
 # It moves to the repository root, lets mpirun run as root and oversubscribe the cores, gives each
 # rank one OpenMP thread, picks the Python with torch, makes a scratch folder removed on exit, and
-# defines fail() and BIN (the trainer under test: ZERO3_TRAINER, else ./train_gpt2_zero3).
+# defines fail(), skip() and BIN (the trainer under test: ZERO3_TRAINER, else ./train_gpt2_zero3).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -10,6 +10,7 @@ PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "skipped: $*"; exit 77; }   # this machine cannot run the test (tests/run_all.sh counts it)
 BIN=${ZERO3_TRAINER:-./train_gpt2_zero3}
 
 # check_failed WHAT RC OUT ERR PATTERN LIMIT: a run that must fail as a bad input does (exit status

@@ -6,6 +6,10 @@
 #     (EMU_LT_NO_GELU=1 EMU_LT_NO_BGRAD=1) every GEMM that asks for one falls back: per layer and
 #     step the fc forward (GELU) and the fcproj backward (DGELU), and the four bias gradients (BGRADB);
 #     per layer and validation batch the fc forward again. With the epilogues present: 0 and 0.
+#   - the runtime switches a rerun on a GPU uses to tell rounding from a bug: ZERO3_GPU_EPILOGUES=0
+#     (plain GEMMs, then the bias, GELU and bias-gradient kernels) and ZERO3_GPU_ATTENTION=portable
+#     (the portable attention in the tensor-core build) give the default path's losses within 2e-3
+#     relative, and the end-of-run line and the description say which path ran;
 #   - -v 0 never opens the validation file; a validation split shorter than one batch validates.
 #   - ZeRO++ on the GPU backend (-qw 8 -hp 2 -qg 8: int8 gathers, node-group all-gathers, grouped
 #     send/receive all-to-all) on 2 emulated ranks gives the CPU trainer's losses.
@@ -55,10 +59,38 @@ grep -q '^| val      50 tokens, fewer than one batch (B\*T+1 = 65): each validat
 echo "ok   no epilogues, 2 steps validating on a 50-token split: gelu ${got% *}, bgradb ${got#* } (by hand: 6L, 8L)"
 
 # the emulated library with every epilogue: none falls back
-run fused -- -x 1 -v 0
+run fused -- -x 5 -v 0
 got=$(fallbacks "$work/fused.log")
 [ "$got" = "0 0" ] || fail "with the epilogues: fallbacks '$got', want '0 0'"
 echo "ok   with the epilogues: gelu 0, bgradb 0 ($(( $(date +%s) - t0 )) s in all)"
+
+# The switches against that run. Why 2e-3: the paths differ only in where they round, bf16's unit
+# roundoff u = 2^-8 = 3.9e-3 per rounding (an epilogue rounds the product with the bias and GELU
+# applied in fp32; the plain path rounds the product, then the bias sum, then GELU's input and
+# output; the two attentions round P and dS at other points). Per token that moves the loss by a few
+# u at most, with signs that differ token to token, so the mean over B*T = 64 tokens moves by about
+# u/sqrt(64) = 5e-4; 5 steps of lr-1e-3 updates add less. 2e-3 is four times that; a missing bias,
+# GELU or attention term moves the losses by far more (dev/cuda/matmul.cu and attention.cu check each
+# path element by element). Measured here: 1.5e-4 (epilogues off), 4e-5 (portable attention).
+losses() { sed -n 's/^step .* | loss \([0-9.]*\) .*/\1/p' "$1"; }
+same_losses() {  # same_losses WHAT LOG: LOG's 5 losses against the fused run's, within 2e-3 relative
+  $PY - "$1" <(losses "$2") <(losses "$work/fused.log") <<'EOF' || fail "$1: losses differ from the default path's"
+import sys
+what, a, b = sys.argv[1], [float(x) for x in open(sys.argv[2])], [float(x) for x in open(sys.argv[3])]
+worst = max(abs(x - y) / y for x, y in zip(a, b)) if len(a) == len(b) == 5 else float("inf")
+print(f"ok   {what}: losses {a}, default path {b}, worst relative {worst:.1e} (bound 2e-3)")
+sys.exit(0 if worst < 2e-3 else 1)
+EOF
+}
+run no_epilogues ZERO3_GPU_EPILOGUES=0 -- -x 5 -v 0
+grep -q '^epilogue fallbacks: gelu 0, bgradb 0 (every cuBLASLt epilogue off: ZERO3_GPU_EPILOGUES=0' "$work/no_epilogues.log" ||
+  fail "ZERO3_GPU_EPILOGUES=0: the end-of-run line does not say the epilogues were off"
+same_losses "ZERO3_GPU_EPILOGUES=0 (no cuBLASLt epilogue)" "$work/no_epilogues.log"
+run portable ZERO3_GPU_ATTENTION=portable -- -x 5 -v 0
+grep -q 'flash attention (portable: ZERO3_GPU_ATTENTION=portable)' "$work/portable.log" ||
+  fail "ZERO3_GPU_ATTENTION=portable: the description does not name the portable attention"
+grep -q 'flash attention (tensor cores)' "$work/fused.log" || fail "the default BF16 build does not name the tensor-core attention"
+same_losses "ZERO3_GPU_ATTENTION=portable (portable attention, BF16 build)" "$work/portable.log"
 
 # ZeRO++ through the GPU backend's own collectives (FP32, 2 ranks over MPI) against the CPU trainer
 if command -v mpicxx >/dev/null; then
@@ -68,7 +100,6 @@ if command -v mpicxx >/dev/null; then
   ZPP=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 3 -v 0 -z 3 -qw 8 -hp 2 -qg 8)
   timeout -k 10 300 mpirun -np 2 "$work/train_mpi" "${ZPP[@]}" >"$work/zpp_gpu.log" 2>&1 || { tail -20 "$work/zpp_gpu.log"; fail "ZeRO++ on 2 emulated ranks"; }
   timeout -k 10 120 mpirun -np 2 ./train_gpt2_zero3 "${ZPP[@]}" >"$work/zpp_cpu.log" 2>&1 || { tail -20 "$work/zpp_cpu.log"; fail "ZeRO++ on 2 CPU ranks"; }
-  losses() { sed -n 's/^step .* | loss \([0-9.]*\) .*/\1/p' "$1"; }
   $PY - <(losses "$work/zpp_gpu.log") <(losses "$work/zpp_cpu.log") <<'EOF' || fail "ZeRO++: the GPU backend's losses are not the CPU trainer's"
 import sys
 gpu = [float(x) for x in open(sys.argv[1])]; cpu = [float(x) for x in open(sys.argv[2])]

@@ -10,8 +10,8 @@ if [ ! -x "$NVCC" ]; then echo "SKIP: $NVCC not found (no CUDA toolkit)"; exit 0
 root="$PWD"
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/gpu_build.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
-# the sources the GPU targets need, nothing else (no data, no dumps)
-tar -cf - --exclude=dev/cuda/bin Makefile ./*.h ./*.c ./*.cu ./*.cuh host cpu tests/test_checks.h tests/dump.h gpu dev/cuda 2>/dev/null | (cd "$scratch" && tar -xf -)
+# the sources the GPU targets need, nothing else (no data, no dumps; the library finder the Makefile runs)
+tar -cf - --exclude=dev/cuda/bin Makefile ./*.h ./*.c ./*.cu host cpu proc observe tests/test_checks.h tests/dump.h gpu dev/cuda scripts/gpu_find_libs.sh 2>/dev/null | (cd "$scratch" && tar -xf -)
 jobs=$(nproc 2>/dev/null || echo 2)
 fail=0
 start=$(date +%s)

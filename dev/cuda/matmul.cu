@@ -100,10 +100,14 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
         for (int o = 0; o < OC; o++) ref_db[o] += dout[(size_t)i * OC + o];
 
     const int saved_gelu_fusion = ctx->gelu_fusion, saved_bias_grad_fusion = ctx->bias_grad_fusion;
+    const int saved_bias_fusion = ctx->bias_fusion;
     char name[128];
-    // ---- forward (with GELU: both the fused epilogue and the unfused path)
-    for (int fused = 0; fused <= (s.gelu_out ? 1 : 0); fused++) {
+    // ---- forward (with GELU or a bias: the epilogues, and the path without them, which
+    // ZERO3_GPU_EPILOGUES=0 takes: a plain GEMM, then bias_forward and the GELU kernel)
+    const bool fwd_epilogue = s.gelu_out || s.bias;
+    for (int fused = 0; fused <= (fwd_epilogue ? 1 : 0); fused++) {
         ctx->gelu_fusion = fused;
+        ctx->bias_fusion = fused;
         const long fallbacks = ctx->gelu_fallbacks;
         poison(d_out, (size_t)BT * OC);
         poison(d_pre, (size_t)BT * OC);
@@ -121,7 +125,7 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
             ok = check("out", from_device_floatX(d_out, (size_t)BT * OC), ref_pre, false, &maxerr);
         }
         float ms = time_ms([&] { matmul_forward(ctx, d_out, s.gelu_out ? d_pre : NULL, d_inp, d_w, b, bench_BT, C, OC, stream); });
-        snprintf(name, sizeof(name), "matmul_forward_%s%s", s.name, s.gelu_out ? (fused ? "_fused" : "_unfused") : "");
+        snprintf(name, sizeof(name), "matmul_forward_%s%s", s.name, fwd_epilogue ? (fused ? "_fused" : "_unfused") : "");
         // bytes: inp, weight read, out written (+ the pre-activation when GELU is fused or applied after)
         report(name, ok, maxerr, ms, ((double)bench_BT * C + (double)C * OC + (s.gelu_out ? 2.0 : 1.0) * bench_BT * OC) * sizeof(floatX),
                2.0 * bench_BT * C * OC);
@@ -129,7 +133,8 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
 
     // ---- forward into the residual stream: out = residual + inp W^T + bias, rounded once (the sum
     // is formed in fp32 in the epilogue), so the tolerances are those of the plain forward
-    if (s.residual) {
+    for (int fused = 0; s.residual && fused <= (s.bias ? 1 : 0); fused++) {
+        ctx->bias_fusion = fused;
         std::vector<double> ref_out(ref_pre);
         for (int i = 0; i < BT; i++)
             for (int o = 0; o < OC; o++) ref_out[(size_t)i * OC + o] += residual[(size_t)i * OC + o];
@@ -138,7 +143,7 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
         double maxerr = 0.0;
         bool ok = check("out", from_device_floatX(d_out, (size_t)BT * OC), ref_out, false, &maxerr);
         float ms = time_ms([&] { matmul_residual_forward(ctx, d_out, d_residual, d_inp, d_w, b, bench_BT, C, OC, stream); });
-        snprintf(name, sizeof(name), "matmul_residual_forward_%s", s.name);
+        snprintf(name, sizeof(name), "matmul_residual_forward_%s%s", s.name, s.bias ? (fused ? "_fused" : "_unfused") : "");
         // bytes: inp, weight, residual read, out written (the unfused way adds a residual kernel:
         // out written and read again, residual read, sum written: 2 * BT*OC more)
         report(name, ok, maxerr, ms, ((double)bench_BT * C + (double)C * OC + 2.0 * bench_BT * OC) * sizeof(floatX),
@@ -194,6 +199,7 @@ static void run_shape(MatmulContext* ctx, const Shape& s, int bench_BT, Rng& rng
     }
     ctx->gelu_fusion = saved_gelu_fusion;
     ctx->bias_grad_fusion = saved_bias_grad_fusion;
+    ctx->bias_fusion = saved_bias_fusion;
     cudaCheck(cudaFree(d_inp));
     cudaCheck(cudaFree(d_w));
     cudaCheck(cudaFree(d_bias));
