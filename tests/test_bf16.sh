@@ -20,6 +20,7 @@
 #   - the portable path and the AVX512_BF16 path (ZERO3_BF16_PATH) agree within the step-1 bound;
 #   - the state per rank from log.csv's mem_states_bytes: 2/2/12 bytes a (padded) parameter as each
 #     stage divides them, against fp32's 4/4/8 of the same run shape;
+#   - -plan's mixed-precision table equals a bf16 run's measured state (d4, stages 1 and 3);
 #   - the collective ledger equals its theory, and its bytes are half of fp32's;
 #   - a bf16 checkpoint resumed as fp32: one line says so; -p with an unknown value: one error line.
 . "$(dirname "$0")/lib.sh"
@@ -95,6 +96,15 @@ for z in 0 1 2 3; do
   want=$($PY -c "P=$P2*2/16; N=2; print(int({0:16*P, 1:4*P+12*P/N, 2:2*P+14*P/N, 3:16*P/N}[$z]))")
   [ "$got" = "$want" ] || fail "stage $z: state per rank $got bytes, want $want (2/2/12 of P=$((P2 / 8)))"
   echo "ok   stage $z, 2 ranks: state $got bytes per rank = 2/2/12 bytes a parameter as the stage divides them"
+done
+# -plan's mixed-precision table is the same accounting: GPT-2 d4 (its C a multiple of the 64-element
+# alignment, so the planner's layout is the run's) on 2 ranks, the planner's bytes = the run's measured
+plan=$($BIN -plan 2 -e d4 | awk '/^model-state memory per rank, mixed/ { on = 1 } on && /^  [0-3] / { gsub(",", "", $(NF-2)); print $(NF-2) }')
+for z in 1 3; do
+  timeout -k 10 300 mpirun -np 2 $BIN -e d4 -x 1 -v 0 -s 0 -z $z -p bf16 -o "$work/d4z$z" > "$work/d4z$z.log" 2>&1 || fail "d4 -z $z"
+  got=$(col "$work/d4z$z" mem_states_bytes); want=$(echo "$plan" | sed -n "$((z + 1))p")
+  [ "$got" = "$want" ] || fail "d4 -z $z on 2 ranks: the run holds $got bytes of model state, -plan 2's mixed table $want"
+  echo "ok   d4 -z $z, 2 ranks: the run's model state $got bytes = -plan 2's mixed-precision row"
 done
 sent_b=$(col "$work/z3" comm_bytes); sent_f=$(col "$work/f32z3" comm_bytes)
 $PY -c "import sys; b,f=$sent_b,$sent_f; sys.exit(0 if abs(b - f/2) <= 16 + f*1e-3 else 1)" ||
