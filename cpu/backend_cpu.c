@@ -4,6 +4,7 @@
 // without USE_MPI it is a one-rank backend where every collective is a copy.
 #include "backend_cpu.h"
 #include "../proc/proc.h"
+#include "bf16.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -201,8 +202,24 @@ static void cpu_zero(void *ctx, void *p, size_t bytes) { memset(p, 0, bytes); }
 #ifdef USE_MPI
 static MPI_Datatype mpi_type(Zero3DType t) {
     if (t == ZERO3_I8) return MPI_BYTE;   // ZeRO++'s packed codes and scales: moved, never summed
-    if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
-    return MPI_FLOAT;
+    return t == ZERO3_BF16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
+// The sum of bf16 buffers (mixed precision's gradients): each pair of elements is widened, added in
+// fp32 and rounded once to bf16. MPI combines the ranks' contributions pairwise, so an element of a
+// sum over N ranks is rounded N - 1 times (the test's tolerance counts them).
+static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+    (void)type;
+}
+// MPI_SUM for fp32; for bf16 the op above, made on first use by the thread that calls MPI.
+static MPI_Op mpi_sum(Zero3DType t) {
+    static MPI_Op bf16_sum = MPI_OP_NULL;
+    if (t != ZERO3_BF16) return MPI_SUM;
+    if (bf16_sum == MPI_OP_NULL) MPI_Op_create(bf16_sum_op, 1, &bf16_sum);
+    return bf16_sum;
 }
 static void check_mpi(int rc, const char *what) {
     if (rc != MPI_SUCCESS) fatal_local("MPI %s failed (code %d)", what, rc);
@@ -221,14 +238,14 @@ static void op_start(const CpuGroups *g, CpuOp *o) {
         break;
     case OP_REDUCE_SCATTER:
         if (o->in_place)
-            check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)o->src, (int)o->n, mpi_type(o->t), MPI_SUM,
+            check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)o->src, (int)o->n, mpi_type(o->t), mpi_sum(o->t),
                                                 g->shard, &o->req), "reduce-scatter");
         else
-            check_mpi(MPI_Ireduce_scatter_block(o->src, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM, g->shard,
-                                                &o->req), "reduce-scatter");
+            check_mpi(MPI_Ireduce_scatter_block(o->src, o->dst, (int)o->n, mpi_type(o->t), mpi_sum(o->t),
+                                                g->shard, &o->req), "reduce-scatter");
         break;
     case OP_ALL_REDUCE:
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM,
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), mpi_sum(o->t),
                                  o->replica ? g->replica : g->shard, &o->req), "all-reduce");
         break;
     default:   // OP_SCALAR: blocking
@@ -506,13 +523,18 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
 // result does not depend on the number of threads. The spans of one norm add up in sum_squares.
 static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType t) {
     const float *x = xv;
+    const uint16_t *xb = xv;   // bf16 gradients: each widened exactly to fp32, squared in double
+    const int is_bf16 = t == ZERO3_BF16;
     size_t nchunks = (n + 4095) / 4096;
     double total = 0.0;
     #pragma omp parallel for ordered schedule(static)
     for (size_t c = 0; c < nchunks; c++) {
         double s = 0.0;
         size_t end = (c + 1) * 4096 < n ? (c + 1) * 4096 : n;
-        for (size_t i = c * 4096; i < end; i++) s += (double)x[i] * x[i];
+        for (size_t i = c * 4096; i < end; i++) {
+            double xi = is_bf16 ? bf16_to_f32(xb[i]) : x[i];
+            s += xi * xi;
+        }
         #pragma omp ordered
         total += s;
     }
@@ -526,6 +548,13 @@ static double cpu_sum_squares_total(void *ctx) {
 }
 
 static void cpu_add(void *ctx, void *dstv, const void *srcv, size_t n, Zero3DType t) {
+    if (t == ZERO3_BF16) {   // summed in fp32, rounded once
+        uint16_t *d = dstv;
+        const uint16_t *a = srcv;
+        #pragma omp parallel for
+        for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(bf16_to_f32(d[i]) + bf16_to_f32(a[i]));
+        return;
+    }
     float *dst = dstv;
     const float *src = srcv;
     #pragma omp parallel for
@@ -536,61 +565,96 @@ static void cpu_copy_bytes(void *ctx, void *dst, const void *src, size_t bytes) 
 
 // ZeRO++'s block quantization (zero3.h): each block's scale from its largest magnitude, then the
 // codes; blocks split over the threads.
-static void cpu_quantize(void *ctx, const void *srcv, Zero3DType t, size_t n, void *packed) {
-    if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
-    const float *src = srcv;
+// bf16 spans to and from fp32 (one rounding each way, cpu/bf16.h's)
+static inline void f32_from_bf16_span(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+static inline void bf16_from_f32_span(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+}
+
+// Element i of a buffer of type t (fp32 or bf16) as fp32, and back (bf16 rounded to nearest even).
+static inline float elem_f32(const void *x, Zero3DType t, size_t i) {
+    return t == ZERO3_BF16 ? bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+static inline void elem_set(void *x, Zero3DType t, size_t i, float v) {
+    if (t == ZERO3_BF16) ((uint16_t *)x)[i] = f32_to_bf16(v);
+    else ((float *)x)[i] = v;
+}
+
+static void cpu_quantize(void *ctx, const void *src, Zero3DType t, size_t n, void *packed) {
     signed char *codes = packed;
     float *scales = (float *)((char *)packed + n);
     #pragma omp parallel for
     for (size_t b = 0; b < n / ZERO3_QUANT_BLOCK; b++) {
-        const float *x = src + b * ZERO3_QUANT_BLOCK;
+        const size_t first = b * ZERO3_QUANT_BLOCK;
         float amax = 0.0f;
-        for (int i = 0; i < ZERO3_QUANT_BLOCK; i++) amax = fmaxf(amax, fabsf(x[i]));
+        for (int i = 0; i < ZERO3_QUANT_BLOCK; i++) amax = fmaxf(amax, fabsf(elem_f32(src, t, first + i)));
         float scale = zero3_quant_scale(amax);
         scales[b] = scale;
-        for (int i = 0; i < ZERO3_QUANT_BLOCK; i++) codes[b * ZERO3_QUANT_BLOCK + i] = zero3_quant_code(x[i], scale);
+        for (int i = 0; i < ZERO3_QUANT_BLOCK; i++) codes[first + i] = zero3_quant_code(elem_f32(src, t, first + i), scale);
     }
 }
 
-static void cpu_dequantize(void *ctx, const void *packed, size_t n, void *dstv, Zero3DType t, int accumulate) {
-    if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
+// accumulate: dst + the decoded value, summed in fp32 and rounded once to t
+static void cpu_dequantize(void *ctx, const void *packed, size_t n, void *dst, Zero3DType t, int accumulate) {
     const signed char *codes = packed;
     const float *scales = (const float *)((const char *)packed + n);
-    float *dst = dstv;
     #pragma omp parallel for
     for (size_t i = 0; i < n; i++) {
         float v = (float)codes[i] * scales[i / ZERO3_QUANT_BLOCK];
-        dst[i] = accumulate ? dst[i] + v : v;
+        elem_set(dst, t, i, accumulate ? elem_f32(dst, t, i) + v : v);
     }
 }
 
 static void cpu_cast_from_f32(void *ctx, void *dst, Zero3DType t, const float *src, size_t n) {
-    if (t != ZERO3_F32) fatal_local("the CPU backend supports fp32 only");
-    if (dst != src) memcpy(dst, src, n * sizeof(float));
+    if (t == ZERO3_BF16) {
+        #pragma omp parallel for
+        for (size_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f32_to_bf16(src[i]);
+    } else if (dst != src) memcpy(dst, src, n * sizeof(float));
 }
 
-// AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW),
-// segment after segment, each split over the threads.
+// AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW).
+// One stretch of a segment with fp32 gradients g: the update of every element, in place.
+typedef struct { float lr, beta1, beta2, eps, grad_scale, weight_decay, bc1, bc2; } AdamStep;
+static inline void adamw_stretch(const AdamStep *a, float *master, float *m, float *v, const float *grad, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i] * a->grad_scale;
+        float mi = a->beta1 * m[i] + (1.0f - a->beta1) * g;
+        float vi = a->beta2 * v[i] + (1.0f - a->beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float p = master[i] * (1.0f - a->lr * a->weight_decay);
+        master[i] = p - a->lr * (mi / a->bc1) / (sqrtf(vi / a->bc2) + a->eps);
+    }
+}
+
+// Segment after segment, each in stretches of ADAM_STRETCH elements split over the threads: bf16
+// gradients are widened (exactly) into an fp32 stretch first, so the update itself is the one
+// vectorized fp32 loop either way; with bf16 working params the updated master is rounded into them.
+#define ADAM_STRETCH 2048
 static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DType pt,
                       float lr, float beta1, float beta2, float eps, float grad_scale, int t) {
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    AdamStep a = {lr, beta1, beta2, eps, grad_scale, 0.0f, 1.0f - powf(beta1, (float)t), 1.0f - powf(beta2, (float)t)};
     for (int s = 0; s < nsegs; s++) {
         float *master = segs[s].master, *m = segs[s].m, *v = segs[s].v;
-        const float *grad = segs[s].grad;
-        float weight_decay = segs[s].weight_decay;
-        size_t n = segs[s].n;
+        const void *grad = segs[s].grad;
+        uint16_t *params = pt == ZERO3_BF16 && segs[s].params != (void *)master ? segs[s].params : NULL;
+        a.weight_decay = segs[s].weight_decay;
+        size_t n = segs[s].n, stretches = (n + ADAM_STRETCH - 1) / ADAM_STRETCH;
         #pragma omp parallel for
-        for (size_t i = 0; i < n; i++) {
-            float g = grad[i] * grad_scale;
-            float mi = beta1 * m[i] + (1.0f - beta1) * g;
-            float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-            m[i] = mi;
-            v[i] = vi;
-            float p = master[i] * (1.0f - lr * weight_decay);
-            master[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+        for (size_t k = 0; k < stretches; k++) {
+            size_t i0 = k * ADAM_STRETCH, len = n - i0 < ADAM_STRETCH ? n - i0 : ADAM_STRETCH;
+            float wide[ADAM_STRETCH];
+            const float *g = (const float *)grad + i0;
+            if (gt == ZERO3_BF16) {
+                f32_from_bf16_span(wide, (const uint16_t *)grad + i0, len);
+                g = wide;
+            }
+            adamw_stretch(&a, master + i0, m + i0, v + i0, g, len);
+            if (params) bf16_from_f32_span(params + i0, master + i0, len);
         }
     }
-    (void)gt; (void)pt;   // fp32 on the CPU: the working params are the master copy
 }
 
 // Emulated links: the hold compares the clocks of the ranks of a ring, so they must share one

@@ -1,12 +1,26 @@
-// gpt2_cpu.c: GPT-2's per-unit math in fp32 C with OpenMP, as the table the passes call
+// gpt2_cpu.c: GPT-2's per-unit math in C with OpenMP (fp32, or bf16 mixed precision), as the table the passes call
 // (GPT2_CPU_COMPUTE; host/passes.h). It never sees a whole parameter set and knows nothing of
 // ZeRO: host/passes.c gathers each unit, hands these functions a typed view of it (w->qkvw, ...),
 // and reduces and releases it afterwards. m is the compute's state: activations and scratch, and the
 // backend it runs beside (for the report). The GPU's table (gpu/gpt2_gpu.cuh) is the same functions on
 // CUDA kernels.
+//
+// Two tables, one set of functions: GPT2_CPU_COMPUTE (fp32 params and gradients) and
+// GPT2_CPU_COMPUTE_BF16 (-p bf16: bf16 params and gradients, the engine keeping the fp32 master).
+// With bf16 every activation stays fp32 in memory, so only the functions that touch a parameter or
+// its gradient differ, and they decide in one place each (the linear, norm and embedding verbs):
+//   linear layers   cpu/kernels_bf16.h's matmuls: bf16 weights and biases, inputs rounded to bf16 as
+//                   they are packed (what autocast does), fp32 sums, dW and db rounded once per call
+//   layernorms      the bf16 weight and bias widened (exactly) to fp32 for the fp32 kernel; their
+//                   gradients summed in fp32 scratch and added into the bf16 buffer, rounded once
+//   embedding       bf16 wte and wpe widened; dwte, dwpe rows summed in fp32, rounded once per call
+// so every kernel that is not a matmul is the fp32 one, as exact as fp32's (why: layernorm, softmax
+// and the attention are where bf16 activations lose most, and autocast keeps them fp32 too).
 #include "gpt2_cpu.h"
 #include "backend_cpu.h"
 #include "kernels.h"
+#include "kernels_bf16.h"
+#include <stdlib.h>
 #include <omp.h>
 
 // ------------------------------------------------------------------------------------------------
@@ -33,7 +47,11 @@ struct GPT2ComputeState {
     const int *inputs;      // of the current forward (the encoder backward needs them)
     const int *targets;     // NULL: no loss
     double loss_sum;        // loss_accumulate's running sum
+    int bf16;               // params and gradients are bf16 (GPT2_CPU_COMPUTE_BF16)
+    Bf16Path path;          // ... and the bf16 matmuls' instruction (bf16_path_best, or ZERO3_BF16_PATH)
+    float *norm[4];         // bf16 only: a layernorm's weight, bias, and their gradients in fp32 (C each)
 };
+enum { NORM_W, NORM_B, NORM_DW, NORM_DB };
 
 static size_t layer_act_size(const GPT2Config *c, int B, int T, int which) {
     size_t BT = (size_t)B * T, C = c->channels, NH = c->num_heads;
@@ -89,8 +107,29 @@ static GPT2ComputeState *create(const GPT2Config *cfg, int B, int T, int recompu
     return m;
 }
 
+// The bf16 matmuls' path: the best this CPU runs, unless ZERO3_BF16_PATH names one (portable, or
+// avx512 where the CPU has it), so a test can run both on one machine.
+static Bf16Path bf16_path_chosen(void) {
+    const char *want = getenv("ZERO3_BF16_PATH");
+    if (!want || !*want) return bf16_path_best();
+    if (!strcmp(want, "portable")) return BF16_PATH_PORTABLE;
+    if (!strcmp(want, "avx512") && bf16_path_available(BF16_PATH_AVX512)) return BF16_PATH_AVX512;
+    if (!strcmp(want, "avx512")) fatal("ZERO3_BF16_PATH=avx512: this CPU has no AVX512_BF16");
+    fatal("ZERO3_BF16_PATH=%s: expected portable or avx512", want);
+    return BF16_PATH_PORTABLE;
+}
+
+static GPT2ComputeState *create_bf16(const GPT2Config *cfg, int B, int T, int recompute, void *device) {
+    GPT2ComputeState *m = create(cfg, B, T, recompute, device);
+    m->bf16 = 1;
+    m->path = bf16_path_chosen();
+    for (int i = 0; i < 4; i++) m->norm[i] = xcalloc(cfg->channels, sizeof(float));
+    return m;
+}
+
 static void destroy(GPT2ComputeState *m) {
     if (!m) return;
+    for (int i = 0; i < 4; i++) free(m->norm[i]);
     free(m->memory);
     free(m);
 }
@@ -106,10 +145,53 @@ static const float *block_input(const GPT2ComputeState *m, int l) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The verbs that touch parameters, fp32 or bf16 (the state decides): (B,T) rows of m's batch.
+
+static void linear_forward(const GPT2ComputeState *m, float *out, const float *inp, const void *w, const void *b,
+                           int C, int OC) {
+    if (m->bf16) matmul_forward_bf16(m->path, out, inp, w, b, m->B, m->T, C, OC);
+    else matmul_forward(out, inp, w, b, m->B, m->T, C, OC);
+}
+static void linear_backward(const GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout,
+                            const float *inp, const void *w, int C, int OC) {
+    if (m->bf16) matmul_backward_bf16(m->path, dinp, dw, db, dout, inp, w, m->B, m->T, C, OC);
+    else matmul_backward(dinp, dw, db, dout, inp, w, m->B, m->T, C, OC);
+}
+
+// a bf16 layernorm's weight and bias, widened into the state's scratch
+static void norm_widen(GPT2ComputeState *m, const void *w, const void *b) {
+    f32_from_bf16_array(m->norm[NORM_W], w, m->cfg.channels);
+    f32_from_bf16_array(m->norm[NORM_B], b, m->cfg.channels);
+}
+static void norm_forward(GPT2ComputeState *m, float *out, float *mean, float *rstd, const float *inp, const void *w,
+                         const void *b) {
+    const int C = m->cfg.channels;
+    if (!m->bf16) { layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->T, C); return; }
+    norm_widen(m, w, b);
+    layernorm_forward(out, mean, rstd, inp, m->norm[NORM_W], m->norm[NORM_B], m->B, m->T, C);
+}
+// bf16: the gradients summed from zero in fp32 over the call's rows, then added into dw, db once
+static void norm_backward(GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout, const float *inp,
+                          const void *w, const float *mean, const float *rstd) {
+    const int C = m->cfg.channels;
+    if (!m->bf16) { layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, m->B, m->T, C); return; }
+    f32_from_bf16_array(m->norm[NORM_W], w, C);
+    memset(m->norm[NORM_DW], 0, C * sizeof(float));
+    memset(m->norm[NORM_DB], 0, C * sizeof(float));
+    layernorm_backward(dinp, m->norm[NORM_DW], m->norm[NORM_DB], dout, inp, m->norm[NORM_W], mean, rstd, m->B, m->T, C);
+    uint16_t *dw16 = dw, *db16 = db;
+    for (int i = 0; i < C; i++) {
+        dw16[i] = f32_to_bf16(bf16_to_f32(dw16[i]) + m->norm[NORM_DW][i]);
+        db16[i] = f32_to_bf16(bf16_to_f32(db16[i]) + m->norm[NORM_DB][i]);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Forward
 
 static void embed_forward(GPT2ComputeState *m, const GPT2EmbedParams *w) {
-    encoder_forward(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels);
+    if (m->bf16) encoder_forward_bf16(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels);
+    else encoder_forward(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels);
 }
 
 static void block_forward(GPT2ComputeState *m, int l, const GPT2BlockParams *w) {
@@ -119,28 +201,27 @@ static void block_forward(GPT2ComputeState *m, int l, const GPT2BlockParams *w) 
     float *l_ln1 = a[A_LN1], *l_qkv = a[A_QKV], *l_atty = a[A_ATTY], *l_attproj = a[A_ATTPROJ];
     float *l_residual2 = a[A_RESIDUAL2], *l_ln2 = a[A_LN2], *l_fch = a[A_FCH], *l_fch_gelu = a[A_FCH_GELU];
     float *l_fcproj = a[A_FCPROJ], *l_residual3 = a[A_RESIDUAL3];
-    layernorm_forward(l_ln1, a[A_LN1_MEAN], a[A_LN1_RSTD], residual, w->ln1w, w->ln1b, B, T, C);
-    matmul_forward(l_qkv, l_ln1, w->qkvw, w->qkvb, B, T, C, 3 * C);
+    norm_forward(m, l_ln1, a[A_LN1_MEAN], a[A_LN1_RSTD], residual, w->ln1w, w->ln1b);
+    linear_forward(m, l_qkv, l_ln1, w->qkvw, w->qkvb, C, 3 * C);
     attention_forward(l_atty, m->acts[A_PREATT], a[A_ATT], l_qkv, B, T, C, NH);
-    matmul_forward(l_attproj, l_atty, w->attprojw, w->attprojb, B, T, C, C);
+    linear_forward(m, l_attproj, l_atty, w->attprojw, w->attprojb, C, C);
     residual_forward(l_residual2, residual, l_attproj, B * T * C);
-    layernorm_forward(l_ln2, a[A_LN2_MEAN], a[A_LN2_RSTD], l_residual2, w->ln2w, w->ln2b, B, T, C);
-    matmul_forward(l_fch, l_ln2, w->fcw, w->fcb, B, T, C, 4 * C);
+    norm_forward(m, l_ln2, a[A_LN2_MEAN], a[A_LN2_RSTD], l_residual2, w->ln2w, w->ln2b);
+    linear_forward(m, l_fch, l_ln2, w->fcw, w->fcb, C, 4 * C);
     gelu_forward(l_fch_gelu, l_fch, B * T * 4 * C);
-    matmul_forward(l_fcproj, l_fch_gelu, w->fcprojw, w->fcprojb, B, T, 4 * C, C);
+    linear_forward(m, l_fcproj, l_fch_gelu, w->fcprojw, w->fcprojb, 4 * C, C);
     residual_forward(l_residual3, l_residual2, l_fcproj, B * T * C);
 }
 
 static void final_norm_forward(GPT2ComputeState *m, const GPT2HeadParams *w) {
     const float *last = block_input(m, m->cfg.num_layers);
-    layernorm_forward(m->acts[A_LNF], m->acts[A_LNF_MEAN], m->acts[A_LNF_RSTD], last, w->lnfw, w->lnfb,
-                      m->B, m->T, m->cfg.channels);
+    norm_forward(m, m->acts[A_LNF], m->acts[A_LNF_MEAN], m->acts[A_LNF_RSTD], last, w->lnfw, w->lnfb);
 }
 
 // logits = lnf wte^T (the tied LM head), probs = softmax, and with targets the per-token losses
 static void lm_head_forward(GPT2ComputeState *m, const GPT2EmbedParams *w) {
     const int B = m->B, T = m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
-    matmul_forward(m->acts[A_LOGITS], m->acts[A_LNF], w->wte, NULL, B, T, C, Vp);
+    linear_forward(m, m->acts[A_LOGITS], m->acts[A_LNF], w->wte, NULL, C, Vp);
     softmax_forward(m->acts[A_PROBS], m->acts[A_LOGITS], B, T, V, Vp);
     if (m->targets) crossentropy_forward(m->acts[A_LOSSES], m->acts[A_PROBS], m->targets, B, T, Vp);
 }
@@ -170,7 +251,7 @@ static void lm_head_backward(GPT2ComputeState *m, const GPT2EmbedParams *w, cons
     memset(s[S_DLOGITS], 0, BT * Vp * sizeof(float));
     crossentropy_softmax_backward(s[S_DLOGITS], s[S_DLOSSES], s[A_PROBS], m->targets, B, T, V, Vp);
     memset(s[S_DLN], 0, BT * C * sizeof(float));
-    matmul_backward(s[S_DLN], dw->wte, NULL, s[S_DLOGITS], s[A_LNF], w->wte, B, T, C, Vp);
+    linear_backward(m, s[S_DLN], dw->wte, NULL, s[S_DLOGITS], s[A_LNF], w->wte, C, Vp);
 }
 
 // d(lnf) -> d(last residual), which starts the residual stream's gradient (dresidual)
@@ -178,8 +259,8 @@ static void final_norm_backward(GPT2ComputeState *m, const GPT2HeadParams *w, co
     const int B = m->B, T = m->T, C = m->cfg.channels;
     float **s = m->acts;
     memset(s[S_DRESIDUAL], 0, (size_t)B * T * C * sizeof(float));
-    layernorm_backward(s[S_DRESIDUAL], dw->lnfw, dw->lnfb, s[S_DLN], block_input(m, m->cfg.num_layers), w->lnfw,
-                       s[A_LNF_MEAN], s[A_LNF_RSTD], B, T, C);
+    norm_backward(m, s[S_DRESIDUAL], dw->lnfw, dw->lnfb, s[S_DLN], block_input(m, m->cfg.num_layers), w->lnfw,
+                  s[A_LNF_MEAN], s[A_LNF_RSTD]);
 }
 
 // dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
@@ -190,25 +271,26 @@ static void block_backward(GPT2ComputeState *m, int l, const GPT2BlockParams *w,
     float *dres = s[S_DRESIDUAL], *dln = s[S_DLN];
     // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2
     memset(s[S_DFCH_GELU], 0, BT * 4 * C * sizeof(float));
-    matmul_backward(s[S_DFCH_GELU], dw->fcprojw, dw->fcprojb, dres, a[A_FCH_GELU], w->fcprojw, B, T, 4 * C, C);
+    linear_backward(m, s[S_DFCH_GELU], dw->fcprojw, dw->fcprojb, dres, a[A_FCH_GELU], w->fcprojw, 4 * C, C);
     memset(s[S_DFCH], 0, BT * 4 * C * sizeof(float));
     gelu_backward(s[S_DFCH], a[A_FCH], s[S_DFCH_GELU], B * T * 4 * C);
     memset(dln, 0, BT * C * sizeof(float));
-    matmul_backward(dln, dw->fcw, dw->fcb, s[S_DFCH], a[A_LN2], w->fcw, B, T, C, 4 * C);
-    layernorm_backward(dres, dw->ln2w, dw->ln2b, dln, a[A_RESIDUAL2], w->ln2w, a[A_LN2_MEAN], a[A_LN2_RSTD], B, T, C);
+    linear_backward(m, dln, dw->fcw, dw->fcb, s[S_DFCH], a[A_LN2], w->fcw, C, 4 * C);
+    norm_backward(m, dres, dw->ln2w, dw->ln2b, dln, a[A_RESIDUAL2], w->ln2w, a[A_LN2_MEAN], a[A_LN2_RSTD]);
     // attention: residual2 = residual + attproj, the same split
     memset(s[S_DATTY], 0, BT * C * sizeof(float));
-    matmul_backward(s[S_DATTY], dw->attprojw, dw->attprojb, dres, a[A_ATTY], w->attprojw, B, T, C, C);
+    linear_backward(m, s[S_DATTY], dw->attprojw, dw->attprojb, dres, a[A_ATTY], w->attprojw, C, C);
     memset(s[S_DQKV], 0, BT * 3 * C * sizeof(float));
     attention_backward(s[S_DQKV], s[S_DPREATT], s[S_DATT], s[S_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH);
     memset(dln, 0, BT * C * sizeof(float));
-    matmul_backward(dln, dw->qkvw, dw->qkvb, s[S_DQKV], a[A_LN1], w->qkvw, B, T, C, 3 * C);
-    layernorm_backward(dres, dw->ln1w, dw->ln1b, dln, block_input(m, l), w->ln1w, a[A_LN1_MEAN], a[A_LN1_RSTD], B, T, C);
+    linear_backward(m, dln, dw->qkvw, dw->qkvb, s[S_DQKV], a[A_LN1], w->qkvw, C, 3 * C);
+    norm_backward(m, dres, dw->ln1w, dw->ln1b, dln, block_input(m, l), w->ln1w, a[A_LN1_MEAN], a[A_LN1_RSTD]);
 }
 
 // the encoder needs no parameter values, only the inputs and the embedding's gradient buffer
 static void embed_backward(GPT2ComputeState *m, const GPT2EmbedParams *dw) {
-    encoder_backward(dw->wte, dw->wpe, m->acts[S_DRESIDUAL], m->inputs, m->B, m->T, m->cfg.channels);
+    if (m->bf16) encoder_backward_bf16(dw->wte, dw->wpe, m->acts[S_DRESIDUAL], m->inputs, m->B, m->T, m->cfg.channels);
+    else encoder_backward(dw->wte, dw->wpe, m->acts[S_DRESIDUAL], m->inputs, m->B, m->T, m->cfg.channels);
 }
 
 static void probs_row(GPT2ComputeState *m, int b, int t, float *probs) {
@@ -228,7 +310,10 @@ static const void *activation(GPT2ComputeState *m, GPT2Activation which, int lay
 static void describe(GPT2ComputeState *m, char *buf, size_t n) {
     char comm[128];
     backend_cpu_describe(m->backend, comm, sizeof comm);
-    snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank, %s", omp_get_max_threads(), comm);
+    if (m->bf16)
+        snprintf(buf, n, "CPU bf16 (fp32 master and activations; matmuls on the %s path), %d OpenMP threads per rank, %s",
+                 bf16_path_name(m->path), omp_get_max_threads(), comm);
+    else snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank, %s", omp_get_max_threads(), comm);
 }
 static double flops_fraction(GPT2ComputeState *m, double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
 static void step_begin(GPT2ComputeState *m, int step) {}
@@ -236,14 +321,16 @@ static void step_end(GPT2ComputeState *m) {}   // every kernel and AdamW ran on 
 static void step_note(GPT2ComputeState *m, char *buf, size_t n) { if (n) buf[0] = '\0'; }   // nothing to add on a CPU
 static void run_note(GPT2ComputeState *m, char *buf, size_t n) { if (n) buf[0] = '\0'; }
 
-const GPT2Compute GPT2_CPU_COMPUTE = {
-    .create = create, .activation_bytes = activation_bytes, .destroy = destroy, .set_batch = set_batch,
-    .embed_forward = embed_forward, .block_forward = block_forward, .final_norm_forward = final_norm_forward,
-    .lm_head_forward = lm_head_forward,
-    .mean_loss = mean_loss, .loss_accumulate = loss_accumulate, .loss_take = loss_take,
-    .lm_head_backward = lm_head_backward, .final_norm_backward = final_norm_backward,
-    .block_backward = block_backward, .embed_backward = embed_backward,
-    .probs = probs_row, .activation = activation,
-    .describe = describe, .flops_fraction = flops_fraction, .step_begin = step_begin, .step_end = step_end,
-    .step_note = step_note, .run_note = run_note,
-};
+// the two tables: the same functions, a state made for fp32 or for bf16
+#define GPT2_CPU_FUNCTIONS \
+    .activation_bytes = activation_bytes, .destroy = destroy, .set_batch = set_batch, \
+    .embed_forward = embed_forward, .block_forward = block_forward, .final_norm_forward = final_norm_forward, \
+    .lm_head_forward = lm_head_forward, \
+    .mean_loss = mean_loss, .loss_accumulate = loss_accumulate, .loss_take = loss_take, \
+    .lm_head_backward = lm_head_backward, .final_norm_backward = final_norm_backward, \
+    .block_backward = block_backward, .embed_backward = embed_backward, \
+    .probs = probs_row, .activation = activation, \
+    .describe = describe, .flops_fraction = flops_fraction, .step_begin = step_begin, .step_end = step_end, \
+    .step_note = step_note, .run_note = run_note
+const GPT2Compute GPT2_CPU_COMPUTE = {.create = create, GPT2_CPU_FUNCTIONS};
+const GPT2Compute GPT2_CPU_COMPUTE_BF16 = {.create = create_bf16, GPT2_CPU_FUNCTIONS};

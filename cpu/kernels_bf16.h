@@ -11,6 +11,9 @@ What is bf16 and what is fp32, per product of a linear layer:
     backward  dW   += dout^T inp  dout fp32->bf16 inp fp32->bf16 dW   bf16    B*T
     backward  db   += sum dout    (no product: fp32 sums of fp32 dout)   db   bf16    B*T
 
+and the embedding beside them (encoder_forward_bf16 / encoder_backward_bf16, at the end): bf16 wte
+and wpe widened into fp32 activations; dwte and dwpe rows summed in fp32, rounded once per call.
+
 - weights, biases and their gradients are bf16: they are the working parameters and gradients of
   mixed precision (2 + 2 bytes a parameter), gathered and reduced as bf16 by the engine;
 - activations and activation gradients stay fp32 in memory, so every other kernel (layernorm, gelu,
@@ -459,6 +462,52 @@ static inline void matmul_backward_bf16(Bf16Path path, float *dinp, uint16_t *dw
             }
             for (int o = o0; o < o1; o++) dbias[o] = f32_to_bf16(sum[o - o0]);
         }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Embedding with bf16 tables (fp32 out, as every activation)
+
+// out (B,T,C) fp32 = wte (V,C)[inp (B,T)] + wpe (maxT,C)[t], both widened exactly: one fp32 sum
+static inline void encoder_forward_bf16(float *out, const int *inp, const uint16_t *wte, const uint16_t *wpe,
+                                        int B, int T, int C) {
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *out_bt = out + ((size_t)b * T + t) * C;
+            const uint16_t *wte_ix = wte + (size_t)inp[b * T + t] * C, *wpe_t = wpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) out_bt[i] = bf16_to_f32(wte_ix[i]) + bf16_to_f32(wpe_t[i]);
+        }
+}
+
+// dwte (V,C) bf16 = bf16(dwte + the dout rows of every position of each token), dwpe (maxT,C) bf16
+// = bf16(dwpe + dout summed over b): each row's sum is fp32 in position order and rounded ONCE, as
+// matmul_backward_bf16's dW. A token's row is summed by the thread that owns its first position
+// (a later position of the same token is skipped), so threads never share a row.
+static inline void encoder_backward_bf16(uint16_t *dwte, uint16_t *dwpe, const float *dout, const int *inp,
+                                         int B, int T, int C) {
+    const int BT = B * T;
+    #pragma omp parallel for schedule(dynamic, 8)
+    for (int p = 0; p < BT; p++) {
+        int first = 1;
+        for (int q = 0; q < p && first; q++) first = inp[q] != inp[p];
+        if (!first) continue;
+        uint16_t *row = dwte + (size_t)inp[p] * C;
+        float sum[C];
+        for (int i = 0; i < C; i++) sum[i] = bf16_to_f32(row[i]);
+        for (int q = p; q < BT; q++)
+            if (inp[q] == inp[p])
+                for (int i = 0; i < C; i++) sum[i] += dout[(size_t)q * C + i];
+        for (int i = 0; i < C; i++) row[i] = f32_to_bf16(sum[i]);
+    }
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        uint16_t *row = dwpe + (size_t)t * C;
+        float sum[C];
+        for (int i = 0; i < C; i++) sum[i] = bf16_to_f32(row[i]);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < C; i++) sum[i] += dout[((size_t)b * T + t) * C + i];
+        for (int i = 0; i < C; i++) row[i] = f32_to_bf16(sum[i]);
     }
 }
 

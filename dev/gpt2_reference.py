@@ -262,8 +262,42 @@ def layernorm(x, weight, bias):
 
 
 def linear(x, weight, bias):
-    # x (B,T,in), weight (out,in), bias (out,) -> (B,T,out)
-    return torch.matmul(x, weight.t()) + bias
+    # x (B,T,in), weight (out,in), bias (out,) or None -> (B,T,out)
+    if MIXED["on"]:
+        return bf16_linear().apply(x, weight, bias)
+    out = torch.matmul(x, weight.t())
+    return out if bias is None else out + bias
+
+
+# --dtype bfloat16 (mixed precision, the trainer's -p bf16): the weights are bf16 values (rounded
+# from an fp32 master kept by hand, in train), the activations float32. A linear layer's two
+# operands are bf16 (its input is rounded as autocast does) and every sum is float32.
+MIXED = {"on": False}
+
+
+def to_bf16(t):
+    # round to nearest even to bf16, held in float32 (torch's own conversion)
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def bf16_linear():
+    class BF16Linear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias):
+            xb = to_bf16(x)
+            ctx.save_for_backward(xb, weight)
+            out = torch.matmul(xb, weight.t())
+            return out if bias is None else out + bias
+
+        @staticmethod
+        def backward(ctx, g):
+            xb, weight = ctx.saved_tensors
+            gb = to_bf16(g)   # the output gradient is a bf16 operand of both products
+            dx = torch.matmul(gb, weight)
+            dw = torch.matmul(gb.reshape(-1, gb.shape[-1]).t(), xb.reshape(-1, xb.shape[-1]))
+            db = None if ctx.needs_input_grad[2] is False else g.reshape(-1, g.shape[-1]).sum(0)
+            return dx, dw, db
+    return BF16Linear
 
 
 def gelu_tanh(x):
@@ -310,7 +344,7 @@ def forward(p, cfg, inputs, targets):
             acts["%s.%d" % (name, l)] = value
         x = residual3
     lnf = layernorm(x, p["lnfw"], p["lnfb"])
-    logits = torch.matmul(lnf, p["wte"][:cfg.V].t())  # tied LM head; padded rows are not classes
+    logits = linear(lnf, p["wte"][:cfg.V], None)  # tied LM head; padded rows are not classes
     losses = F.cross_entropy(logits.view(B * T, cfg.V), targets.view(B * T), reduction="none")
     loss = losses.mean()
     acts["lnf"] = lnf
@@ -369,19 +403,29 @@ def train(params32, cfg, tokens, args, dtype, device):
     Returns (records of step 0: [(name, numpy array)], per-step numpy arrays of tokens, losses,
     grad norms, learning rates, and the parameters after the last step)."""
     B, T = args.B, args.T
+    mixed = dtype == torch.bfloat16
+    if mixed:
+        MIXED["on"], dtype = True, torch.float32
     params = {name: torch.tensor(a, dtype=dtype, device=device, requires_grad=True)  # copies
               for name, a in params32.items()}
+    master = {name: p.detach().clone() for name, p in params.items()} if mixed else params
     m = {name: torch.zeros_like(p) for name, p in params.items()}
     v = {name: torch.zeros_like(p) for name, p in params.items()}
     step0_records = []
     step_tokens, losses, norms, lrs = [], [], [], []
     for step in range(args.steps):
+        if mixed:   # the working copy: the fp32 master rounded to bf16
+            with torch.no_grad():
+                for name, p in params.items():
+                    p.copy_(to_bf16(master[name]))
         window = step_window(tokens, B, T, step)
         batch = torch.from_numpy(window).to(device)
         inputs, targets = batch[:-1].view(B, T), batch[1:].view(B, T)
         loss, acts = forward(params, cfg, inputs, targets)
         loss.backward()
         grads = {name: p.grad for name, p in params.items()}
+        if mixed:   # bf16 gradients (summed in fp32 over the step's uses, rounded once)
+            grads = {name: to_bf16(g) for name, g in grads.items()}
         norm = global_grad_norm(grads)
         if step == 0:
             step0_records = step0_dump_records(inputs, targets, acts, grads)
@@ -389,7 +433,7 @@ def train(params32, cfg, tokens, args, dtype, device):
         lr = learning_rate(step, args.lr, args.warmup, args.final_frac, args.steps)
         with torch.no_grad():
             clip_gradients(grads, norm, args.clip)
-            adamw_update(params, grads, m, v, step, lr, args.wd)
+            adamw_update(master, grads, m, v, step, lr, args.wd)
         for p in params.values():
             p.grad = None
         step_tokens.append(window.astype(np.int32))
@@ -399,7 +443,7 @@ def train(params32, cfg, tokens, args, dtype, device):
         print("step %2d/%d: loss %.6f  grad_norm %.6f  lr %.6e" % (step + 1, args.steps, losses[-1],
                                                                    norms[-1], lr), flush=True)
     return (step0_records, np.stack(step_tokens), np.array(losses), np.array(norms), np.array(lrs),
-            params)
+            master)
 
 
 # -----------------------------------------------------------------------------
@@ -502,8 +546,9 @@ def parse_args(argv):
     parser.add_argument("--final-frac", type=float, default=0.1, help="final lr / peak lr (default 0.1)")
     parser.add_argument("--wd", type=float, default=0.1, help="weight decay of the matrices (default 0.1)")
     parser.add_argument("--clip", type=float, default=1.0, help="max grad norm, 0 = off (default 1.0)")
-    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                        help="compute precision (default float64)")
+    parser.add_argument("--dtype", choices=("float64", "float32", "bfloat16"), default="float64",
+                        help="compute precision (default float64; bfloat16: bf16 weights and gradients from an "
+                             "fp32 master, fp32 activations, as the trainer's -p bf16)")
     parser.add_argument("--device", default=None, help="cpu (default) or cuda[:N]; preset d12: cuda if present")
     args = parser.parse_args(argv)
     apply_preset(args)
@@ -609,7 +654,7 @@ def main(argv):
     choose_device(args)
     if params32 is None:
         params32 = init_params(cfg, args.seed)
-    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    dtype = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
     if args.device.startswith("cuda"):
         # exact float32 matmuls on the GPU: no TF32
         torch.backends.cuda.matmul.allow_tf32 = False

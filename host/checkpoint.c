@@ -56,7 +56,8 @@ static void ckpt_layout_from_engine(const Zero3 *z, CkptMeta *m) {
 // own placement. A recorded flag with no word here is a format without room for it (fatal).
 static const struct { const char *flag; int word; } META_FLAG_WORDS[] = {
     {"-b", M_B}, {"-t", M_T}, {"-d", M_TOKENS_PER_STEP}, {"-x", M_TOTAL_STEPS}, {"-u", M_WARMUP}, {"-l", M_LR},
-    {"-q", M_FINAL_FRAC}, {"-c", M_WEIGHT_DECAY}, {"-gc", M_GRAD_CLIP}, {"-z", M_STAGE}, {"-S", M_SEED}};
+    {"-q", M_FINAL_FRAC}, {"-c", M_WEIGHT_DECAY}, {"-gc", M_GRAD_CLIP}, {"-z", M_STAGE}, {"-S", M_SEED},
+    {"-p", M_PRECISION}};
 
 static int meta_flag_word(const Flag *f) {
     for (size_t i = 0; i < sizeof META_FLAG_WORDS / sizeof META_FLAG_WORDS[0]; i++)

@@ -66,7 +66,7 @@ typedef struct {
 enum { M_MAGIC, M_VERSION, M_HEADER_WORDS, M_STEP, M_WORLD, M_STAGE, M_ALIGN, M_MAXT, M_V, M_VP, M_L,
        M_NH, M_C, M_B, M_T, M_A, M_TOKENS_PER_STEP, M_DATA_WINDOW, M_SAMPLE_RNG, M_SEED, M_GENERATION,
        M_TOTAL_STEPS, M_WARMUP, M_LR, M_FINAL_FRAC, M_WEIGHT_DECAY, M_GRAD_CLIP, M_NUNITS,
-       M_LAYOUT_WORDS, M_RANKS, M_FIXED_WORDS = 32 };
+       M_LAYOUT_WORDS, M_RANKS, M_PRECISION, M_FIXED_WORDS = 32 };
 // shard_<r>.bin: this fixed header, then 3 checksums per unit (master, m, v), then a checksum of
 // the header words, then the data: for each unit, master[S], m[S], v[S] as fp32.
 enum { S_MAGIC, S_VERSION, S_HEADER_WORDS, S_RANK, S_WORLD, S_STEP, S_GENERATION, S_NUNITS,

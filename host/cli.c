@@ -134,6 +134,12 @@ static void parse_clip(const Flag *f, const char *v, TrainArgs *a) {
     a->clip_local = !strcmp(v, "local");
 }
 
+// -p fp32|bf16: the working params' and gradients' precision (the master, m and v are fp32 either way).
+static void parse_precision(const Flag *f, const char *v, TrainArgs *a) {
+    if (strcmp(v, "fp32") && strcmp(v, "bf16")) fatal("flag %s: expected fp32 or bf16, got '%s'", f->name, v);
+    a->bf16 = !strcmp(v, "bf16");
+}
+
 // -link, -linkx GBPS[,LATENCY]: the whole link, and a run that holds its collectives for it.
 static void parse_link(const Flag *f, const char *v, TrainArgs *a) {
     Zero3Link *link = (Zero3Link *)((char *)a + f->field);
@@ -194,6 +200,13 @@ const Flag ARGS_FLAGS[] = {
      .help = "persistence threshold: units with fewer than N parameters stay replicated",
      .plan_refuses = "the planner lays every unit out by its stage and does not model persistent units; leave -pt out "
                      "(a run's report shows them)"},
+    {"-p", FLAG_CUSTOM, F(bf16), NULL, 0, 0, .parse = parse_precision, .metavar = "fp32|bf16",
+     .help = "precision of the working params and gradients; bf16: 2 + 2 bytes a parameter, gathered and\n"
+             "reduced as bf16, beside the fp32 master, m, v (12 bytes); checkpoints hold the fp32 master",
+     .shown_def = "fp32", .recorded = 1,
+     .on_resume = "the checkpoint holds the fp32 master, m and v, so the run goes on from them with the working params "
+                  "and gradients in the new precision (-p 0 is fp32, 1 bf16)",
+     .plan_refuses = "the planner prints the fp32 and the mixed-precision tables side by side; leave it out"},
     {"-clip", FLAG_CUSTOM, F(clip_local), NULL, 0, 0, .parse = parse_clip, .metavar = "global|local",
      .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)",
      .plan_refuses = "local changes the losses, not the memory or traffic the planner prints; leave it out"},

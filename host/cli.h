@@ -45,6 +45,7 @@ typedef struct {
     int ranks_per_node;                   // -rpn: ranks per node (0 = all on one node; -hs G: G)
     double tflops;                        // -tf: TFLOP/s per rank, achieved (planner)
     int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
+    int bf16;                             // -p bf16: mixed precision (bf16 params and gradients, fp32 master, m, v)
 } TrainArgs;
 
 // ------------------------------------------------------------------------------------------------

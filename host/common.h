@@ -51,7 +51,11 @@ static inline uint32_t random_u32(uint64_t *state) {
 }
 static inline float random_f32(uint64_t *state) { return (random_u32(state) >> 8) / 16777216.0f; }
 
-// bf16 <-> fp32 on the host (model files, checkpoints and tests read and write bf16).
+// bf16 <-> fp32 on the host (model files, checkpoints and tests read and write bf16). cpu/bf16.h
+// holds the same two functions for the CPU kernels (host sits below cpu/, so it cannot include it):
+// both copies stand under one guard, so a file that includes both gets whichever comes first.
+#ifndef CPU_BF16_H
+#define CPU_BF16_H
 static inline float bf16_to_f32(uint16_t b) {
     uint32_t bits = (uint32_t)b << 16;
     float f;
@@ -65,6 +69,7 @@ static inline uint16_t f32_to_bf16(float f) {   // round to nearest even
     bits += 0x7fff + ((bits >> 16) & 1);
     return (uint16_t)(bits >> 16);
 }
+#endif
 
 #ifdef __cplusplus
 }

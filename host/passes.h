@@ -67,7 +67,8 @@ typedef struct {
     // what the last forward computed
     void (*probs)(GPT2ComputeState *s, int b, int t, float *probs);   // softmax row (V), on the host
     // activation `which` of `layer` (layer ignored for LNF, LOGITS): B*T rows in the build's
-    // param_type, in the compute's memory (read it through the backend's copy_to_host)
+    // param_type (the CPU's fp32 in both of its tables: its -p bf16 keeps activations fp32), in the
+    // compute's memory (read it through the backend's copy_to_host)
     const void *(*activation)(GPT2ComputeState *s, GPT2Activation which, int layer);
 
     // the device it runs on, for the startup report and the step line

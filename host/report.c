@@ -68,6 +68,20 @@ static void report_data(const Trainer *tr) {
                a->B, a->T, val->ntok - 1, (long long)a->B * a->T);
 }
 
+// The model state this run holds, in its parts: bytes a parameter of each (2 / 2 / 12 in mixed
+// precision, 4 / 4 / 8 in fp32) and this stage's share of them (theory, padded units).
+static void report_state_split(const Trainer *tr) {
+    const Zero3 *z = &tr->z;
+    const int fp32 = z->cfg.param_type == ZERO3_F32;
+    double parts[3];
+    char b[3][32];
+    zero3_theory_state_parts(tr->args.stage, (double)z->totals.numel, tr->be->world, z->cfg.param_type, z->cfg.grad_type, parts);
+    for (int i = 0; i < 3; i++) format_bytes(b[i], sizeof b[i], parts[i]);
+    printf("|   split    params %s (%zu bytes a parameter) + grads %s (%zu) + optimizer %s (%d: %s)\n", b[0],
+           zero3_dtype_size(z->cfg.param_type), b[1], zero3_dtype_size(z->cfg.grad_type), b[2], fp32 ? 8 : 12,
+           fp32 ? "m, v; the fp32 params are the master" : "fp32 master, m, v");
+}
+
 void trainer_report(Trainer *tr) {
     if (tr->be->rank != 0) return;
     const TrainArgs *a = &tr->args;
@@ -109,6 +123,7 @@ void trainer_report(Trainer *tr) {
     char res[32];
     format_bytes(res, sizeof res, (double)z->resident.bytes);
     printf("|   this run holds %s of model state (padded units) + gathered units/grad buffers (see peak)\n", res);
+    report_state_split(tr);
     trainer_report_variants(tr);
     printf("|   (comm: bytes each rank sends, ring model, with the padding; grads SHARDED reduce-scatter at every\n"
            "|    micro-step and stage 3 gathers at every one, stages 0-1 reduce once per step; -plan N for other N)\n");

@@ -119,12 +119,27 @@ static void trainer_open_data(Trainer *tr) {
     if (rc && rc != LOADER_SHORT) fatal("flag -j: %s; validation (every -v %d steps) reads it, -v 0 turns it off", err, a->val_every);
 }
 
+// -p: the engine's types and the compute that uses them. bf16 is the build's own (the GPU's bf16
+// build) or its second table (the CPU's); fp32 is the build's (a bf16 build stays bf16).
+static void trainer_precision(Trainer *tr, Zero3DType *pt, Zero3DType *gt) {
+    const TrainBuild *b = tr->build;
+    *pt = b->param_type;
+    *gt = b->grad_type;
+    tr->compute = b->compute;
+    if (!tr->args.bf16 || b->param_type == ZERO3_BF16) return;
+    if (!b->compute_bf16) fatal("flag -p: bf16 is not in this build (its params are fp32)");
+    *pt = *gt = ZERO3_BF16;
+    tr->compute = b->compute_bf16;
+}
+
 static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     TrainArgs *a = &tr->args;
     tr->be = be;
     const TrainBuild *b = tr->build;
+    Zero3DType pt, gt;
+    trainer_precision(tr, &pt, &gt);
     Zero3Config zc = {.stage = a->stage, .prefetch_depth = a->prefetch_depth, .align = b->align,
-                      .param_type = b->param_type, .grad_type = b->grad_type,
+                      .param_type = pt, .grad_type = gt,
                       .persist_threshold = (size_t)a->persist_threshold,
                       .reshard_after_forward = a->reshard_after_forward, .shard_group = a->shard_group,
                       .quant_weights = a->quant_weights, .hp_group = a->hp_group, .quant_grads = a->quant_grads,
@@ -176,7 +191,6 @@ static void trainer_theory_ledger(Trainer *tr) {
 Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const TrainBuild *build) {
     Trainer *tr = (Trainer *)xcalloc(1, sizeof(Trainer));
     tr->build = build;
-    tr->compute = build->compute;
     tr->args = *args;
     tr->be = be;
     // the flags against each other and the N ranks, as -plan N checks them (cli.h), before the output

@@ -18,6 +18,7 @@ typedef struct {
     int ddp_only;                       // built with DDP=1: fixed at stage 0
     int export_version;                 // model.bin at the end of a run: 3 fp32, 5 bf16
     const GPT2Compute *compute;         // the per-unit math on this binary's device
+    const GPT2Compute *compute_bf16;    // -p bf16's math, bf16 params and gradients (NULL: none in this build)
 } TrainBuild;
 
 // The LR at step s (0-based) under the flags' schedule (docs/DESIGN.md section 3).

@@ -1,33 +1,44 @@
 #!/usr/bin/env bash
 # CPU benchmark: ms/step and tokens/s for one fixed config at 1 and 2 ranks and every ZeRO stage.
-#   scripts/bench_cpu.sh [-e MODEL] [-b B] [-t T] [-x STEPS]
+#   scripts/bench_cpu.sh [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both]
+# -p: the trainer's precision (-p bf16: mixed precision); both runs each configuration in fp32, then
+# in bf16, and adds a column saying which.
 # The same total work per step at every N (B per rank = B/N), so the figures compare directly.
 # Each run's first step (buffer pool and cache warm-up) is left out of the average, so STEPS >= 2;
 # B is split over 1 and 2 ranks, so it is even.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-MODEL=d2c128h2t64; B=8; T=64; STEPS=8
-while getopts ":e:b:t:x:" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;; t) T=$OPTARG;; x) STEPS=$OPTARG;;
-  :) die "-$OPTARG: missing its value (usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS])" ;;
-  *) die "-$OPTARG: unknown option (usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS])" ;; esac; done
+MODEL=d2c128h2t64; B=8; T=64; STEPS=8; PREC=fp32
+USAGE="usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both]"
+while getopts ":e:b:t:x:p:" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;; t) T=$OPTARG;; x) STEPS=$OPTARG;;
+  p) PREC=$OPTARG;;
+  :) die "-$OPTARG: missing its value ($USAGE)" ;;
+  *) die "-$OPTARG: unknown option ($USAGE)" ;; esac; done
 shift $((OPTIND - 1)); [ $# -eq 0 ] || die "$1: unexpected argument"
 need_int -b "$B" 2 1048576; [ $((B % 2)) -eq 0 ] || die "-b: $B is split over 1 and 2 ranks: give an even B"
 need_int -t "$T" 1 1048576; need_int -x "$STEPS" 2 100000
+case $PREC in fp32|bf16) precs=$PREC; pcol=0;; both) precs="fp32 bf16"; pcol=1;;
+  *) die "-p: expected fp32, bf16 or both, got '$PREC'";; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 make -s train_gpt2_zero3 >/dev/null
 for n in 1 2; do trainer_accepts "$n" -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS"; done
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an OMP_NUM_THREADS the user exported
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+[ $pcol = 1 ] && printf "%-6s " prec
 printf "%-6s %-6s %10s %12s %14s %14s\n" ranks stage ms/step tokens/s comm/step peak/rank
 for n in 1 2; do
   for z in 0 1 2 3; do
-    threads=$(( CORES / n )); [ $threads -ge 1 ] || threads=1
-    cmd=(./train_gpt2_zero3 -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -v 0 -o "$out/r$n$z")
-    if [ "$n" -gt 1 ]; then cmd=(mpirun --oversubscribe --bind-to none -np "$n" "${cmd[@]}"); fi
-    OMP_NUM_THREADS=$threads "${cmd[@]}" >/dev/null
-    awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) 'NR>2 { ms += $6; c++; comm = $8; peak = $10 }
-      END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, peak/1048576 }' "$out/r$n$z/log.csv"
+    for p in $precs; do
+      threads=$(( CORES / n )); [ $threads -ge 1 ] || threads=1
+      dir="$out/r$n$z$p"
+      cmd=(./train_gpt2_zero3 -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -p "$p" -v 0 -o "$dir")
+      if [ "$n" -gt 1 ]; then cmd=(mpirun --oversubscribe --bind-to none -np "$n" "${cmd[@]}"); fi
+      OMP_NUM_THREADS=$threads "${cmd[@]}" >/dev/null
+      [ $pcol = 1 ] && printf "%-6s " "$p"
+      awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) 'NR>2 { ms += $6; c++; comm = $8; peak = $10 }
+        END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, peak/1048576 }' "$dir/log.csv"
+    done
   done
 done
