@@ -21,8 +21,8 @@ make -s dumps >/dev/null || { echo "mutation_check: make dumps failed" >&2; exit
 CLIP="dev/ref/clip.dump dev/ref/clip_model.bin"
 SMALL="dev/ref/small.dump dev/ref/small_model.bin"
 # the engine's unit tests (build targets, then the command)
-ENGINE_T="build/test_engine_layout build/test_engine_schedule build/test_pass_order build/test_engine_contract"
-ENGINE="build/test_engine_layout && build/test_engine_schedule && build/test_pass_order && build/test_engine_contract"
+ENGINE_T="build/test_engine_layout build/test_engine_schedule build/test_pass_order build/test_engine_contract build/test_stop_path"
+ENGINE="build/test_engine_layout && build/test_engine_schedule && build/test_pass_order && build/test_engine_contract && build/test_stop_path"
 # the CPU kernels against PyTorch float64 (tests/test_cpu_kernels.sh's check, built without make)
 KERNELS="mkdir -p build && $PY tests/unit/cpu_kernels_ref.py build/mut_ref.bin >/dev/null && gcc -O3 -march=native -fopenmp -std=gnu11 -o build/mut_tck tests/unit/test_cpu_kernels.c -lm && build/mut_tck build/mut_ref.bin"
 
@@ -76,6 +76,7 @@ MUTATIONS=(
 "42|cpu/backend_cpu.c|float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);|float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta1, (float)t);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
 "43|cpu/backend_cpu.c|float p = master[i] * (1.0f - lr * weight_decay);|float p = master[i];|$ENGINE_T|$ENGINE"
 "44|host/passes.c|p->compute->lm_head_backward(p->state, &emb, &demb, dloss);|p->compute->lm_head_backward(p->state, &emb, &demb, 1.0f);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
+"45|zero3.c|    zero3_finish_reductions(z);\n    drop_unused_prefetches(z);\n    schedule_close_recording(z);|    drop_unused_prefetches(z);\n    schedule_close_recording(z);|build/test_stop_path|build/test_stop_path"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

@@ -9,10 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-make -s build/test_engine_layout build/test_engine_schedule build/test_pass_order build/test_engine_contract train_gpt2_zero3 ddp >/dev/null
+make -s build/test_engine_layout build/test_engine_schedule build/test_pass_order build/test_engine_contract build/test_stop_path train_gpt2_zero3 ddp >/dev/null
 build/test_engine_layout
 build/test_engine_schedule
 build/test_pass_order
 build/test_engine_contract
+build/test_stop_path
 PY=python3; command -v /usr/bin/python3 >/dev/null && PY=/usr/bin/python3
 $PY tests/engine_consistency.py --binary ./train_gpt2_zero3 --ddp-binary build/ddp/train_gpt2_zero3
