@@ -16,6 +16,8 @@ of each step is waiting, and the compute share is small and known from the trace
   more).
 - "time: planner ... comm": the link's time for the ledger's collectives, by hand: each row's bytes
   / 1 GB/s + its collectives x (N-1) ring steps x 1 ms (2(N-1) for the norm's all-reduce).
+- the step lines' lr (warmup 2 steps, cosine to 0.1 of 1e-3): the NumPy reference's schedule
+  (tests/reference/numpy_gpt2.py's lr_schedule, which the PyTorch dumps are checked against).
 - "time: measured": the mean over the measured steps of the trace's step slices (step), exposed
   slices (exposed) and step less exposed (compute).
 
@@ -29,7 +31,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
+import numpy_gpt2 as ref  # noqa: E402
+
 N, STEPS, GBPS, LAT_MS = 2, 5, 1.0, 1.0
+LR, WARMUP, FINAL = 1e-3, 2, 0.1   # a warmup and a cosine decay, so that every step's lr differs
 failures = []
 
 
@@ -48,7 +54,7 @@ def run(binary, root, stage, cwd):
     cmd = ["mpirun", "-np", str(N), binary, "-e", f"{root}/dev/ref/small_model.bin",
            "-i", f"{root}/dev/ref/small_tokens.bin", "-j", f"{root}/dev/ref/small_tokens.bin",
            "-b", "2", "-t", "8", "-x", str(STEPS), "-v", "0", "-z", str(stage), "-tr", trace,
-           "-link", f"{GBPS:g},{LAT_MS:g}ms"]
+           "-l", str(LR), "-u", str(WARMUP), "-q", str(FINAL), "-link", f"{GBPS:g},{LAT_MS:g}ms"]
     out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         sys.exit(f"summary oracle: {' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
@@ -89,6 +95,10 @@ def check_case(binary, root, stage):
     mean_line = sum(lines[s + 1] for s in timed) / len(timed)
     check(close(sum(summary.values()), mean_line, 0.01 * len(summary) + 0.06),
           f"the summary's total {sum(summary.values()):.2f} ms = the step lines' mean exposed {mean_line:.2f} ms")
+    lrs = {int(a): float(b) for a, b in re.findall(r"^step +(\d+)/\d+ .*\| lr ([\d.e+-]+) \|", out, re.M)}
+    for s in range(STEPS):
+        want = ref.lr_schedule(s, LR, WARMUP, FINAL, STEPS)
+        check(close(lrs[s + 1], want, 0.0, 0.006), f"step {s + 1}'s lr {lrs[s + 1]:.2e} = the NumPy reference's schedule {want:.3e}")
     # the time model's calibration of compute
     m = re.search(r"time model for this run: compute ([\d.]+) ms per step measured on steps? (\d+)(?:-(\d+))?", out)
     first, last = int(m.group(2)), int(m.group(3) or m.group(2))
