@@ -16,6 +16,8 @@ of each step is waiting, and the compute share is small and known from the trace
   more).
 - "time: planner ... comm": the link's time for the ledger's collectives, by hand: each row's bytes
   / 1 GB/s + its collectives x (N-1) ring steps x 1 ms (2(N-1) for the norm's all-reduce).
+- the startup report's memory lines: the stage table's model state and comm per rank, the marked
+  stage, "theory bytes: state" and "this run holds", against 267,912 parameters worked out by hand.
 - the step lines' lr (warmup 2 steps, cosine to 0.1 of 1e-3): the NumPy reference's schedule
   (tests/reference/numpy_gpt2.py's lr_schedule, which the PyTorch dumps are checked against).
 - "time: measured": the mean over the measured steps of the trace's step slices (step), exposed
@@ -81,6 +83,23 @@ def check_case(binary, root, stage):
     step_ms = {s: ms(slices(ev, s, "step")) for s in range(STEPS)}
     exposed_ms = {s: ms(slices(ev, s, "exposed")) for s in range(STEPS)}
     timed = list(range(1, STEPS))
+    # the startup report's memory lines: 267,912 parameters by hand (L=3, C=72, V=1024, maxT=64: wte 73,728 +
+    # wpe 4,608 + 3 x (12 C^2 + 13 C = 63,144) + lnf 144); fp32 model state on N ranks 16, 8 + 8/N, 4 + 12/N, 16/N
+    # bytes a parameter for stages 0-3; the comm column: 2(N-1)/N x 4P (stages 0-2), 1.5 x that (stage 3)
+    P = 73728 + 4608 + 3 * 63144 + 144
+    hand = [16 * P, (8 + 8 / N) * P, (4 + 12 / N) * P, 16 / N * P]
+    comm = [2 * (N - 1) / N * 4 * P] * 3 + [1.5 * 2 * (N - 1) / N * 4 * P]
+    rows = re.findall(r"^\|   ([0-3])(?: DDP)? +([\d.]+) MiB +([\d.]+) MiB( +<- this run)?$", out, re.M)
+    check(len(rows) == 4 and [r[0] for r in rows] == list("0123"), "the report's memory table has stages 0-3")
+    for st, mem, cm, here in rows:
+        st = int(st)
+        check(close(float(mem), hand[st] / 2**20, 0.006), f"report: stage {st} model state {mem} MiB = {hand[st] / 2**20:.3f} by hand")
+        check(close(float(cm), comm[st] / 2**20, 0.006, 0.01), f"report: stage {st} comm {cm} MiB = {comm[st] / 2**20:.3f} by hand (+ padding)")
+        check(bool(here) == (st == stage), f"report: stage {st} {'is' if st == stage else 'is not'} marked as this run")
+    state = int(re.search(r"theory bytes: state (\d+)", out).group(1))
+    check(state == round(hand[stage]), f"report: theory bytes: state {state} = {round(hand[stage])} by hand")
+    holds = float(re.search(r"this run holds ([\d.]+) MiB of model state", out).group(1))
+    check(close(holds, hand[stage] / 2**20, 0.006, 0.01), f"report: holds {holds} MiB = {hand[stage] / 2**20:.3f} by hand + padding (< 1%)")
     # the per-unit summary
     m = re.search(r"exposed communication by unit \(rank 0, mean ms per step over (\d+) steps\):\n(.*)\n  norm ([\d.]+)", out)
     check(m is not None and int(m.group(1)) == len(timed), f"the summary covers the {len(timed)} steps after the first")
