@@ -18,6 +18,8 @@ of each step is waiting, and the compute share is small and known from the trace
   / 1 GB/s + its collectives x (N-1) ring steps x 1 ms (2(N-1) for the norm's all-reduce).
 - the startup report's memory lines: the stage table's model state and comm per rank, the marked
   stage, "theory bytes: state" and "this run holds", against 267,912 parameters worked out by hand.
+- each step line's ms, tok/s and exposed comm (and its %): the trace's step slice, 32 tokens (B=2 x
+  T=8 x N=2) over it, the trace's wait slices.
 - the step lines' lr (warmup 2 steps, cosine to 0.1 of 1e-3): the NumPy reference's schedule
   (tests/reference/numpy_gpt2.py's lr_schedule, which the PyTorch dumps are checked against).
 - "time: measured": the mean over the measured steps of the trace's step slices (step), exposed
@@ -118,6 +120,16 @@ def check_case(binary, root, stage):
     for s in range(STEPS):
         want = ref.lr_schedule(s, LR, WARMUP, FINAL, STEPS)
         check(close(lrs[s + 1], want, 0.0, 0.006), f"step {s + 1}'s lr {lrs[s + 1]:.2e} = the NumPy reference's schedule {want:.3e}")
+    # each step line's ms, tok/s and exposed comm: the trace's step slice, B x T x N = 32 tokens over it,
+    # the trace's wait slices
+    for s, line in re.findall(r"^step +(\d+)/\d+ (.*)$", out, re.M):
+        s = int(s) - 1
+        f = re.search(r"\| ([\d.]+) ms \| (\d+) tok/s .*exposed comm ([\d.]+) ms \((\d+)%\)", line)
+        line_ms, tok_s, exp, pct = float(f.group(1)), int(f.group(2)), float(f.group(3)), int(f.group(4))
+        check(close(line_ms, step_ms[s], 0.06, 0.005) and close(tok_s, 32 / (step_ms[s] / 1e3), 1.0, 0.01)
+              and close(exp, exposed_ms[s], 0.06, 0.005) and close(pct, 100 * exposed_ms[s] / step_ms[s], 0.6),
+              f"step {s + 1}: {line_ms} ms, {tok_s} tok/s, exposed {exp} ms ({pct}%) = the trace's {step_ms[s]:.2f} ms, "
+              f"{32 / (step_ms[s] / 1e3):.0f} tok/s, {exposed_ms[s]:.2f} ms")
     # the time model's calibration of compute
     m = re.search(r"time model for this run: compute ([\d.]+) ms per step measured on steps? (\d+)(?:-(\d+))?", out)
     first, last = int(m.group(2)), int(m.group(3) or m.group(2))
