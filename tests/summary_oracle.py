@@ -20,6 +20,8 @@ of each step is waiting, and the compute share is small and known from the trace
   stage, "theory bytes: state" and "this run holds", against 267,912 parameters worked out by hand.
 - each step line's ms, tok/s and exposed comm (and its %): the trace's step slice, 32 tokens (B=2 x
   T=8 x N=2) over it, the trace's wait slices.
+- the startup report's activations line: 517.00 KiB without recompute, 360.50 KiB with, by hand
+  from the activations and the backward's scratch of B=2 T=8 (in the code below).
 - the step lines' lr (warmup 2 steps, cosine to 0.1 of 1e-3): the NumPy reference's schedule
   (tests/reference/numpy_gpt2.py's lr_schedule, which the PyTorch dumps are checked against).
 - "time: measured": the mean over the measured steps of the trace's step slices (step), exposed
@@ -102,6 +104,16 @@ def check_case(binary, root, stage):
     check(state == round(hand[stage]), f"report: theory bytes: state {state} = {round(hand[stage])} by hand")
     holds = float(re.search(r"this run holds ([\d.]+) MiB of model state", out).group(1))
     check(close(holds, hand[stage] / 2**20, 0.006, 0.01), f"report: holds {holds} MiB = {hand[stage] / 2**20:.3f} by hand + padding (< 1%)")
+    # the activations line, by hand for B=2 T=8 C=72 L=3 NH=3 Vp=1024 (BT = 16, in floats): per layer
+    # ln1, atty, attproj, residual2, ln2, fcproj, residual3 BT*C = 7 x 1152, four BT means and rstds 64,
+    # qkv 3 BT C 3456, att B NH T T 384, fch and its GELU 2 x 4 BT C 9216: 21,184; once: encoded, lnf
+    # 2 x 1152, lnf mean and rstd 32, logits and probs 2 x 16,384, losses 16, preatt 384, and the
+    # backward's scratch (dresidual, dln, datty 3 x 1152, dqkv 3456, dfch and its GELU 9216, dpreatt and
+    # datt 768, dlogits 16,384, dlosses 16): 68,800. 3 x 21,184 + 68,800 = 132,352 floats = 517.00 KiB;
+    # recompute keeps one block's (layers 1-2 only their residual3): 132,352 - 2 x 20,032 = 360.50 KiB
+    acts = re.search(r"activations per rank: ([\d.]+) KiB without recompute, ([\d.]+) KiB with", out)
+    check(acts and float(acts.group(1)) == 517.0 and float(acts.group(2)) == 360.5,
+          f"report: activations {acts.group(1) if acts else '?'} / {acts.group(2) if acts else '?'} KiB = 517.00 / 360.50 by hand")
     # the per-unit summary
     m = re.search(r"exposed communication by unit \(rank 0, mean ms per step over (\d+) steps\):\n(.*)\n  norm ([\d.]+)", out)
     check(m is not None and int(m.group(1)) == len(timed), f"the summary covers the {len(timed)} steps after the first")
