@@ -4,8 +4,7 @@
 # the passes' order of gathers, releases and reductions against a trace written out by hand, with a
 # fake compute (tests/unit/test_pass_order.c), the contract by hand (tests/unit/test_engine_contract.c),
 # a step given up after k of A micro-steps against a run that never stopped (tests/unit/test_stop_path.c),
-# then the trainer run
-# every way it can shard one model (tests/engine_consistency.py): same losses for every stage and N,
+# then the trainer run every way it can shard one model (tests/engine_consistency.py): same losses for every stage and N,
 # and gradient norms for every stage and N, accumulation A=2 on N == A=1 on 2N, comm ratio 1.5 / 1.0,
 # 16 bytes/param/N, DDP build == stage 0.
 set -euo pipefail
