@@ -93,7 +93,7 @@ build/ddp/test_gpt2: test_gpt2.c tests/test_checks.h tests/dump.h $(CPU_HEADERS)
 #   test_pass_order       the passes against a fake compute: the order of gathers, releases, reductions
 #   test_engine_contract  the engine against the contract written out by hand; exposed time against a clock
 #   test_quantize         ZeRO++'s block quantization through the CPU backend, N = 1..5
-UNIT_TESTS = test_engine_layout test_engine_schedule test_pass_order test_engine_contract test_quantize
+UNIT_TESTS = test_engine_layout test_engine_schedule test_pass_order test_engine_contract test_quantize test_stop_path test_sampler
 $(addprefix build/,$(UNIT_TESTS)): build/test_%: tests/unit/test_%.c tests/unit/recording_backend.h $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(HOST_HEADERS)
 	@mkdir -p build
 	$(CC_CPU) $(CFLAGS) -o $@ $< $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)

@@ -6,8 +6,8 @@
 # checkpoint, a unit's gradients released without their reduction) with the test that must fail on it. Each runs in a scratch copy of the repository
 # (tracked files plus the generated data/ and dev/ref/), so the checkout is never touched.
 #
-#   bash dev/mutation_check.sh            all 44 mutations (nightly: `make mutations`; the run prints its time)
-#   bash dev/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11)
+#   bash dev/mutation_check.sh            all 60 mutations (nightly: `make mutations`; the run prints its time)
+#   bash dev/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash dev/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
 # (the code moved: fix the table), never a kill. Exit 0 when there is no ERROR and all chosen are
@@ -21,8 +21,8 @@ make -s dumps >/dev/null || { echo "mutation_check: make dumps failed" >&2; exit
 CLIP="dev/ref/clip.dump dev/ref/clip_model.bin"
 SMALL="dev/ref/small.dump dev/ref/small_model.bin"
 # the engine's unit tests (build targets, then the command)
-ENGINE_T="build/test_engine_layout build/test_engine_schedule build/test_pass_order build/test_engine_contract"
-ENGINE="build/test_engine_layout && build/test_engine_schedule && build/test_pass_order && build/test_engine_contract"
+ENGINE_T="build/test_engine_layout build/test_engine_schedule build/test_pass_order build/test_engine_contract build/test_stop_path"
+ENGINE="build/test_engine_layout && build/test_engine_schedule && build/test_pass_order && build/test_engine_contract && build/test_stop_path"
 # the CPU kernels against PyTorch float64 (tests/test_cpu_kernels.sh's check, built without make)
 KERNELS="mkdir -p build && $PY tests/unit/cpu_kernels_ref.py build/mut_ref.bin >/dev/null && gcc -O3 -march=native -fopenmp -std=gnu11 -o build/mut_tck tests/unit/test_cpu_kernels.c -lm && build/mut_tck build/mut_ref.bin"
 
@@ -76,6 +76,24 @@ MUTATIONS=(
 "42|cpu/backend_cpu.c|float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);|float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta1, (float)t);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
 "43|cpu/backend_cpu.c|float p = master[i] * (1.0f - lr * weight_decay);|float p = master[i];|$ENGINE_T|$ENGINE"
 "44|host/passes.c|p->compute->lm_head_backward(p->state, &emb, &demb, dloss);|p->compute->lm_head_backward(p->state, &emb, &demb, 1.0f);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
+"45|zero3.c|    zero3_finish_reductions(z);\n    drop_unused_prefetches(z);\n    schedule_close_recording(z);|    drop_unused_prefetches(z);\n    schedule_close_recording(z);|build/test_stop_path|build/test_stop_path"
+# 46-59: the figures a user reads (docs/testing.md, "Printed figures"): the sample, the per-unit
+# summary, the time model's calibration and lines, the planner at the edges of its flags
+"46|host/evaluate.c|if (pos < T) tr->data.inputs[pos++] = next;|if (pos < T - 1) tr->data.inputs[pos++] = next;|train_gpt2_zero3 build/test_sampler|bash tests/test_samples.sh"
+"47|host/evaluate.c|memmove(tr->data.inputs, tr->data.inputs + 1, (T - 1) * sizeof(int));|memmove(tr->data.inputs, tr->data.inputs + 1, (T - 2) * sizeof(int));|train_gpt2_zero3 build/test_sampler|bash tests/test_samples.sh"
+"48|host/common.h|{ cdf += probs[i]; if (coin < cdf) return i; }|{ if (coin < cdf) return i; cdf += probs[i]; }|train_gpt2_zero3 build/test_sampler|bash tests/test_samples.sh"
+"49|host/train.c|tr->sample.rng = a->seed ^ 0x5DEECE66Dull;|tr->sample.rng = a->seed;|train_gpt2_zero3 build/test_sampler|bash tests/test_samples.sh"
+"50|observe/zero3_observe.c|if (e->unit >= 0) o->unit_exposed_s[e->unit] += d;|if (e->unit > 0) o->unit_exposed_s[e->unit] += d;|train_gpt2_zero3|bash tests/test_summaries.sh"
+"51|host/report.c|tr->measure.norm_exposed_sum += tr->z.observe.stats.exposed_s - units;|tr->measure.norm_exposed_sum += tr->z.observe.stats.exposed_s;|train_gpt2_zero3|bash tests/test_summaries.sh"
+"52|host/report.c|if (step > tr->start_step) {   // as for ms/step|if (step >= tr->start_step) {   // as for ms/step|train_gpt2_zero3|bash tests/test_summaries.sh"
+"53|host/predict.c|sums->compute_s += step_s - exposed_s;|sums->compute_s += step_s;|train_gpt2_zero3|bash tests/test_summaries.sh"
+"54|host/predict.c|in->other_s = c->compute_s / c->steps - in->fwd_s - in->bwd_s;|in->other_s = c->compute_s / c->steps;|train_gpt2_zero3|bash tests/test_summaries.sh"
+"55|zero3.h|return sent_bytes / (link->gbps * 1e9) + steps * link->latency_s;|return sent_bytes / (link->gbps * 1e9) + link->latency_s;|train_gpt2_zero3|bash tests/test_summaries.sh"
+"56|host/plan.c|print_memory(p->psi, p->G, ZERO3_F32, ZERO3_F32,|print_memory(p->psi, p->N, ZERO3_F32, ZERO3_F32,|train_gpt2_zero3|bash tests/test_planner_table.sh"
+"57|host/plan.c|double across = zeropp_across_bytes(&l, N > rpn, pp.node_size > rpn);|double across = zeropp_across_bytes(&l, N >= rpn, pp.node_size > rpn);|train_gpt2_zero3|bash tests/test_planner_table.sh"
+"58|host/zeropp.c|if (group_across) b += l->row[ZERO3_COLL_HP_GATHER].bytes + l->row[ZERO3_COLL_QG_INTRA].bytes;|if (group_across) b += l->row[ZERO3_COLL_HP_GATHER].bytes;|train_gpt2_zero3|bash tests/test_planner_table.sh"
+"59|host/plan.c|(hp && N > 1 ? 2.0 * p->psi / G : 0.0)|(hp ? 2.0 * p->psi / G : 0.0)|train_gpt2_zero3|bash tests/test_planner_table.sh"
+"60|zero3.c|while (z->inflight.count > 0) retire_oldest_reduction(z);|while (z->inflight.count > 1) retire_oldest_reduction(z);|build/test_stop_path|build/test_stop_path"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

@@ -50,6 +50,13 @@ static inline uint32_t random_u32(uint64_t *state) {
     return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
 }
 static inline float random_f32(uint64_t *state) { return (random_u32(state) >> 8) / 16777216.0f; }
+// The sampler's draw: the first token whose cumulative probability exceeds coin (in [0, 1)); the
+// last token when rounding leaves the total under coin.
+static inline int sample_from(const float *probs, int V, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < V; i++) { cdf += probs[i]; if (coin < cdf) return i; }
+    return V - 1;
+}
 
 // bf16 <-> fp32 on the host (model files, checkpoints and tests read and write bf16). cpu/bf16.h
 // holds the same two functions for the CPU kernels (host sits below cpu/, so it cannot include it):

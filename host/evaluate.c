@@ -43,9 +43,7 @@ void trainer_sample(Trainer *tr) {
         zero3_micro_begin(&tr->z, 0, 1, ZERO3_PASS_FORWARD);
         gpt2_pass_forward(&tr->passes, tr->data.inputs, NULL, 0);
         tr->compute->probs(tr->compute_state, 0, pos - 1, probs);
-        float coin = random_f32(&tr->sample.rng), cdf = 0.0f;
-        int next = V - 1;
-        for (int i = 0; i < V; i++) { cdf += probs[i]; if (coin < cdf) { next = i; break; } }
+        int next = sample_from(probs, V, random_f32(&tr->sample.rng));
         // every rank must have picked the same token (same weights, same RNG): one scalar says so
         char err[128] = "";
         if (tr->be->all_reduce_scalar(tr->be->ctx, next) != (double)next * tr->be->world)
