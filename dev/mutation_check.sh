@@ -92,7 +92,7 @@ MUTATIONS=(
 "56|host/plan.c|print_memory(p->psi, p->G, ZERO3_F32, ZERO3_F32,|print_memory(p->psi, p->N, ZERO3_F32, ZERO3_F32,|train_gpt2_zero3|bash tests/test_planner_table.sh"
 "57|host/plan.c|double across = zeropp_across_bytes(&l, N > rpn, pp.node_size > rpn);|double across = zeropp_across_bytes(&l, N >= rpn, pp.node_size > rpn);|train_gpt2_zero3|bash tests/test_planner_table.sh"
 "58|host/zeropp.c|if (group_across) b += l->row[ZERO3_COLL_HP_GATHER].bytes + l->row[ZERO3_COLL_QG_INTRA].bytes;|if (group_across) b += l->row[ZERO3_COLL_HP_GATHER].bytes;|train_gpt2_zero3|bash tests/test_planner_table.sh"
-"59|host/plan.c|double secondary = G > 0 && N > 1 ? psi|double secondary = G > 0 ? psi|train_gpt2_zero3|bash tests/test_planner_table.sh"
+"59|host/plan.c|double secondary = G > 0 && N > 1 ? psi|double secondary = G > 0 ? psi|train_gpt2_zero3|bash tests/test_flags.sh"
 "60|zero3.c|while (z->inflight.count > 0) retire_oldest_reduction(z);|while (z->inflight.count > 1) retire_oldest_reduction(z);|build/test_stop_path|build/test_stop_path"
 )
 

@@ -140,16 +140,17 @@ echo "ok   20 combinations: the same error line from the run and the planner"
 # ---- 3. -plan N -hp G: the run's model state for that G -----------------------------------------
 # d2c64h2t64: wte Vp*C + wpe maxT*C + L*(12C^2 + 13C) + lnf 2C parameters, Vp = 50304
 psi=$((50304 * 64 + 64 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64))
-for NG in "4 2" "4 1" "2 2"; do
+for NG in "4 2" "4 1" "2 2" "1 1"; do
   read -r N G <<<"$NG"
-  hand=$((16 * psi / N + 4 * psi / G))   # fp32: params, grads, m, v sharded over N; the secondary shard over G
+  # fp32: params, grads, m, v sharded over N; the secondary shard over G (none on one rank: nothing to gather)
+  hand=$((16 * psi / N + (N > 1 ? 4 * psi / G : 0)))
   timeout 120 mpirun -np "$N" "$BIN" "${MODEL[@]}" -hp "$G" >"$work/run_out" 2>"$work/err" || { cat "$work/err"; fail "run -np $N -hp $G"; }
   run=$(sed -nE 's/.*theory bytes: state ([0-9]+) .*/\1/p' "$work/run_out")
   "$BIN" -plan "$N" "${MODEL[@]}" -hp "$G" >"$work/plan_out" 2>"$work/err" || { cat "$work/err"; fail "-plan $N -hp $G"; }
   plan=$(sed -nE 's/.*this run \(-z 3 -hp [0-9]+\): model state ([0-9]+) bytes per rank in fp32.*/\1/p' "$work/plan_out")
   [ "$run" = "$hand" ] || fail "-hp $G on $N ranks: the run reports $run bytes of model state, by hand $hand"
   [ "$plan" = "$hand" ] || fail "-plan $N -hp $G prints '$plan' bytes of model state, the run's is $hand"
-  grep -q "mixed precision, -hp groups G = $G of $N ranks" "$work/plan_out" || { grep "ZeRO++" "$work/plan_out"; fail "-plan $N -hp $G: the ZeRO++ table is not in groups of $G"; }
+  grep -q "mixed precision, -hp groups G = $G of $N rank" "$work/plan_out" || { grep "ZeRO++" "$work/plan_out"; fail "-plan $N -hp $G: the ZeRO++ table is not in groups of $G"; }
   echo "ok   -plan $N -hp $G: model state $plan bytes per rank = the run's = 16*$psi/$N + 4*$psi/$G"
 done
 # the ZeRO++ table's -hp row in groups of the G given, mixed precision: 16 psi/N + 2 psi/G (d12, N=8, G=2)
