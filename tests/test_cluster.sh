@@ -6,8 +6,11 @@
 #     the link (node1's veth counters), and the link runs at its shaped speed (a timed transfer);
 #   - Slurm: an sbatch job (scripts/slurm/train.sbatch, mpirun inside the allocation) and one launched
 #     with srun --mpi=pmix give those losses too; SIGUSR1 to the batch script stops the ranks with a
-#     checkpoint; a job requeued mid-run (scontrol requeue) resumes
+#     checkpoint, and so does scancel --signal=TERM to a job launched with srun; a job requeued mid-run (scontrol requeue) resumes
 #     from its checkpoint and ends with the model.bin and losses of an uninterrupted run;
+#   - faults: node2's link down 3 s (the run goes on, the stall reported), down for good (-ct 10: every
+#     rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
+#     ranks SIGKILLed (the job ends, no rank left);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
 #   - down leaves no namespace, bridge, daemon or rank.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
@@ -199,6 +202,18 @@ stop=$(grep -o "^stopped by SIGUSR1 after step [0-9]* of 500: checkpoint [^ ]* i
   { tail "$shared/usr1.log"; fail "the job given SIGUSR1 did not stop with a checkpoint"; }
 [ "$(cat "$shared/usr1/latest")" = "$(basename "$(echo "$stop" | awk '{print $10}')")" ] || fail "latest does not name the stop checkpoint"
 echo "slurm: SIGUSR1 to the batch script: $stop"
+
+# scancel --signal=TERM (Slurm's own stop, to every task of the job's steps) on a job launched with
+# --srun: each rank gets it, stops after the step with a checkpoint, and exits 128 + SIGTERM
+j=$(sbatch --parsable -N 2 --ntasks-per-node=1 --output="$shared/term.log" scripts/slurm/train.sbatch --srun \
+    --out "$shared/term" -e d2c64h2t64 -b 2 -t 32 -x 500 -v 0) || fail "sbatch (TERM) refused"
+for ((t = 0; t < 240; t++)); do grep -q "^step *2/500" "$shared/term.log" 2>/dev/null && break; sleep 0.25; done
+scancel --signal=TERM "$j" || fail "scancel --signal=TERM $j failed"
+ec=$(wait_job "$j" 60)
+[ "$ec" = ExitCode=143:0 ] || { tail "$shared/term.log"; fail "the srun job given SIGTERM ended with $ec, want 143 (stopped by SIGTERM)"; }
+stop=$(grep -o "^stopped by SIGTERM after step [0-9]* of 500: checkpoint [^ ]* is complete" "$shared/term.log") ||
+  { tail "$shared/term.log"; fail "the srun job given SIGTERM did not stop with a checkpoint"; }
+echo "slurm: scancel --signal=TERM to an srun job: $stop"
 
 # requeue: 12 steps, a checkpoint each step; requeued after 3 or more; the job runs again and resumes
 # (no validation: with -v 4, one requeue in four ended with a log.csv whose step-3 row had lost its
