@@ -97,7 +97,8 @@ kill -STOP "$victim"; t0=$(date +%s.%N)
 for _ in $(seq 200); do kill -0 "$mpirun_pid" 2>/dev/null || break; sleep 0.1; done
 secs=$(seconds_since "$t0")
 wait "$mpirun_pid"; rc=$?; mpirun_pid=
-kill -0 "$victim" 2>/dev/null && { kill -KILL "$victim"; fail "the frozen rank outlived the run"; }
+for _ in $(seq 30); do kill -0 "$victim" 2>/dev/null || break; sleep 0.1; done   # mpirun's SIGKILL lands
+kill -0 "$victim" 2>/dev/null && { ps -o pid,stat,comm -p "$victim"; kill -KILL "$victim"; fail "the frozen rank outlived the run"; }
 awk -v s="$secs" 'BEGIN { exit !(s >= 2.5 && s <= 10) }' || fail "the run with a frozen rank ended ${secs}s later, want 3-10 s (-ct 3)"
 [ $rc -ne 0 ] || fail "the run with a frozen rank exited 0"
 grep -q '^error (rank 0 on [^)]*): collective timeout: the [a-z -]* \(of unit [a-z0-9.]* \)\?in step [0-9]* has not completed 3 s after it started (-ct 3); its peers: [^ ]* rank 1; a peer or its link is down: ending every rank$' "$work/frozen.out" ||
