@@ -13,15 +13,6 @@ static int parse_ll(const char *s, long long *out) {
     *out = v;
     return 1;
 }
-static int parse_f(const char *s, float *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) return 0;
-    *out = (float)v;
-    return 1;
-}
-
 // Integer flag within [lo, hi].
 static int flag_int(const char *flag, const char *val, long long lo, long long hi) {
     long long v;
@@ -29,16 +20,46 @@ static int flag_int(const char *flag, const char *val, long long lo, long long h
     if (v < lo || v > hi) fatal("flag %s: %lld is out of range [%lld, %lld]", flag, v, lo, hi);
     return (int)v;
 }
-static float flag_float(const char *flag, const char *val, float lo, float hi) {
-    float v;
-    if (!parse_f(val, &v)) fatal("flag %s: expected a number, got '%s'", flag, val);
-    if (v < lo || v > hi) fatal("flag %s: %g is out of range [%g, %g]", flag, v, lo, hi);
+// A real flag within its range, compared before it is narrowed to a float (1e39 is out of range,
+// not inf).
+static double flag_real(const Flag *f, const char *val) {
+    char *end, range[96];
+    errno = 0;
+    double v = strtod(val, &end);
+    int overflow = errno == ERANGE && fabs(v) > 1.0;   // an underflow (1e-400) is judged by the tiny value it reads as
+    if (!overflow && (end == val || *end || !isfinite(v))) fatal("flag %s: expected a number, got '%s'", f->name, val);
+    if (overflow || v < f->lo || v > f->hi) fatal("flag %s: %s is out of range %s", f->name, val, args_flag_range(f, range, sizeof range));
     return v;
 }
-// A count or a seed: an integer of at least lo; one line saying what it is otherwise.
+static void parse_link(const Flag *f, const char *v, TrainArgs *a);
+static void parse_wrap(const Flag *f, const char *v, TrainArgs *a);
+
+// The bound of a range as typed: an integer in full (1048576), else %g (0.001, 1e+06).
+static void bound_text(double x, char *buf, size_t n) {
+    if (x >= COUNT_MAX) snprintf(buf, n, "%lld", LLONG_MAX);
+    else if (x == floor(x) && fabs(x) < 1e17) snprintf(buf, n, "%.0f", x);
+    else snprintf(buf, n, "%g", x);
+}
+
+const char *args_flag_range(const Flag *f, char *buf, size_t n) {
+    char lo[32], hi[32];
+    bound_text(f->lo, lo, sizeof lo);
+    bound_text(f->hi, hi, sizeof hi);
+    if (f->parse == parse_link)
+        snprintf(buf, n, "[%g, %g] GB/s, latency (%g, %g] s", LINK_GBPS_MIN, LINK_GBPS_MAX, LINK_LATENCY_MIN_S, LINK_LATENCY_MAX_S);
+    else if (f->parse == parse_wrap) snprintf(buf, n, "[%s, %s] or half", lo, hi);
+    else if (f->type == FLAG_PATH || (f->type == FLAG_CUSTOM && f->hi == 0.0)) snprintf(buf, n, "%s", "");   // no number
+    else snprintf(buf, n, "[%s, %s]", lo, hi);
+    return buf;
+}
+
+// A count or a seed: an integer in [lo, hi]; one line saying what it is and its range otherwise.
 static long long flag_count(const Flag *f, const char *v) {
     long long n;
-    if (!parse_ll(v, &n) || n < (long long)f->lo) fatal("flag %s: expected %s, got '%s'", f->name, f->expected, v);
+    if (!parse_ll(v, &n) || n < (long long)f->lo || (f->hi < COUNT_MAX && n > (long long)f->hi)) {
+        char range[96];
+        fatal("flag %s: expected %s in %s, got '%s'", f->name, f->expected, args_flag_range(f, range, sizeof range), v);
+    }
     return n;
 }
 
@@ -70,7 +91,8 @@ static int parse_latency(const char *s, double *seconds) {
     return parse_with_unit(s, units, sizeof units / sizeof units[0], seconds);
 }
 
-// -link / -linkx GBPS[,LATENCY]: both positive; one error line naming the flag otherwise.
+// -link / -linkx GBPS[,LATENCY], each within its range (LINK_GBPS_*, LINK_LATENCY_*_S in cli.h);
+// one error line naming the flag and the range otherwise.
 static void flag_link(const char *flag, const char *v, double *gbps, double *latency_s) {
     char bw[64];
     const char *comma = strchr(v, ',');
@@ -80,13 +102,14 @@ static void flag_link(const char *flag, const char *v, double *gbps, double *lat
     bw[n] = '\0';
     if (!parse_gbps(bw, gbps))
         fatal("flag %s: bandwidth '%s' is not a number of GB/s (25, 25GB/s, 500MB/s, 200Gbit/s)", flag, bw);
-    if (!(*gbps > 0.0) || *gbps > 1e6) fatal("flag %s: bandwidth %s must be above 0 and at most 1e6 GB/s", flag, bw);
+    if (!(*gbps >= LINK_GBPS_MIN && *gbps <= LINK_GBPS_MAX))
+        fatal("flag %s: bandwidth %s is out of range [%g, %g] GB/s", flag, bw, LINK_GBPS_MIN, LINK_GBPS_MAX);
     *latency_s = 0.0;
     if (!comma) return;
     if (!parse_latency(comma + 1, latency_s))
         fatal("flag %s: latency '%s' is not a time with its unit (500ns, 10us, 1ms, 0.01s)", flag, comma + 1);
-    if (!(*latency_s > 0.0) || *latency_s > 10.0)
-        fatal("flag %s: latency %s must be above 0 and at most 10 s (leave it out for none)", flag, comma + 1);
+    if (!(*latency_s > LINK_LATENCY_MIN_S && *latency_s <= LINK_LATENCY_MAX_S))
+        fatal("flag %s: latency %s is out of range (%g, %g] s", flag, comma + 1, LINK_LATENCY_MIN_S, LINK_LATENCY_MAX_S);
 }
 
 // -wrap K|half: K blocks per unit (in the table's range), or each block's attention and MLP apart.
@@ -94,11 +117,14 @@ static void parse_wrap(const Flag *f, const char *v, TrainArgs *a) {
     a->wrap = !strcmp(v, "half") ? GPT2_WRAP_HALF : flag_int(f->name, v, (long long)f->lo, (long long)f->hi);
 }
 
-// -qw 8, -qg 8: the bit width of ZeRO++'s quantization, 8 only (int8 codes).
+// -qw 8, -qg 8: the bit width of ZeRO++'s quantization, 8 only (int8 codes): the range [8, 8].
 static void parse_bits(const Flag *f, const char *v, TrainArgs *a) {
-    int bits = flag_int(f->name, v, (long long)f->lo, (long long)f->hi);
-    if (bits != 8) fatal("flag %s: %d-bit quantization is not supported (8: int8 codes, one fp32 scale per block of %d)", f->name,
-                         bits, ZERO3_QUANT_BLOCK);
+    long long bits;
+    char range[96];
+    if (!parse_ll(v, &bits)) fatal("flag %s: expected an integer, got '%s'", f->name, v);
+    if (bits < (long long)f->lo || bits > (long long)f->hi)
+        fatal("flag %s: %s-bit quantization is not supported: the range is %s (int8 codes, one fp32 scale per block of %d)",
+              f->name, v, args_flag_range(f, range, sizeof range), ZERO3_QUANT_BLOCK);
     args_flag_set_int(f, a, bits);
 }
 
@@ -140,7 +166,7 @@ const Flag ARGS_FLAGS[] = {
      .recorded = 1, .on_resume = BATCH_CHANGED},
     {"-t", FLAG_INT, F(T), "64", 1, 1 << 20, .metavar = "T", .help = "sequence length",
      .recorded = 1, .on_resume = BATCH_CHANGED},
-    {"-d", FLAG_COUNT, F(tokens_per_step), NULL, 1, 0, .expected = "a positive token count", .metavar = "TOK",
+    {"-d", FLAG_COUNT, F(tokens_per_step), NULL, 1, 1e15, .expected = "a positive token count", .metavar = "TOK",
      .help = "tokens per optimizer step, a multiple of N*B*T (gives A micro-steps)", .shown_def = "N*B*T",
      .recorded = 1, .on_resume = BATCH_CHANGED},
     {"-x", FLAG_INT, F(steps), "20", 1, BIG, .metavar = "S", .help = "steps",
@@ -164,7 +190,7 @@ const Flag ARGS_FLAGS[] = {
      .help = "reshard after forward; 0 keeps each unit gathered until its backward (-z 3)"},
     {"-rc", FLAG_INT, F(recompute), NULL, 0, 2, .metavar = "0|1|2",
      .help = "activation recompute: 1 inside the backward's gather, 2 with its own gather (the pitfall)"},
-    {"-pt", FLAG_COUNT, F(persist_threshold), "0", 0, 0, .expected = "a parameter count >= 0", .metavar = "N",
+    {"-pt", FLAG_COUNT, F(persist_threshold), "0", 0, 1e16, .expected = "a parameter count", .metavar = "N",
      .help = "persistence threshold: units with fewer than N parameters stay replicated",
      .plan_refuses = "the planner lays every unit out by its stage and does not model persistent units; leave -pt out "
                      "(a run's report shows them)"},
@@ -175,11 +201,11 @@ const Flag ARGS_FLAGS[] = {
      .help = "unit granularity: K blocks per unit (K divides L, at most 8), or each block's\n"
              "attention and MLP as two units (too-fine units: pitfall 2, docs/primer.md)", .shown_def = "1"},
     // ZeRO++
-    {"-qw", FLAG_CUSTOM, F(quant_weights), NULL, 1, 64, .parse = parse_bits, .metavar = "8",
+    {"-qw", FLAG_CUSTOM, F(quant_weights), NULL, 8, 8, .parse = parse_bits, .metavar = "8",
      .help = "ZeRO++ qwZ: gather params as int8 blocks with a scale each (-z 3)", .shown_def = "off"},
     {"-hp", FLAG_INT, F(hp_group), NULL, 1, 1 << 20, .metavar = "G",
      .help = "ZeRO++ hpZ: keep a secondary shard in groups of G ranks; backward gathers stay in the group (-z 3)"},
-    {"-qg", FLAG_CUSTOM, F(quant_grads), NULL, 1, 64, .parse = parse_bits, .metavar = "8",
+    {"-qg", FLAG_CUSTOM, F(quant_grads), NULL, 8, 8, .parse = parse_bits, .metavar = "8",
      .help = "ZeRO++ qgZ: reduce gradients as int8 blocks, all-to-all in the -hp group then across (-z 3)"},
     // what the run does besides training
     {"-v", FLAG_INT, F(val_every), "10", 0, BIG, .metavar = "n", .help = "val every n steps (0 off)"},
@@ -191,7 +217,7 @@ const Flag ARGS_FLAGS[] = {
     {"-f", FLAG_INT, F(fresh), NULL, 0, 1, .metavar = "1",
      .help = "start over in an -o that holds an earlier run's checkpoints or log (they are kept\n"
              "until this run's first checkpoint is complete; without -y 1 or -f 1 such an -o is refused)"},
-    {"-S", FLAG_SEED, F(seed), "1337", 0, 0, .expected = "a non-negative integer seed", .metavar = "SEED",
+    {"-S", FLAG_SEED, F(seed), "1337", 0, COUNT_MAX, .expected = "an integer seed", .metavar = "SEED",
      .help = "seed for init and sampling", .recorded = 1, .on_resume = "the sampling RNG continues from the checkpoint"},
     {"-tr", FLAG_PATH, F(trace_path), NULL, 1, 0, .metavar = "FILE",
      .help = "write a Chrome trace-event JSON of the run (open in Perfetto / chrome://tracing)"},
@@ -204,12 +230,12 @@ const Flag ARGS_FLAGS[] = {
              "a ring step (10us, 1ms); a run holds each collective for the ring model's time (docs/time.md)"},
     {"-linkx", FLAG_CUSTOM, F(link_x), NULL, 0, 0, .parse = parse_link, .metavar = "G[,LAT]",
      .help = "the same across nodes (nodes: -rpn R ranks, or the -hs G groups)"},
-    {"-bw", FLAG_REAL, F(link.gbps), NULL, 1e-6, 1e6, .metavar = "G", .help = "planner: GB/s each rank sends inside a node (ring links)"},
-    {"-bwx", FLAG_REAL, F(link_x.gbps), NULL, 1e-6, 1e6, .metavar = "G", .help = "planner: GB/s each rank sends across nodes",
+    {"-bw", FLAG_REAL, F(link.gbps), NULL, LINK_GBPS_MIN, LINK_GBPS_MAX, .metavar = "G", .help = "planner: GB/s each rank sends inside a node (ring links)"},
+    {"-bwx", FLAG_REAL, F(link_x.gbps), NULL, LINK_GBPS_MIN, LINK_GBPS_MAX, .metavar = "G", .help = "planner: GB/s each rank sends across nodes",
      .shown_def = "-bw"},
     {"-rpn", FLAG_INT, F(ranks_per_node), NULL, 1, 1 << 24, .metavar = "R", .help = "planner: ranks per node",
      .shown_def = "N (one node)"},
-    {"-tf", FLAG_REAL, F(tflops), NULL, 1e-9, 1e9, .metavar = "F", .help = "planner: TFLOP/s each rank achieves"},
+    {"-tf", FLAG_REAL, F(tflops), NULL, 1e-3, 1e6, .metavar = "F", .help = "planner: TFLOP/s each rank achieves"},
     // the watchdog
     {"-ct", FLAG_REAL, F(collective_timeout_s), "600", 1, 604800, .metavar = "SEC",
      .help = "collective timeout: a collective not complete SEC seconds after it started ends every\n"
@@ -282,7 +308,7 @@ static void flag_set(const Flag *f, const char *v, TrainArgs *a) {
         break;
     case FLAG_INT: args_flag_set_int(f, a, flag_int(f->name, v, (long long)f->lo, (long long)f->hi)); break;
     case FLAG_COUNT: case FLAG_SEED: args_flag_set_int(f, a, flag_count(f, v)); break;
-    case FLAG_FLOAT: case FLAG_REAL: args_flag_set_real(f, a, flag_float(f->name, v, (float)f->lo, (float)f->hi)); break;
+    case FLAG_FLOAT: case FLAG_REAL: args_flag_set_real(f, a, (float)flag_real(f, v)); break;   // float precision
     case FLAG_CUSTOM: f->parse(f, v, a); break;
     }
 }
@@ -311,7 +337,11 @@ static void usage_flag(const Flag *f, const TrainArgs *a) {
     if (f->shown_def) snprintf(def, sizeof def, "%s", f->shown_def);
     else if (f->def && f->type == FLAG_INT) snprintf(def, sizeof def, "%lld", args_flag_int(f, a));   // as this build holds it
     else if (f->def) snprintf(def, sizeof def, "%s", f->def);
-    if (def[0]) printf("%-*s default %s\n", n < 46 ? 46 : n + 2, line, def);
+    char range[96], tail[192] = "";
+    args_flag_range(f, range, sizeof range);
+    if (def[0]) snprintf(tail, sizeof tail, " default %s%s", def, range[0] ? "," : "");
+    if (range[0]) snprintf(tail + strlen(tail), sizeof tail - strlen(tail), " range %s", range);
+    if (tail[0]) printf("%-*s%s\n", n < 46 ? 46 : n + 2, line, tail);
     else printf("%s\n", line);
 }
 
@@ -325,26 +355,34 @@ void args_usage(const TrainArgs *a, const char *prog) {
 // ------------------------------------------------------------------------------------------------
 // Parsing and the checks between flags
 
+// ------------------------------------------------------------------------------------------------
+// The checks between flags (args_validate): a run on N ranks and -plan N call the same code, so
+// every combination one refuses the other refuses with the same line.
+
 // ZeRO++ is built on ZeRO-3's gathers and reduce-scatters: each flag needs -z 3, and -hp's groups
 // would duplicate HSDP's (under -hs every gather already stays inside its group).
-static void args_check_zeropp(const TrainArgs *a) {
+static void check_zeropp(const TrainArgs *a) {
     const char *flag = a->quant_weights ? "-qw" : a->hp_group ? "-hp" : a->quant_grads ? "-qg" : NULL;
-    if (!flag || a->plan_world) return;
+    if (!flag) return;
     if (a->stage != 3) fatal("flag %s: ZeRO++ builds on ZeRO-3's gathers and reductions (-z 3); got -z %d", flag, a->stage);
     if (a->hp_group && a->shard_group)
         fatal("flag -hp: with HSDP (-hs) every gather already stays inside its shard group; use one of the two");
 }
 
-// Flags that contradict each other or the build: one error line each.
-static void args_check(const TrainArgs *a) {
-    if (!a->plan_world) {   // a parameter count describes a model to plan for, not one to train
-        double n;
-        char err[256];
-        struct stat st;   // a path that exists is a model file (checked later, never opened here: a FIFO would block)
-        if (stat(a->init, &st) != 0 && parse_param_count(a->init, &n, err, sizeof err) == 1)
-            fatal("flag -e: %s is a parameter count: only the planner (-plan N) takes one; train a descriptor "
-                  "like d12 or a model file", a->init);
-    }
+// -e: a parameter count describes a model to plan for, not one to train (-plan N takes one).
+static void check_init(const TrainArgs *a) {
+    if (a->plan_world) return;
+    double n;
+    char err[256];
+    struct stat st;   // a path that exists is a model file (checked later, never opened here: a FIFO would block)
+    if (stat(a->init, &st) != 0 && parse_param_count(a->init, &n, err, sizeof err) == 1)
+        fatal("flag -e: %s is a parameter count: only the planner (-plan N) takes one; train a descriptor "
+              "like d12 or a model file", a->init);
+}
+
+// Flags that contradict each other or the build, whatever the number of ranks: one error line each.
+static void check_flags(const TrainArgs *a) {
+    check_init(a);
     if (a->ddp_only && a->stage != 0) fatal("flag -z: this binary is the DDP build (make DDP=1), fixed at stage 0; got -z %d", a->stage);
     if (a->ckpt_every > 0 && !a->out_dir) fatal("flag -n: checkpoints need an output directory (-o DIR)");
     if (a->resume && !a->out_dir) fatal("flag -y: resuming needs the output directory of the run (-o DIR)");
@@ -358,7 +396,7 @@ static void args_check(const TrainArgs *a) {
     if (a->resume && a->fresh) fatal("flags -y 1 and -f 1: resume, or start over, not both");
     if (a->links_emulated && a->link_x.gbps > 0.0 && !a->shard_group && !a->ranks_per_node)
         fatal("flag -linkx: links across nodes need nodes: give -rpn R (ranks per node) or HSDP groups (-hs G)");
-    args_check_zeropp(a);
+    check_zeropp(a);
 }
 
 void args_check_plan(const TrainArgs *a) {
@@ -378,7 +416,6 @@ int args_parse(TrainArgs *a, int argc, char **argv) {
         if (!f) fatal("unknown flag %s (-h lists the flags)", name);
         flag_set(f, argv[++i], a);
     }
-    args_check(a);
     return 0;
 }
 
@@ -413,10 +450,12 @@ int parse_param_count(const char *s, double *n, char *err, size_t errlen) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The checks a run and the planner share: the same error line whether -plan N or N ranks see it.
+// The checks against the N ranks, 64-bit throughout: B, T <= 2^20 and N <= 2^24.
 
-int args_check_world(TrainArgs *a, int N) {
-    long long BT = (long long)a->B * a->T;   // 64-bit throughout: B, T <= 2^20 and N <= 2^24
+// The batch: B*T fits an int, -d (0: N*B*T, filled in) is a multiple of N*B*T and gives at most
+// 10^6 micro-steps.
+static void check_batch(TrainArgs *a, int N) {
+    long long BT = (long long)a->B * a->T;
     if (BT > INT_MAX)
         fatal("flags -b -t: B*T = %d*%d = %lld tokens per rank per micro-step is more than %d", a->B, a->T, BT, INT_MAX);
     long long per_micro = (long long)N * BT;
@@ -424,6 +463,11 @@ int args_check_world(TrainArgs *a, int N) {
     if (a->tokens_per_step % per_micro != 0)
         fatal("flag -d: %lld tokens per step is not a multiple of N*B*T = %d*%d*%d = %lld", a->tokens_per_step, N, a->B, a->T, per_micro);
     if (a->tokens_per_step / per_micro > 1000000) fatal("flag -d: %lld tokens per step gives over 10^6 micro-steps", a->tokens_per_step);
+}
+
+// The groups: -hs G and -hp G divide N (-hs G below it); emulated links across nodes need more
+// than one node among the N ranks.
+static void check_groups(const TrainArgs *a, int N) {
     if (a->shard_group && N % a->shard_group != 0)
         fatal("flag -hs: the group size %d does not divide the %d ranks", a->shard_group, N);
     if (a->shard_group == N)
@@ -431,7 +475,17 @@ int args_check_world(TrainArgs *a, int N) {
               "leave it out, or give a G below N that divides N", N, N);
     if (a->hp_group && N % a->hp_group != 0)
         fatal("flag -hp: the group size %d does not divide the %d ranks", a->hp_group, N);
-    return (int)(a->tokens_per_step / per_micro);
+    const int node_ranks = a->ranks_per_node > 0 ? a->ranks_per_node : a->shard_group;   // plan_links' nodes
+    if (a->links_emulated && a->link_x.gbps > 0.0 && node_ranks >= N)
+        fatal("flag -linkx: every one of the %d ranks is on one node (%s %d), so no ring crosses nodes; give fewer "
+              "ranks per node", N, a->ranks_per_node ? "-rpn" : "-hs", node_ranks);
+}
+
+int args_validate(TrainArgs *a, int N) {
+    check_flags(a);
+    check_batch(a, N);
+    check_groups(a, N);
+    return (int)(a->tokens_per_step / ((long long)N * a->B * a->T));
 }
 
 void args_check_model(const TrainArgs *a, const GPT2Config *cfg) {

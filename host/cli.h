@@ -53,11 +53,23 @@ typedef struct {
 // planner and the checkpoint's metadata read it. Adding a flag: its TrainArgs field above, its
 // entry in the table, and the code that gives it its meaning.
 
+// The ranges of an emulated or planned link (-link, -linkx G[,LAT]; -bw, -bwx G), spanning real
+// networks with room on both sides: 1 MB/s (a slow WAN) to 10 TB/s (beyond NVLink 5's 1.8 TB/s a
+// GPU), a latency per ring step above 0 (leave it out for none) up to 1 s (a congested WAN's round
+// trip is ~0.3 s). Within them every hold is finite and representable: a 1e15-byte ring at 1 MB/s
+// is 1e9 s plus its steps times 1 s, far from a double's limit, and no rate or time underflows.
+#define LINK_GBPS_MIN 1e-3
+#define LINK_GBPS_MAX 1e4
+#define LINK_LATENCY_MIN_S 0.0   // exclusive: a latency given is above it
+#define LINK_LATENCY_MAX_S 1.0
+// A count's or a seed's upper bound when it is LLONG_MAX, the parser's own limit (2^63 as a double).
+#define COUNT_MAX 9223372036854775807.0
+
 typedef enum {
     FLAG_PATH,    // const char *: a file or folder name (lo = 1: it may not be empty)
     FLAG_INT,     // int in [lo, hi]
-    FLAG_COUNT,   // long long >= lo ("expected" says what it counts)
-    FLAG_SEED,    // unsigned long long >= lo
+    FLAG_COUNT,   // long long in [lo, hi] ("expected" says what it counts)
+    FLAG_SEED,    // unsigned long long in [lo, hi] (hi COUNT_MAX: up to 2^63-1)
     FLAG_FLOAT,   // float in [lo, hi]
     FLAG_REAL,    // double, read at float precision, in [lo, hi]
     FLAG_CUSTOM,  // its own parser (parse), which knows its field's type
@@ -69,7 +81,7 @@ struct Flag {
     FlagType type;
     size_t field;            // offsetof(TrainArgs, ...): the field it sets
     const char *def;         // the default as it would be typed (NULL: zero, none)
-    double lo, hi;           // the range (FLAG_COUNT, FLAG_SEED: lo only; FLAG_CUSTOM: its parser's)
+    double lo, hi;           // the range, enforced and shown by -h (FLAG_CUSTOM: its parser's; 0, 0: no number)
     const char *expected;    // FLAG_COUNT, FLAG_SEED: what the value is, for the error line
     const char *metavar;     // -h: the value's name ("B", "0|1")
     const char *help;        // -h: what it does ('\n' continues on an indented line)
@@ -91,6 +103,9 @@ long long args_flag_int(const Flag *f, const TrainArgs *a);
 double args_flag_real(const Flag *f, const TrainArgs *a);
 void args_flag_set_int(const Flag *f, TrainArgs *a, long long v);
 void args_flag_set_real(const Flag *f, TrainArgs *a, double v);
+// The range of f as -h and the error lines say it ("[1, 1048576]", "[0.001, 10000] GB/s, latency
+// (0, 1] s"; "" for a flag that is not a number). Returns buf.
+const char *args_flag_range(const Flag *f, char *buf, size_t n);
 // Whether a holds another value for f than the default (the flag was given, to another value).
 int args_flag_given(const Flag *f, const TrainArgs *a);
 // The planner (-plan N): one error line for the first flag given that the plan cannot show.
@@ -110,11 +125,13 @@ void args_usage(const TrainArgs *a, const char *prog);   // rank 0 prints every 
 // valid count (an unknown suffix, zero, negative): then err says why.
 int parse_param_count(const char *s, double *n, char *err, size_t errlen);
 
-// The checks a run and the planner share (one error line each, the same words in both). Against
-// N ranks (a run's world, or -plan N), 64-bit throughout: B*T fits an int, -d is a multiple of
-// N*B*T and gives at most 10^6 micro-steps, -hs G divides N and is below it. Sets a->tokens_per_step
-// when it is 0 (N*B*T) and returns A, the micro-steps per step.
-int args_check_world(TrainArgs *a, int N);
+// The one check of the flags against each other, the build and N ranks, which a run (N: its world,
+// trainer_create) and the planner (N: -plan N, plan_main) both call, so that each refuses what the
+// other refuses with the same line: the stage a variant needs, -o where checkpoints or a resume need
+// it, 64-bit batch sums (B*T fits an int, -d a multiple of N*B*T giving at most 10^6 micro-steps),
+// -hs G and -hp G dividing N, -linkx's nodes. Sets a->tokens_per_step when it is 0 (N*B*T) and
+// returns A, the micro-steps per step. The checks against the model are args_check_model's.
+int args_validate(TrainArgs *a, int N);
 // Against the model's shape: -wrap K divides its blocks, -t fits its context (maxT).
 void args_check_model(const TrainArgs *a, const GPT2Config *cfg);
 

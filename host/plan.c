@@ -50,7 +50,7 @@ static void print_memory(double psi, int N, Zero3DType pt, Zero3DType gt, const 
 // What the plan is about: the model (with its unit layout when it has one), the run's shape, and
 // the collective ledger of every stage in both precisions.
 typedef struct {
-    TrainArgs args;            // the flags, -d filled in as a run fills it (args_check_world)
+    TrainArgs args;            // the flags, -d filled in as a run fills it (args_validate)
     const TrainArgs *a;        // &args
     int N, A;                  // ranks (-plan N), micro-steps per step (from -d)
     int G, R;                  // the shard group (-hs G; else N) and the replica groups N/G
@@ -85,12 +85,11 @@ static void plan_read_model(Plan *p) {
                        init, strerror(errno));
 }
 
-// The run's shape, checked exactly as a run checks it (cli.h): A micro-steps from -d (tokens per
-// step), else one; the shard group; against the model when it is known (-wrap, -t). The variants
-// the plan cannot show are refused rather than ignored.
+// The run's shape, checked exactly as a run on N ranks checks it (args_validate, then against the
+// model when it is known: -wrap, -t): A micro-steps from -d (tokens per step), else one; the shard
+// group. The variants the plan cannot show are refused rather than ignored.
 static void plan_shape(Plan *p) {
     TrainArgs *a = &p->args;
-    p->A = args_check_world(a, p->N);
     p->tokens = a->tokens_per_step;
     p->G = a->shard_group ? a->shard_group : p->N;
     p->R = p->N / p->G;
@@ -303,17 +302,39 @@ static void print_time(const Plan *p) {
            p->have_units ? " (GPT-2: the embedding)" : " (not counted for a bare parameter count)");
 }
 
-// ZeRO++ (docs/zeropp.md) on paper: stage 3 in mixed precision with each idea and all three, node
-// groups of -rpn ranks (hpZ's and qgZ's G): bytes each rank sends per step, the part that crosses
-// nodes, and the model-state memory per rank (hpZ keeps a secondary shard: params / G more).
+// Model state per rank at stage 3 under hpZ with groups of G, params p and grads g bytes each: the
+// stage's state plus the secondary shard, params / G (none on one rank), as the run's theory counts it.
+static double zeropp_state_bytes(double psi, int N, int G, Zero3DType pt, Zero3DType gt) {
+    double secondary = G > 0 && N > 1 ? psi * (double)zero3_dtype_size(pt) / G : 0.0;
+    return zero3_theory_state_bytes(3, psi, N, pt, gt) + secondary;
+}
+
+// The ZeRO++ flags given: the model state this run holds per rank, in both precisions.
+static void print_zeropp_run(const Plan *p) {
+    const TrainArgs *a = p->a;
+    if (!a->quant_weights && !a->hp_group && !a->quant_grads) return;
+    char flags[64] = "";
+    if (a->quant_weights) strcat(flags, " -qw 8");
+    if (a->hp_group) snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " -hp %d", a->hp_group);
+    if (a->quant_grads) strcat(flags, " -qg 8");
+    printf("  this run (-z 3%s): model state %.0f bytes per rank in fp32 (this CPU trainer), %.0f in mixed precision\n",
+           flags, zeropp_state_bytes(p->psi, p->N, a->hp_group, ZERO3_F32, ZERO3_F32),
+           zeropp_state_bytes(p->psi, p->N, a->hp_group, ZERO3_BF16, ZERO3_BF16));
+}
+
+// ZeRO++ (docs/zeropp.md) on paper: stage 3 in mixed precision with each idea and all three, in
+// hpZ's and qgZ's groups of G ranks (-hp G as given, else the node of -rpn R): bytes each rank sends
+// per step, the part that crosses nodes, and the model-state memory per rank (hpZ keeps a
+// secondary shard: params / G more).
 static void print_zeropp(const Plan *p) {
     const int N = p->N, rpn = p->a->ranks_per_node > 0 && p->a->ranks_per_node < N ? p->a->ranks_per_node : N;
-    const int G = N % rpn == 0 ? rpn : N;
+    const int G = p->a->hp_group ? p->a->hp_group : N % rpn == 0 ? rpn : N;
     static const struct { const char *name; int qw, hp, qg; } rows[] = {
         {"exact ZeRO-3", 0, 0, 0}, {"-qw 8", 8, 0, 0}, {"-hp G", 0, 1, 0}, {"-qg 8", 0, 0, 8},
         {"-qg 8 -hp G", 0, 1, 8}, {"-qw 8 -hp G -qg 8", 8, 1, 8}};
-    printf("ZeRO++ (stage 3, mixed precision, node groups G = %d of %d rank%s%s): GB each rank sends per step\n", G, N,
-           N > 1 ? "s" : "", rpn == N ? "; -rpn R sets the ranks per node" : "");
+    printf("ZeRO++ (stage 3, mixed precision, %s G = %d of %d rank%s%s): GB each rank sends per step\n",
+           p->a->hp_group ? "-hp groups" : "node groups", G, N, N > 1 ? "s" : "",
+           !p->a->hp_group && rpn == N ? "; -rpn R sets the ranks per node" : "");
     printf("  flags                    total   across nodes  across vs exact  model state GB/rank\n");
     double exact_across = 0.0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -323,13 +344,14 @@ static void print_zeropp(const Plan *p) {
         zero3_theory_ledger_zeropp(p->have_units ? &p->z : NULL, p->psi, N, p->A, ZERO3_BF16, ZERO3_BF16, p->fwd, p->bwd, &pp, &l);
         double across = zeropp_across_bytes(&l, N > rpn, pp.node_size > rpn);
         if (i == 0) exact_across = across;
-        double mem = zero3_theory_state_bytes(3, p->psi, N, ZERO3_BF16, ZERO3_BF16) + (hp && N > 1 ? 2.0 * p->psi / G : 0.0);
+        double mem = zeropp_state_bytes(p->psi, N, hp ? G : 0, ZERO3_BF16, ZERO3_BF16);
         printf("  %-20s %10.3f  %13.3f  %15.3f  %19.3f\n", rows[i].name, zero3_ledger_bytes(&l) / 1e9, across / 1e9,
                exact_across > 0 ? across / exact_across : 0.0, mem / 1e9);
     }
     printf("  (qwZ: int8 codes + one fp32 scale per %d elements, %.4f bytes a parameter instead of 2; hpZ: backward gathers\n"
            "   inside the node; qgZ: int8 gradients all-to-all in the node group, node sums requantized across: -qg alone is\n"
            "   one hop over all ranks. Bytes under the ring model, as above)\n", ZERO3_QUANT_BLOCK, 1.0 + 4.0 / ZERO3_QUANT_BLOCK);
+    print_zeropp_run(p);
 }
 
 int plan_main(const TrainArgs *a, int align) {
@@ -338,6 +360,7 @@ int plan_main(const TrainArgs *a, int align) {
     p.args = *a;
     p.a = &p.args;
     p.N = a->plan_world;
+    p.A = args_validate(&p.args, p.N);   // first, as a run validates before it reads the model
     plan_read_model(&p);
     plan_shape(&p);
     plan_layout(&p, align);

@@ -6,10 +6,7 @@ void predict_links(RunPrediction *p, const TrainArgs *a, const Zero3Backend *be)
     p->rank = be->rank;
     plan_links(a, &p->links);
     if (!a->links_emulated) return;
-    const int N = be->world, nodes = p->links.node_ranks;
-    if (a->link_x.gbps > 0.0 && (nodes <= 0 || nodes >= N))
-        fatal("flag -linkx: every one of the %d ranks is on one node (%s %d), so no ring crosses nodes; give fewer "
-              "ranks per node", N, a->ranks_per_node ? "-rpn" : "-hs", nodes);
+    // -linkx's nodes were checked against the ranks with the other flags (args_validate)
     char err[512] = "";
     if (!be->emulate_links)
         set_err(err, sizeof err, "flag -link%s: this trainer cannot hold its collectives for an emulated link (its "

@@ -122,8 +122,6 @@ static void trainer_open_data(Trainer *tr) {
 static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     TrainArgs *a = &tr->args;
     tr->be = be;
-    // the flags against the number of ranks, as the planner checks them (cli.h); A micro-steps per step
-    tr->A = args_check_world(a, be->world);
     const TrainBuild *b = tr->build;
     Zero3Config zc = {.stage = a->stage, .prefetch_depth = a->prefetch_depth, .align = b->align,
                       .param_type = b->param_type, .grad_type = b->grad_type,
@@ -181,6 +179,9 @@ Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const Tra
     tr->compute = build->compute;
     tr->args = *args;
     tr->be = be;
+    // the flags against each other and the N ranks, as -plan N checks them (cli.h), before the output
+    // folder is touched; A micro-steps per step
+    tr->A = args_validate(&tr->args, be->world);
     trainer_note_inputs(&tr->args);
     trainer_prepare_out_dir(tr);
     tr->measure.trace = trace_open(tr->args.trace_path, be);   // an unwritable -tr fails before the long setup

@@ -32,7 +32,7 @@
 #define TOKENIZER_PATH "data/tinyshakespeare/gpt2_tokenizer.bin"   // optional: without it samples print token ids
 
 struct Trainer {
-    TrainArgs args;                  // the flags, parsed once (train_main); -d filled in by args_check_world
+    TrainArgs args;                  // the flags, parsed once (train_main); -d filled in by args_validate
     const TrainBuild *build;         // what this binary is: data types, export version, compute table
     const Zero3Backend *be;          // the transport: rank, world, collectives
     // the model: its shape, the engine holding its state, the math over it

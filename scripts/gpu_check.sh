@@ -22,7 +22,7 @@
 #              (portable attention) and on the BF16 test (tensor-core attention)
 #   rest       the full-vocabulary tiny dump made here and tested, the DDP build's test, stage 0
 #              speed and memory, two ranks on the one GPU: ZeRO-3 against DDP, and HSDP
-# Output in $OUT (unset: build/gpu_check/out): gpu_check_summary.txt, gpu_check.log and
+# Output in $OUT (unset: the first free build/gpu_check_out, build/gpu_check_out.1, ...): gpu_check_summary.txt, gpu_check.log and
 # gpu_check_logs.tgz (every command's own log, refreshed after each result).
 #
 # The GPU machine needs the carried files (scripts/gpu_first.sh --carry lists them); the tiny dump
@@ -31,6 +31,7 @@
 # The helpers (record, run, the builds, each measurement) are in scripts/gpu_lib.sh.
 set -uo pipefail
 . "$(dirname "$0")/gpu_lib.sh"
+[ $# -eq 0 ] || { echo "error: $1: gpu_check.sh takes no arguments (settings are GPU_CHECK_* variables)" >&2; exit 2; }
 gpu_begin gpu_check gpu_check_summary.txt 570 1500
 
 section env

@@ -17,9 +17,11 @@
 # GPU_FIND_WHEELS (the nvidia package folders; default: asked of $PYTHON). Exit 1 when one is missing.
 set -uo pipefail
 mode=${1:---report}
-case "$mode" in --flags|--report) ;; *) echo "usage: $0 --flags|--report" >&2; exit 2 ;; esac
+case "$mode" in --flags|--report) ;; *) echo "error: $mode: unknown argument (usage: $0 --flags|--report)" >&2; exit 2 ;; esac
+[ $# -le 1 ] || { echo "error: $2: one argument only (usage: $0 --flags|--report)" >&2; exit 2; }
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$nvcc")")}
+[ ! -e "$CUDA_HOME" ] || [ -d "$CUDA_HOME" ] || { echo "error: CUDA_HOME=$CUDA_HOME: not a folder" >&2; exit 2; }
 PYTHON=${PYTHON:-python3}
 SYSTEM=${GPU_FIND_SYSTEM:-/usr /usr/local}
 if [ -z "${GPU_FIND_WHEELS+x}" ]; then

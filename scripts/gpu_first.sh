@@ -24,7 +24,7 @@
 # possible), MISS (a speed target not met), SKIP (GPU_CHECK_SKIP); scripts/gpu_lib.sh says more, and
 # lists the environment (GPU_CHECK_SKIP, GPU_CHECK_CAPS, GPU_CHECK_REUSE, the runtime switches
 # ZERO3_GPU_EPILOGUES=0 and ZERO3_GPU_ATTENTION=portable). Output in $OUT (unset:
-# build/gpu_first/out): summary.txt, gpu_first.log (everything), gpu_first_logs.tgz (every command's
+# the first free build/gpu_first_out, build/gpu_first_out.1, ...): summary.txt, gpu_first.log (everything), gpu_first_logs.tgz (every command's
 # own log, refreshed after each line).
 #
 #   scripts/gpu_first.sh --carry      the ignored files the device needs (the `carry` list), with sizes
@@ -66,6 +66,8 @@ c() {
 case "${1:-}" in
   --carry) cd "$(dirname "$0")/.." && print_carry; exit ;;
   --caps) echo "$CAPS" | awk 'NF == 3'; exit ;;
+  '') ;;
+  *) echo "error: $1: unknown argument (gpu_first.sh takes --carry, --caps or nothing; settings are GPU_CHECK_* variables)" >&2; exit 2 ;;
 esac
 gpu_begin gpu_first summary.txt 540 1200
 

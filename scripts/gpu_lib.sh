@@ -66,19 +66,49 @@ print_carry() {
   [ "$missing" = 0 ] && [ "$total" -le $((CARRY_LIMIT_MIB * 1024)) ]
 }
 
+# gpu_check_settings: the switches, checked before anything is built or removed; and, unless
+# emulated, that there is a GPU to check at all (one error line and exit 1 where there is none).
+gpu_check_settings() {
+  local v
+  for v in GPU_CHECK_EMULATE GPU_CHECK_REUSE; do
+    case ${!v:-0} in 0|1) ;; *) echo "error: $v=${!v}: must be 0 or 1" >&2; exit 2 ;; esac
+  done
+  case ${GPU_CHECK_BUDGET:-1} in ''|*[!0-9]*) echo "error: GPU_CHECK_BUDGET=$GPU_CHECK_BUDGET: must be a whole number of seconds" >&2; exit 2 ;; esac
+  [ "${GPU_CHECK_BUDGET:-1}" -ge 1 ] || { echo "error: GPU_CHECK_BUDGET=0: must be at least 1 second" >&2; exit 2; }
+  if [ "${GPU_CHECK_EMULATE:-0}" = 0 ] && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }; then
+    echo "error: no GPU here (nvidia-smi lists none): run $GPU_SCRIPT on the GPU machine, or GPU_CHECK_EMULATE=1 $0 for the CPU emulator" >&2
+    exit 1
+  fi
+}
+
+# gpu_choose_outdir SUMMARY_NAME: OUTDIR, where this visit's answers go. $OUT when set (the device
+# machine's empty folder): it must be a folder this user can write that holds no earlier summary;
+# else the first free build/NAME_out, build/NAME_out.1, ... so that an earlier visit's answers stay.
+gpu_choose_outdir() {
+  if [ -n "${OUT:-}" ]; then
+    [ ! -e "$OUT" ] || [ -d "$OUT" ] || { echo "error: OUT=$OUT: exists and is not a folder" >&2; exit 2; }
+    [ ! -s "$OUT/$1" ] || { echo "error: OUT=$OUT: holds an earlier visit's $1: give an empty folder, or unset OUT (the answers then go to a new build/${GPU_SCRIPT}_out.N)" >&2; exit 2; }
+    mkdir -p "$OUT" 2>/dev/null && [ -w "$OUT" ] || { echo "error: OUT=$OUT: cannot write there" >&2; exit 2; }
+    OUTDIR=$OUT
+  else
+    OUTDIR="$root/build/${GPU_SCRIPT}_out"; local k=1 base=$OUTDIR
+    while [ -e "$OUTDIR" ]; do OUTDIR=$base.$k; k=$((k + 1)); done
+  fi
+}
+
 # gpu_begin NAME SUMMARY GPU_BUDGET EMU_BUDGET: moves to the repository root, starts the clock and the
 # output files; sets root EMU BUDGET work OUTDIR SUMMARY NPROC failures
 gpu_begin() {
   cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
   root="$PWD"
   GPU_SCRIPT=$1
+  gpu_check_settings
   EMU=${GPU_CHECK_EMULATE:-0}
   BUDGET=${GPU_CHECK_BUDGET:-$([ "$EMU" = 1 ] && echo "$4" || echo "$3")}
-  work="$root/build/$GPU_SCRIPT"
+  gpu_choose_outdir "$2"
+  work="$root/build/$GPU_SCRIPT"   # scratch: the builds and the logs of this visit (archived to OUTDIR)
   if [ "${GPU_CHECK_REUSE:-0}" = 1 ]; then rm -rf "$work/logs"; else rm -rf "$work"; fi
-  mkdir -p "$work/bin" "$work/logs"
-  OUTDIR=${OUT:-$work/out}
-  mkdir -p "$OUTDIR"
+  mkdir -p "$work/bin" "$work/logs" "$OUTDIR"
   SUMMARY="$OUTDIR/$2"
   : > "$SUMMARY"
   exec > >(tee "$OUTDIR/$GPU_SCRIPT.log") 2>&1

@@ -11,7 +11,7 @@ root="$PWD"
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/gpu_build.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
 # the sources the GPU targets need, nothing else (no data, no dumps; the library finder the Makefile runs)
-tar -cf - --exclude=dev/cuda/bin Makefile ./*.h ./*.c ./*.cu ./*.cuh host cpu tests/test_checks.h tests/dump.h gpu dev/cuda scripts/gpu_find_libs.sh 2>/dev/null | (cd "$scratch" && tar -xf -)
+tar -cf - --exclude=dev/cuda/bin Makefile ./*.h ./*.c ./*.cu host cpu proc observe tests/test_checks.h tests/dump.h gpu dev/cuda scripts/gpu_find_libs.sh 2>/dev/null | (cd "$scratch" && tar -xf -)
 jobs=$(nproc 2>/dev/null || echo 2)
 fail=0
 start=$(date +%s)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every script a user runs holds the trainer's standard (docs/operations.md, "What a run guarantees"):
-#  1. each script under scripts/ (but the gpu_* ones and cluster.sh, tested with the GPU visit and the
+#  1. each script under scripts/ (but cluster.sh, tested with the
 #     cluster) and the README's dev/ scripts is fed at least one bad argument and one damaged input
 #     (a truncated or empty log, a truncated or damaged trace, a truncated model file, a garbage
 #     table, a non-executable command, a picture git does not hold; where a script reads no file,
@@ -110,7 +110,21 @@ echo changed >>"$work/clone/docs/trace_step.png"
 bad scripts/figures.sh input "^error: docs/trace_step.png: has changes git does not hold" bash "$work/clone/scripts/figures.sh" trace
 [ "$(tail -c 8 "$work/clone/docs/trace_step.png")" = changed ] || fail "figures.sh touched the changed picture"
 
-for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name 'gpu_*' ! -name 'cluster*' | sort) dev/plot_compare.py \
+# the GPU visit's scripts: every setting checked, and no GPU found, before anything is built or an
+# earlier visit's answers are touched (an OUT that holds them is refused and left as it was)
+mkdir -p "$work/visit" && echo "an earlier visit" >"$work/visit/summary.txt"
+bad scripts/gpu_first.sh arg "^error: --bogus: unknown argument" bash scripts/gpu_first.sh --bogus
+bad scripts/gpu_first.sh arg "^error: GPU_CHECK_BUDGET=ten: must be a whole number" env GPU_CHECK_EMULATE=1 GPU_CHECK_BUDGET=ten bash scripts/gpu_first.sh
+bad scripts/gpu_first.sh input "^error: OUT=$work/visit: holds an earlier visit's summary.txt" env GPU_CHECK_EMULATE=1 OUT="$work/visit" bash scripts/gpu_first.sh
+[ "$(cat "$work/visit/summary.txt")" = "an earlier visit" ] || fail "gpu_first.sh changed an earlier visit's summary"
+command -v nvidia-smi >/dev/null 2>&1 ||
+  bad scripts/gpu_first.sh arg "^error: no GPU here" env -u GPU_CHECK_EMULATE bash scripts/gpu_first.sh
+bad scripts/gpu_check.sh arg "^error: extra: gpu_check.sh takes no arguments" bash scripts/gpu_check.sh extra
+bad scripts/gpu_check.sh input "^error: GPU_CHECK_EMULATE=yes: must be 0 or 1" env GPU_CHECK_EMULATE=yes bash scripts/gpu_check.sh
+bad scripts/gpu_find_libs.sh arg "^error: --bogus: unknown argument" bash scripts/gpu_find_libs.sh --bogus
+bad scripts/gpu_find_libs.sh input "^error: CUDA_HOME=$keep/truncated.csv: not a folder" env CUDA_HOME="$keep/truncated.csv" bash scripts/gpu_find_libs.sh --report
+
+for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name 'cluster*' | sort) dev/plot_compare.py \
          dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh; do
   [ -n "${arg_cases[$s]:-}" ] && [ -n "${input_cases[$s]:-}" ] || fail "$s: no bad-argument or no damaged-input case in this test"
 done
