@@ -31,6 +31,12 @@ void zero3_die(const char *msg) {
 #define OBSERVE(z, hook, ...) \
     do { if ((z)->cfg.observer) (z)->cfg.observer->hook((z), ##__VA_ARGS__); } while (0)
 
+// Names unit u as the owner of the collectives started next, for the backend's watchdog (its
+// timeout line says which unit a stalled collective was for).
+static void label_unit(const Zero3 *z, int u) {
+    if (z->be->label) z->be->label(z->be->ctx, z->units[u].name);
+}
+
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 static size_t gcd(size_t a, size_t b) { return b ? gcd(b, a % b) : a; }
 
@@ -412,6 +418,7 @@ void zero3_publish_params(Zero3 *z) {
     hp_invalidate(z);
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
+        label_unit(z, u);
         if (!optimizer_sharded(z, u)) {
             // DDP keeps the full master on every rank: gather the fp32 slices, then cast everything
             float *master_full = master_span(z, u);
@@ -590,6 +597,7 @@ static void gather_start(Zero3 *z, int u, Zero3Phase phase) {
     const Zero3Backend *be = z->be;
     const Zero3UnitFacts facts = zero3_unit_facts(z, u);
     U->gather = zero3_gather_for(&facts, phase, U->secondary_fresh);
+    label_unit(z, u);
     if (U->gather.how == ZERO3_GATHER_IN_PLACE) {
         U->params_gathered = owned_params(z, u);
         set_params_state(z, U, ZERO3_PARAMS_GATHERED);
@@ -786,6 +794,7 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     size_t full_bytes = U->padded * zero3_dtype_size(gt);
     OBSERVE(z, compute_end);
     if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
+    label_unit(z, u);
     const Zero3UnitFacts facts = zero3_unit_facts(z, u);
     void *handle;
     switch (zero3_reduction_for(&facts, z->step.micro, z->step.micro_steps).how) {
@@ -928,6 +937,7 @@ static void *start_replica_all_reduce(Zero3 *z, int u) {
     if (!zero3_reduction_for(&facts, z->step.micro_steps - 1, z->step.micro_steps).across_replicas) return NULL;
     size_t begin, count;
     optimizer_span(z, u, &begin, &count);
+    label_unit(z, u);
     void *handle = z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type);
     OBSERVE(z, collective, u, ZERO3_COLL_REPLICA_REDUCE, count * zero3_dtype_size(z->cfg.grad_type));
     return handle;
@@ -979,6 +989,7 @@ static void *start_updated_params_gather(Zero3 *z, int u) {
     const Zero3UnitFacts facts = zero3_unit_facts(z, u);
     if (!zero3_gathers_after_step(&facts)) return NULL;
     const Zero3Unit *U = &z->units[u];
+    label_unit(z, u);
     void *handle = z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
     OBSERVE(z, collective, u, ZERO3_COLL_STEP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));
     return handle;

@@ -315,6 +315,14 @@ typedef struct Zero3Backend {
     int (*emulate_links)(void *ctx, const Zero3Links *links, char *err, size_t errlen);
     // the collective handles started and not yet waited on (optional: for zero3_check_step_end)
     int (*collectives_in_flight)(void *ctx);
+    // the watchdog (optional). collective_timeout: from this call on, a collective not complete
+    // timeout_s seconds after it started ends every rank with one error line naming it, its unit
+    // (label), the step (g_proc.step) and its peers' nodes; a shorter stall is reported when it ends.
+    // label: the unit the collectives started from here on belong to (NULL: none, e.g. a scalar).
+    // node_name: the host name of a rank's node (NULL where unknown).
+    void (*collective_timeout)(void *ctx, double timeout_s);
+    void (*label)(void *ctx, const char *unit);
+    const char *(*node_name)(void *ctx, int rank);
 } Zero3Backend;
 
 // ----------------------------------------------------------------------------------------------

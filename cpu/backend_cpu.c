@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CPU_MAX_REQUESTS 128
+#define CPU_NODE_NAME 64   // the bytes of a node's host name kept per rank
 
 // ------------------------------------------------------------------------------------------------
 // The communication thread: the CPU's twin of the GPU's NCCL stream.
@@ -32,8 +34,9 @@
 // polls without sleeping. wait() blocks on the request's completion (a condition variable).
 //
 // The worker starts exactly the MPI calls the compute thread would (MPI_Iallgather,
-// MPI_Ireduce_scatter_block, MPI_Iallreduce, MPI_Allreduce for scalars), in the same order, so the
-// results are bitwise those without it. MPI is initialized with MPI_THREAD_SERIALIZED: only one
+// MPI_Ireduce_scatter_block, MPI_Iallreduce, for scalars too), in the same order, so the results are
+// bitwise those without it. (A scalar's non-blocking sum need not add in MPI_Allreduce's order: with
+// Open MPI here both agree at 2, 3, 4, 6 and 8 ranks and differ in the last bit at 5.) MPI is initialized with MPI_THREAD_SERIALIZED: only one
 // thread at a time calls MPI, and during training that is the worker alone (every collective,
 // all_reduce_scalar included, goes through it). A library without that level, or
 // ZERO3_COMM_THREAD=0, gets the old path: collectives started and waited on the compute thread.
@@ -48,6 +51,18 @@
 // each one's link was free and the collective issued, agreed in one more all-reduce of a number).
 // The data moved is the same, so results are bitwise those without links; the transfer's stamps
 // become that start and the end of the hold, so the timeline and the trace show the network's time.
+//
+// The watchdog (-ct SECONDS, be->collective_timeout): every collective has a deadline, its start on
+// this rank plus the timeout, and every wait for it is bounded:
+//   wait                          | bounded by
+//   ------------------------------+--------------------------------------------------------------
+//   the MPI transfer (drive)      | the deadline: past it, one error line and every rank aborted
+//   the emulated link's hold      | the deadline, and a stop signal (it ends within HOLD_SLICE_S)
+//   the compute thread's wait     | the deadline plus WAIT_GRACE_S (the worker itself is stuck)
+// Past the deadline the rank prints what it waited for (the collective, its unit, the step, its
+// peers' nodes) and calls MPI_Abort; a rank the launcher cannot reach (its link is down) ends by
+// itself (cpu_abort_all). A collective that took longer than report_s but completed is a stall:
+// one line on stderr when it ends, saying how long the transfer waited.
 
 enum { OP_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE, OP_SCALAR, OP_ALL_TO_ALL };
 enum { IN_SHARD_GROUP, IN_NODE_GROUP, IN_CROSS_GROUP };   // ZeRO++: where a gather or all-to-all runs
@@ -65,6 +80,9 @@ typedef struct {
     double scalar;
     int stamp_begin, stamp_end;
     double ready;       // when this rank could start it: issued, and the collectives before it done
+    double deadline;    // ready + the collective timeout: past it the watchdog ends the run
+    char unit[40];      // the unit it belongs to (be->label when it was issued; "" for none)
+    int step;           // the step it was issued in (g_proc.step)
     unsigned gen;       // the stamp generation the two stamps belong to
     int state;          // SLOT_*, under mu
 #ifdef USE_MPI
@@ -116,6 +134,13 @@ struct CpuBackend {
     CpuGroups groups;
     struct { int on; Zero3Links links; } links;   // the emulated links (emulate_links), when on
     double sum_squares;   // the spans of one norm added so far (sum_squares_add)
+    struct {
+        double timeout_s;     // a collective's deadline after its start (0: none)
+        double report_s;      // a transfer that waited longer is reported as a stall when it ends
+        char unit[40];        // the label of the collectives started from here on
+        int holds_off;        // a stop was requested: emulated holds end at once
+        char (*nodes)[CPU_NODE_NAME];   // every rank's host name (gathered at start)
+    } watch;
 };
 
 // ---- stamps (callers hold mu) ----
@@ -225,9 +250,17 @@ static void check_mpi(int rc, const char *what) {
     if (rc != MPI_SUCCESS) fatal_local("MPI %s failed (code %d)", what, rc);
 }
 
-// Starts the MPI call of a collective (whichever thread runs the collectives).
+// The communicator a collective runs in.
+static MPI_Comm op_comm(const CpuGroups *g, const CpuOp *o) {
+    if (o->kind == OP_SCALAR) return MPI_COMM_WORLD;
+    if (o->kind == OP_ALL_REDUCE) return o->replica ? g->replica : g->shard;
+    return o->group == IN_NODE_GROUP ? g->node : o->group == IN_CROSS_GROUP ? g->cross : g->shard;
+}
+
+// Starts the MPI call of a collective (whichever thread runs the collectives); all of them are
+// non-blocking, so that every wait for one can be bounded (drive).
 static void op_start(const CpuGroups *g, CpuOp *o) {
-    MPI_Comm group = o->group == IN_NODE_GROUP ? g->node : o->group == IN_CROSS_GROUP ? g->cross : g->shard;
+    MPI_Comm group = op_comm(g, o);
     switch (o->kind) {
     case OP_GATHER:
         check_mpi(MPI_Iallgather(o->in_place ? MPI_IN_PLACE : o->src, (int)o->n, mpi_type(o->t), o->dst, (int)o->n,
@@ -245,21 +278,26 @@ static void op_start(const CpuGroups *g, CpuOp *o) {
                                                 g->shard, &o->req), "reduce-scatter");
         break;
     case OP_ALL_REDUCE:
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), mpi_sum(o->t),
-                                 o->replica ? g->replica : g->shard, &o->req), "all-reduce");
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), mpi_sum(o->t), group, &o->req),
+                  "all-reduce");
         break;
-    default:   // OP_SCALAR: blocking
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, &o->scalar, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "all-reduce");
+    default:   // OP_SCALAR
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, &o->scalar, 1, MPI_DOUBLE, MPI_SUM, group, &o->req), "all-reduce");
     }
 }
 
-// Drives a request to completion with MPI_Test; on the communication thread it naps between tests
-// while the compute thread is busy (poll_ns; 0 on the compute thread's own path: no naps).
-static void drive(CpuComm *c, MPI_Request *req) {
+static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause) __attribute__((noreturn));
+
+// Drives a request of collective o to completion with MPI_Test, until o's deadline (then the
+// watchdog ends the run); on the communication thread it naps between tests while the compute
+// thread is busy (poll_ns; 0 on the compute thread's own path: no naps).
+static void drive(const CpuBackend *b, const CpuOp *o, MPI_Request *req) {
+    const CpuComm *c = &b->comm;
     for (;;) {
         int flag = 1;
         if (*req != MPI_REQUEST_NULL) check_mpi(MPI_Test(req, &flag, MPI_STATUS_IGNORE), "test");
         if (flag) return;
+        if (now_seconds() > o->deadline) op_timed_out(b, o, "a peer or its link is down");
         if (!__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) && c->poll_ns > 0) {
             struct timespec ts = {0, c->poll_ns};
             nanosleep(&ts, NULL);
@@ -286,19 +324,134 @@ static double op_link_seconds(const CpuBackend *b, const CpuOp *o, MPI_Comm *com
     return zero3_link_seconds(zero3_links_ring(&b->links.links, first, stride, n), sent, steps);
 }
 
+#define HOLD_SLICE_S 0.05   // a hold looks at the stop signal this often
+#define WAIT_GRACE_S 10.0   // the compute thread's wait gives the worker this long past a deadline
+#define ABORT_GRACE_S 5     // a rank MPI_Abort cannot take down ends by itself this much later
+
+// Ends every rank: MPI_Abort asks the launcher to kill the job; a rank whose launcher it cannot
+// reach (its node's link is down) ends by SIGALRM ABORT_GRACE_S seconds later all the same.
+static void abort_every_rank(void) __attribute__((noreturn));
+static void abort_every_rank(void) {
+    alarm(ABORT_GRACE_S);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+static const char *op_name(const CpuOp *o) {
+    switch (o->kind) {
+    case OP_GATHER: return o->group == IN_NODE_GROUP ? "all-gather in the node group" : "all-gather";
+    case OP_REDUCE_SCATTER: return "reduce-scatter";
+    case OP_ALL_REDUCE: return o->replica ? "all-reduce across the replicas" : "all-reduce";
+    case OP_ALL_TO_ALL: return o->group == IN_CROSS_GROUP ? "all-to-all across the node groups" : "all-to-all in the node group";
+    default: return "scalar all-reduce";
+    }
+}
+
+// "the all-gather of unit h.3 in step 7"
+static void op_describe(const CpuOp *o, char *buf, size_t n) {
+    int k = snprintf(buf, n, "the %s", op_name(o));
+    if (o->unit[0]) k += snprintf(buf + k, n - (size_t)k, " of unit %s", o->unit);
+    if (o->step > 0) snprintf(buf + k, n - (size_t)k, " in step %d", o->step);
+    else snprintf(buf + k, n - (size_t)k, " before the first step");
+}
+
+// The collective's peers by node, in rank order: "node1 rank 1, node2 ranks 2 3" (local MPI calls
+// only: no message is sent).
+static void op_peers(const CpuBackend *b, const CpuOp *o, char *buf, size_t n) {
+    MPI_Group group, world;
+    int size = 0;
+    MPI_Comm_group(op_comm(&b->groups, o), &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_size(group, &size);
+    int *in_group = xcalloc((size_t)size, sizeof(int)), *in_world = xcalloc((size_t)size, sizeof(int)), *said = xcalloc((size_t)size, sizeof(int));
+    for (int i = 0; i < size; i++) in_group[i] = i;
+    MPI_Group_translate_ranks(group, size, in_group, world, in_world);
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < size; i++) {
+        if (said[i] || in_world[i] == b->rank) continue;
+        const char *node = b->watch.nodes[in_world[i]];
+        int count = 0;
+        for (int j = i; j < size; j++) count += !strcmp(b->watch.nodes[in_world[j]], node) && in_world[j] != b->rank;
+        k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "%s%s rank%s", k ? ", " : "", node, count > 1 ? "s" : "");
+        for (int j = i; j < size; j++)
+            if (!strcmp(b->watch.nodes[in_world[j]], node) && in_world[j] != b->rank) {
+                said[j] = 1;
+                k += (size_t)snprintf(buf + k, k < n ? n - k : 0, " %d", in_world[j]);
+            }
+    }
+    free(in_group); free(in_world); free(said);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+}
+
+// Past o's deadline: one line saying what this rank waited for, on whom and why, then every rank ends.
+static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause) {
+    char what[160], peers[512];
+    op_describe(o, what, sizeof what);
+    op_peers(b, o, peers, sizeof peers);
+    fprintf(stderr, "error (rank %d on %s): collective timeout: %s has not completed %g s after it started (-ct %g); "
+            "its peers: %s; %s: ending every rank\n", b->rank, b->watch.nodes[b->rank], what, b->watch.timeout_s,
+            b->watch.timeout_s, peers, cause);
+    fflush(stderr);
+    abort_every_rank();
+}
+
+// A transfer that waited longer than report_s but completed: one line, when it ends.
+static void op_report_stall(const CpuBackend *b, const CpuOp *o) {
+    const double waited = now_seconds() - o->ready;
+    if (b->watch.report_s <= 0.0 || waited <= b->watch.report_s) return;
+    char what[160];
+    op_describe(o, what, sizeof what);
+    fprintf(stderr, "warning (rank %d on %s): stall: %s waited %.1f s for its peers before it completed (stalls over "
+            "%g s are reported; -ct %g ends the run)\n", b->rank, b->watch.nodes[b->rank], what, waited, b->watch.report_s,
+            b->watch.timeout_s);
+    fflush(stderr);
+}
+
+// A collective's start on this rank: its ready time and deadline (the worker sets them under mu,
+// where the compute thread's wait reads them), then the MPI call.
+static void op_arm(const CpuBackend *b, CpuOp *o) {
+    o->ready = now_seconds();
+    o->deadline = b->watch.timeout_s > 0.0 ? o->ready + b->watch.timeout_s : INFINITY;
+}
+static void op_begin(const CpuBackend *b, CpuOp *o) {
+    op_arm(b, o);
+    op_start(&b->groups, o);
+}
+
+static int stop_signalled(void) { return g_proc.stop_signal && *g_proc.stop_signal; }
+
+// Sleeps until the monotonic time `until`, in slices, ending early once a stop is requested.
+static void sleep_until(CpuBackend *b, double until) {
+    for (double t = now_seconds(); t < until && !b->watch.holds_off; t = now_seconds()) {
+        if (stop_signalled()) { b->watch.holds_off = 1; break; }
+        double next = fmin(until, t + HOLD_SLICE_S);
+        struct timespec ts = {(time_t)next, (long)((next - (double)(time_t)next) * 1e9)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    }
+}
+
 // Holds a collective whose data has moved until its ring time has passed since every rank of its
-// ring could start it. Returns that start (the latest ready time of the ring's ranks).
+// ring could start it. Returns that start (the latest ready time of the ring's ranks). A stop
+// signal on any rank of the ring ends the holds (the data has moved: only time is given up), and
+// a hold past the deadline is the watchdog's, as a stalled transfer would be.
 static double link_hold(CpuBackend *b, const CpuOp *o) {
     MPI_Comm comm;
     const double seconds = op_link_seconds(b, o, &comm);
-    double start = o->ready;
+    double clock[2] = {o->ready, stop_signalled() || b->watch.holds_off ? 1.0 : 0.0};   // the start, a stop
     MPI_Request req;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, &start, 1, MPI_DOUBLE, MPI_MAX, comm, &req), "all-reduce (link clock)");
-    drive(&b->comm, &req);
-    double until = start + seconds;
-    struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
-    return start;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, clock, 2, MPI_DOUBLE, MPI_MAX, comm, &req), "all-reduce (link clock)");
+    drive(b, o, &req);
+    if (clock[1] > 0.0) b->watch.holds_off = 1;
+    const double until = clock[0] + seconds;
+    sleep_until(b, fmin(until, o->deadline));
+    if (!b->watch.holds_off && until > o->deadline) {
+        char cause[160];
+        snprintf(cause, sizeof cause, "the emulated link (-link, -linkx) holds it %.1f s, longer than -ct allows", seconds);
+        op_timed_out(b, o, cause);
+    }
+    return clock[0];
 }
 #endif
 
@@ -325,10 +478,11 @@ static void *comm_thread_main(void *arg) {
         CpuOp *o = &c->op[c->queue[c->qhead]];
         c->qhead = (c->qhead + 1) % CPU_MAX_REQUESTS;
         c->qlen--;
+        op_arm(b, o);
         pthread_mutex_unlock(&c->mu);
-        o->ready = now_seconds();
         op_start(&b->groups, o);
-        drive(c, &o->req);
+        drive(b, o, &o->req);
+        op_report_stall(b, o);
         double begin = op_complete(b, o), t = now_seconds();
         pthread_mutex_lock(&c->mu);
         stamp_set_locked(c, o, 0, begin);
@@ -365,6 +519,8 @@ static void *op_issue(CpuBackend *b, int s) {
     CpuComm *c = &b->comm;
     const CpuGroups *g = &b->groups;
     CpuOp *o = &c->op[s];
+    if (o->kind != OP_SCALAR) snprintf(o->unit, sizeof o->unit, "%s", b->watch.unit);
+    o->step = g_proc.step;
     // the ranks this collective spans: the shard group, or the replica group for HSDP's all-reduce
     const int span = o->kind == OP_SCALAR ? b->world : o->replica ? g->replica_size
                    : o->group == IN_NODE_GROUP ? g->node_size : o->group == IN_CROSS_GROUP ? g->cross_size : g->shard_size;
@@ -379,8 +535,7 @@ static void *op_issue(CpuBackend *b, int s) {
             pthread_cond_signal(&c->work);
             pthread_mutex_unlock(&c->mu);
         } else {
-            o->ready = now_seconds();
-            op_start(g, o);
+            op_begin(b, o);
         }
         return slot_handle(s);
     }
@@ -473,6 +628,26 @@ static void *cpu_all_to_all_start(void *ctx, const void *send, void *recv, size_
     return op_issue(b, s);
 }
 
+// The compute thread's wait for o (holding mu), a second at a time: past o's deadline and a grace,
+// the worker is stuck where its own watchdog cannot look, and this thread ends the run.
+static void wait_done_a_while(CpuBackend *b, CpuOp *o) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&b->comm.done, &b->comm.mu, &ts);
+#ifdef USE_MPI
+    if (o->state != SLOT_DONE && o->deadline > 0.0 && now_seconds() > o->deadline + WAIT_GRACE_S) {
+        char what[160];
+        op_describe(o, what, sizeof what);
+        fprintf(stderr, "error (rank %d): collective timeout: %s has not completed %g s after it started (-ct %g), and "
+                "the communication thread did not end the run: ending every rank\n", b->rank, what,
+                b->watch.timeout_s + WAIT_GRACE_S, b->watch.timeout_s);
+        fflush(stderr);
+        abort_every_rank();
+    }
+#endif
+}
+
 static void cpu_wait(void *ctx, void *handle) {
     CpuBackend *b = ctx;
     CpuComm *c = &b->comm;
@@ -482,12 +657,13 @@ static void cpu_wait(void *ctx, void *handle) {
     if (c->threaded) {
         pthread_mutex_lock(&c->mu);
         __atomic_add_fetch(&c->waiting, 1, __ATOMIC_RELEASE);
-        while (o->state != SLOT_DONE) pthread_cond_wait(&c->done, &c->mu);
+        while (o->state != SLOT_DONE) wait_done_a_while(b, o);
         __atomic_sub_fetch(&c->waiting, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&c->mu);
     } else if (o->state != SLOT_DONE) {
 #ifdef USE_MPI
-        check_mpi(MPI_Wait(&o->req, MPI_STATUS_IGNORE), "wait");
+        drive(b, o, &o->req);
+        op_report_stall(b, o);
 #endif
         stamp_set_to(c, o, 0, op_complete(b, o));
         stamp_set(c, o, 1);
@@ -502,14 +678,18 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
     int s = cpu_slot(c);
     CpuOp *o = &c->op[s];
     o->kind = OP_SCALAR; o->scalar = x;
+    o->step = g_proc.step;
 #ifdef USE_MPI
     if (b->world > 1 && c->threaded) {
         cpu_wait(ctx, op_issue(b, s));
         return o->scalar;
     }
     o->ready = now_seconds();
-    if (b->world > 1) { op_start(&b->groups, o); stamp_set_to(c, o, 0, op_complete(b, o)); }
-    else stamp_set(c, o, 0);
+    if (b->world > 1) {
+        op_begin(b, o);
+        drive(b, o, &o->req);
+        stamp_set_to(c, o, 0, op_complete(b, o));
+    } else stamp_set(c, o, 0);
 #else
     stamp_set(c, o, 0);
 #endif
@@ -688,7 +868,18 @@ static void cpu_shutdown(void *transport) {
     comm_thread_stop(&((CpuBackend *)transport)->comm);
     MPI_Finalize();
 }
-static void cpu_abort_all(void *transport) { MPI_Abort(MPI_COMM_WORLD, 1); }
+static void cpu_abort_all(void *transport) { abort_every_rank(); }
+
+// Every rank's host name (MPI_Get_processor_name: the node's hostname), for the report and the
+// watchdog's lines.
+static void gather_node_names(CpuBackend *b) {
+    char name[MPI_MAX_PROCESSOR_NAME], mine[CPU_NODE_NAME] = "";
+    int len = 0;
+    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) snprintf(mine, sizeof mine, "%.*s", CPU_NODE_NAME - 1, name);
+    b->watch.nodes = xcalloc((size_t)b->world, CPU_NODE_NAME);
+    check_mpi(MPI_Allgather(mine, CPU_NODE_NAME, MPI_CHAR, b->watch.nodes, CPU_NODE_NAME, MPI_CHAR, MPI_COMM_WORLD),
+              "all-gather (host names)");
+}
 
 // MPI (started here unless the process has it already: then the first backend owns it), this
 // rank's place, and the communication thread when the library allows one.
@@ -703,6 +894,7 @@ static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
     // errors come back as codes so that we can report them in one line and abort everyone
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     b->groups.shard = MPI_COMM_WORLD;
+    gather_node_names(b);
     CpuComm *c = &b->comm;
     c->thread_level_ok = provided >= MPI_THREAD_SERIALIZED;
     const char *want = getenv("ZERO3_COMM_THREAD");
@@ -721,6 +913,21 @@ static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
     }
 }
 #endif
+
+// The watchdog (zero3.h): the timeout, the label of the collectives to come, the nodes' names.
+static void cpu_collective_timeout(void *ctx, double timeout_s) {
+    CpuBackend *b = ctx;
+    b->watch.timeout_s = timeout_s;
+    b->watch.report_s = fmin(5.0, timeout_s / 10.0);
+}
+static void cpu_label(void *ctx, const char *unit) {
+    CpuBackend *b = ctx;
+    snprintf(b->watch.unit, sizeof b->watch.unit, "%s", unit ? unit : "");
+}
+static const char *cpu_node_name(void *ctx, int rank) {
+    const CpuBackend *b = ctx;
+    return b->watch.nodes && rank >= 0 && rank < b->world ? b->watch.nodes[rank] : NULL;
+}
 
 // A fresh state: one rank, no groups split, no collective in flight.
 static CpuBackend *cpu_backend_new(void) {
@@ -771,6 +978,9 @@ static void cpu_fill_table(Zero3Backend *be, CpuBackend *b) {
     be->stamps_read = cpu_stamps_read;
     be->emulate_links = cpu_emulate_links;
     be->collectives_in_flight = cpu_collectives_in_flight;
+    be->collective_timeout = cpu_collective_timeout;
+    be->label = cpu_label;
+    be->node_name = cpu_node_name;
 }
 
 void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
@@ -809,6 +1019,7 @@ void backend_cpu_finish(Zero3Backend *be) {
     pthread_cond_destroy(&b->comm.work);
     pthread_cond_destroy(&b->comm.done);
     free(b->comm.stamps);
+    free(b->watch.nodes);
     free(b);
     be->ctx = NULL;
 }

@@ -249,6 +249,10 @@ const Flag ARGS_FLAGS[] = {
     {"-rpn", FLAG_INT, F(ranks_per_node), NULL, 1, 1 << 24, .metavar = "R", .help = "planner: ranks per node",
      .shown_def = "N (one node)"},
     {"-tf", FLAG_REAL, F(tflops), NULL, 1e-3, 1e6, .metavar = "F", .help = "planner: TFLOP/s each rank achieves"},
+    // the watchdog
+    {"-ct", FLAG_REAL, F(collective_timeout_s), "600", 1, 604800, .metavar = "SEC",
+     .help = "collective timeout: a collective not complete SEC seconds after it started ends every\n"
+             "rank with one error line (a peer or its link is down); shorter stalls are reported"},
 };
 const int ARGS_NFLAGS = (int)(sizeof ARGS_FLAGS / sizeof ARGS_FLAGS[0]);
 #undef F

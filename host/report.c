@@ -82,6 +82,35 @@ static void report_state_split(const Trainer *tr) {
            fp32 ? "m, v; the fp32 params are the master" : "fp32 master, m, v");
 }
 
+// "| nodes    node1: ranks 0-1, node2: ranks 2-3": each node's ranks (a run of consecutive ranks as
+// a range), when the backend knows its ranks' host names.
+static int on_node(const Zero3Backend *be, int rank, const char *node) { return !strcmp(be->node_name(be->ctx, rank), node); }
+
+static void report_nodes(const Zero3Backend *be) {
+    if (!be->node_name || !be->node_name(be->ctx, 0)) return;
+    char line[1024] = "";
+    int k = 0, *said = (int *)xcalloc((size_t)be->world, sizeof(int));
+    for (int r = 0; r < be->world; r++) {
+        if (said[r]) continue;
+        const char *node = be->node_name(be->ctx, r);
+        int count = 0;
+        for (int q = r; q < be->world; q++) count += on_node(be, q, node);
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s%s: rank%s", k ? ", " : "", node, count > 1 ? "s" : "");
+        for (int q = r; q < be->world && k < (int)sizeof line; q++) {
+            if (said[q] || !on_node(be, q, node)) continue;
+            int last = q;
+            while (last + 1 < be->world && on_node(be, last + 1, node)) last++;
+            for (int i = q; i <= last; i++) said[i] = 1;
+            k += last > q ? snprintf(line + k, sizeof line - (size_t)k, " %d-%d", q, last)
+                          : snprintf(line + k, sizeof line - (size_t)k, " %d", q);
+            q = last;
+        }
+        if (k >= (int)sizeof line) break;
+    }
+    free(said);
+    printf("| nodes    %s\n", line);
+}
+
 void trainer_report(Trainer *tr) {
     if (tr->be->rank != 0) return;
     const TrainArgs *a = &tr->args;
@@ -96,6 +125,7 @@ void trainer_report(Trainer *tr) {
            c->channels, c->num_heads, c->vocab_size, c->padded_vocab_size, c->max_seq_len, z->totals.numel);
     printf("| ranks    N=%d, ZeRO stage %d%s, prefetch depth %d, %d units\n", N, a->stage,
            a->stage == 0 ? " (DDP)" : "", a->prefetch_depth, z->nunits);
+    report_nodes(tr->be);
     printf("| batch    B=%d T=%d, %lld tokens/step = %d ranks x %d micro-steps x %d x %d\n", a->B, a->T,
            a->tokens_per_step, N, tr->A, a->B, a->T);
     printf("| optim    AdamW lr %g warmup %d final %g wd %g clip %g, %d steps\n", a->lr, a->warmup,

@@ -37,6 +37,7 @@ void install_stop_handlers(void) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);   // mpirun forwards SIGUSR1 to every rank (SIGTERM it acts on itself)
+    g_proc.stop_signal = &g_stop_signal;   // the backend's waits (an emulated link's hold) end early on it
 }
 
 // Collective: did any rank get a stop signal? (One scalar all-reduce: the long loops ask it at every

@@ -317,6 +317,7 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     const int step = r->step;
     float lr = r->lr, norm, clip;
     double t0 = now_seconds();
+    g_proc.step = step + 1;   // the step the backend's watchdog names
     tr->compute->step_begin(tr->compute_state, step);
     float loss;
     int done = trainer_step(tr, step, lr, &loss, &norm, &clip);
@@ -396,6 +397,7 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
     if (args_read(&args, argc, argv, build->ddp_only)) return 0;   // -h: the usage printed
     if (args.plan_world) return plan_main(&args, build->align);   // -plan: on paper only, nothing allocated, no data read
     install_stop_handlers();
+    if (be->collective_timeout) be->collective_timeout(be->ctx, args.collective_timeout_s);   // -ct: the watchdog
     Trainer *tr = trainer_create(&args, be, build);
     if (tr->args.clip_local && be->rank == 0)
         fprintf(stderr, "warning: -clip local: each rank clips by the norm of its own gradient shard, so the ranks scale "

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <dirent.h>
 
-ProcessInfo g_proc = {0, 1, NULL, NULL, NULL};
+ProcessInfo g_proc = {0, 1, NULL, NULL, NULL, 0, NULL};
 
 void fatal(const char *fmt, ...) {
     if (g_proc.rank == 0) {

@@ -8,6 +8,7 @@
 // library (host/) and the trainers use the rest. Compiled once (proc/proc.c) into the library both
 // trainers link.
 #pragma once
+#include <signal.h>
 #include <stddef.h>
 #include "../zero3.h"
 
@@ -28,6 +29,9 @@ typedef struct {
     void (*shutdown)(void *transport);   // finalize the transport before a collective exit
     void (*abort_all)(void *transport);  // kill every rank (never returns)
     void *transport;                     // the hooks' backend state: the one that started the transport
+    // where the process is, for the lower layers' waits and error lines (set by the trainer):
+    int step;                            // the step being run (1-based; 0 before the first)
+    volatile sig_atomic_t *stop_signal;  // nonzero once a stop signal arrived (NULL: no handler installed)
 } ProcessInfo;
 extern ProcessInfo g_proc;
 

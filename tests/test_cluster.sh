@@ -6,8 +6,11 @@
 #     the link (node1's veth counters), and the link runs at its shaped speed (a timed transfer);
 #   - Slurm: an sbatch job (scripts/slurm/train.sbatch, mpirun inside the allocation) and one launched
 #     with srun --mpi=pmix give those losses too; SIGUSR1 to the batch script stops the ranks with a
-#     checkpoint; a job requeued mid-run (scontrol requeue) resumes
+#     checkpoint, and so does scancel --signal=TERM to a job launched with srun; a job requeued mid-run (scontrol requeue) resumes
 #     from its checkpoint and ends with the model.bin and losses of an uninterrupted run;
+#   - faults: node2's link down 3 s (the run goes on, the stall reported), down for good (-ct 10: every
+#     rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
+#     ranks SIGKILLed (the job ends, no rank left);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
 #   - down leaves no namespace, bridge, daemon or rank.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
@@ -103,6 +106,65 @@ sent=$(( $(cat /sys/class/net/z3veth1/statistics/rx_bytes) - tx0 ))
 [ $sent -gt $(( 6 * 4 * 2 * 1000000 )) ] || fail "only $sent bytes left node1: the runs did not cross the link"
 echo "mpirun on 2 nodes x 2 ranks: stages 0-3, -hs 2, -hp 2 bitwise one machine's losses; node1 sent $((sent / 1000000)) MB over its link"
 
+# ---- faults a real network brings (1 rank a node, --map-by node: every collective crosses the link)
+FAULT=(-np 2 --map-by node "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0)
+wait_for() {   # wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail
+  local t n=$1; shift
+  for ((t = 0; t < n * 5; t++)); do "$@" && return 0; sleep 0.2; done
+  return 1
+}
+ranks_on() { for p in $(ip netns pids "z3$1"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = train_gpt2_zero ] && echo "$p"; done; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+# node2's link down for 3 s: the run goes on, and both ranks report the stall (which collective, how long)
+timeout 120 bash $CL mpirun "${FAULT[@]}" -x 16 -ct 30 >"$work/blip.out" 2>&1 & mp=$!
+wait_for 60 grep -q "^step *3/16" "$work/blip.out" || { kill $mp; tail "$work/blip.out"; fail "the blip run did not reach step 3"; }
+ip link set z3veth2 down; sleep 3; ip link set z3veth2 up
+wait $mp || { tail "$work/blip.out"; fail "the run with node2's link down for 3 s failed"; }
+stall='stall: the [a-z -]* \(of unit [a-z0-9.]* \)\?in step [0-9]* waited \([3-9]\|1[0-9]\)\.[0-9] s for its peers'
+for n in node1 node2; do
+  grep -q "^warning (rank [01] on $n): $stall" "$work/blip.out" || { grep -E "warn|err" "$work/blip.out"; fail "$n reported no stall of 3 s or more"; }
+done
+echo "link down 3 s: the run went on; $(grep -o "$stall" "$work/blip.out" | head -1) (each rank says so once)"
+
+# node2's link down for good: with -ct 10 every rank ends within the timeout and a few seconds, each
+# with one line naming the collective, its unit, the step and its peers' nodes; the last complete
+# checkpoint resumes on the surviving node with another rank count
+timeout 120 bash $CL mpirun "${FAULT[@]}" -x 500 -ct 10 -n 2 -o "$shared/dead" >"$work/dead.out" 2>&1 & mp=$!
+wait_for 60 grep -qs ckpt_00000004 "$shared/dead/latest" || { kill $mp; tail "$work/dead.out"; fail "no checkpoint of step 4 in 60 s"; }
+ip link set z3veth2 down; t0=$(date +%s.%N)
+declare -A ended=()
+for ((t = 0; t < 250 && ${#ended[@]} < 2; t++)); do
+  for n in node1 node2; do [ -n "${ended[$n]:-}" ] || [ -n "$(ranks_on $n)" ] || ended[$n]=$(since "$t0"); done
+  sleep 0.1
+done
+[ ${#ended[@]} = 2 ] || fail "a rank is alive 25 s after node2's link went down with -ct 10 (node1: ${ended[node1]:-alive}, node2: ${ended[node2]:-alive})"
+for n in node1 node2; do awk -v s="${ended[$n]}" 'BEGIN { exit !(s >= 9.5 && s <= 16) }' || fail "$n's rank ended ${ended[$n]} s after the link went down, want 10-16 s (-ct 10)"; done
+# mpirun waits for node2's orted to take its kill order: it ends once the link is back
+ip link set z3veth2 up; t1=$(date +%s.%N)
+wait $mp; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail "$work/dead.out"; fail "mpirun ended with $rc after the link came back"; }
+timeout_line="collective timeout: the [a-z -]* of unit [a-z0-9.]* in step [0-9]* has not completed 10 s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank"
+grep -q "^error (rank 0 on node1): $timeout_line" "$work/dead.out" || { grep -E "err|warn" "$work/dead.out"; fail "rank 0 did not say which collective timed out"; }
+[ "$(grep -c "collective timeout" "$work/dead.out")" -le 2 ] || fail "more than one timeout line a rank"
+ck=$(cat "$shared/dead/latest"); at=$(echo "$ck" | sed -E 's/ckpt_0*([0-9]+)_.*/\1/')
+# (a mount namespace is entered at its root: the resume goes back to the repository first)
+bash $CL exec node1 bash -c 'cd "$1" && shift && exec "$@"' _ "$PWD" mpirun -np 3 "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0 \
+  -x $((at + 2)) -o "$shared/dead" -y 1 >"$work/resume.out" 2>&1 ||
+  { tail "$work/resume.out"; fail "resuming $ck on node1 with 3 ranks failed"; }
+grep -q "^step *$((at + 2))/$((at + 2))" "$work/resume.out" || { tail "$work/resume.out"; fail "the resumed run did not run to step $((at + 2))"; }
+echo "link down for good, -ct 10: node1's rank ended after ${ended[node1]} s, node2's after ${ended[node2]} s, mpirun $(since "$t1") s after the link came back; $ck resumed on node1 with 3 ranks"
+echo "  $(grep -o "^error (rank 0 on node1): collective timeout: [^;]*" "$work/dead.out")"
+
+# node2's ranks SIGKILLed mid-step: mpirun ends the job, no rank is left
+timeout 120 bash $CL mpirun -np 4 "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0 -x 500 >"$work/kill.out" 2>&1 & mp=$!
+wait_for 60 grep -q "^step *3/500" "$work/kill.out" || { kill $mp; tail "$work/kill.out"; fail "the kill run did not reach step 3"; }
+# shellcheck disable=SC2046
+kill -9 $(ranks_on node2); t0=$(date +%s.%N)
+wait $mp; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mpirun ended with $rc after node2's ranks were killed"
+[ -z "$(ranks_on node1)$(ranks_on node2)" ] || fail "a rank outlived the killed node's job"
+echo "node2's ranks SIGKILLed at step 3: mpirun ended the job $(since "$t0") s later (exit $rc), no rank left"
+
 # ---- Slurm
 bash $CL slurm up || fail "slurm up failed"
 export SLURM_CONF=/run/zero3-cluster/slurm/slurm.conf
@@ -140,6 +202,18 @@ stop=$(grep -o "^stopped by SIGUSR1 after step [0-9]* of 500: checkpoint [^ ]* i
   { tail "$shared/usr1.log"; fail "the job given SIGUSR1 did not stop with a checkpoint"; }
 [ "$(cat "$shared/usr1/latest")" = "$(basename "$(echo "$stop" | awk '{print $10}')")" ] || fail "latest does not name the stop checkpoint"
 echo "slurm: SIGUSR1 to the batch script: $stop"
+
+# scancel --signal=TERM (Slurm's own stop, to every task of the job's steps) on a job launched with
+# --srun: each rank gets it, stops after the step with a checkpoint, and exits 128 + SIGTERM
+j=$(sbatch --parsable -N 2 --ntasks-per-node=1 --output="$shared/term.log" scripts/slurm/train.sbatch --srun \
+    --out "$shared/term" -e d2c64h2t64 -b 2 -t 32 -x 500 -v 0) || fail "sbatch (TERM) refused"
+for ((t = 0; t < 240; t++)); do grep -q "^step *2/500" "$shared/term.log" 2>/dev/null && break; sleep 0.25; done
+scancel --signal=TERM "$j" || fail "scancel --signal=TERM $j failed"
+ec=$(wait_job "$j" 60)
+[ "$ec" = ExitCode=143:0 ] || { tail "$shared/term.log"; fail "the srun job given SIGTERM ended with $ec, want 143 (stopped by SIGTERM)"; }
+stop=$(grep -o "^stopped by SIGTERM after step [0-9]* of 500: checkpoint [^ ]* is complete" "$shared/term.log") ||
+  { tail "$shared/term.log"; fail "the srun job given SIGTERM did not stop with a checkpoint"; }
+echo "slurm: scancel --signal=TERM to an srun job: $stop"
 
 # requeue: 12 steps, a checkpoint each step; requeued after 3 or more; the job runs again and resumes
 # (no validation: with -v 4, one requeue in four ended with a log.csv whose step-3 row had lost its
