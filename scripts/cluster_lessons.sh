@@ -9,17 +9,27 @@
 # Needs root (the cluster); takes it down at the end, also when interrupted.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/args.sh
 G=1; MODEL=d12c256h4t64; STEPS=5
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || die "$1: needs a value (usage: $0 [--gbit G] [-e MODEL] [-x STEPS])"
   case $1 in
-    --gbit) G=$2; shift 2 ;;
-    -e) MODEL=$2; shift 2 ;;
-    -x) STEPS=$2; shift 2 ;;
-    *) echo "usage: $0 [--gbit G] [-e MODEL] [-x STEPS]" >&2; exit 2 ;;
+    --gbit) G=$2 ;;
+    -e) MODEL=$2 ;;
+    -x) STEPS=$2 ;;
+    *) die "$1: unknown argument (usage: $0 [--gbit G] [-e MODEL] [-x STEPS])" ;;
   esac
+  shift 2
 done
+need_int -x "$STEPS" 3 1000
+awk -v g="$G" 'BEGIN { exit !(g ~ /^[0-9]+(\.[0-9]+)?$/ && g >= 0.01 && g <= 100) }' ||
+  die "--gbit: $G is not a link speed in [0.01, 100] Gbit/s"
+# a cluster the user has up is theirs: this script brings up and takes down its own, never theirs
+! bash scripts/cluster.sh status >/dev/null 2>&1 ||
+  die "a cluster is up (scripts/cluster.sh status): take it down first (scripts/cluster.sh down); this script makes its own"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 make -s train_gpt2_zero3 >/dev/null || exit 1
+trainer_accepts 4 -e "$MODEL" -b 2 -t 64 -x "$STEPS"
 GBS=$(awk -v g="$G" 'BEGIN { printf "%g", g / 8 }')   # Gbit/s to GB/s
 FLAGS="-e $MODEL -b 2 -t 64 -x $STEPS -v 0 -l 1e-3"
 tmp=$(mktemp -d); trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$tmp"' EXIT; trap 'exit 130' INT TERM

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Every script a user runs holds the trainer's standard (docs/operations.md, "What a run guarantees"):
-#  1. each script under scripts/ (but cluster.sh, tested with the
-#     cluster) and the README's dev/ scripts is fed at least one bad argument and one damaged input
+#  1. each script under scripts/ (but cluster.sh, tested by test_cluster) and the README's dev/ scripts is fed at least one bad argument and one damaged input
 #     (a truncated or empty log, a truncated or damaged trace, a truncated model file, a garbage
 #     table, a non-executable command, a picture git does not hold; where a script reads no file,
 #     an output path that cannot be one): one line starting 'error' naming the argument or file, a
@@ -110,6 +109,12 @@ echo changed >>"$work/clone/docs/trace_step.png"
 bad scripts/figures.sh input "^error: docs/trace_step.png: has changes git does not hold" bash "$work/clone/scripts/figures.sh" trace
 [ "$(tail -c 8 "$work/clone/docs/trace_step.png")" = changed ] || fail "figures.sh touched the changed picture"
 
+# the cluster lessons: arguments and the model checked before any cluster is brought up
+bad scripts/cluster_lessons.sh arg "^error: -x: 1 is out of range" bash scripts/cluster_lessons.sh -x 1
+bad scripts/cluster_lessons.sh arg "^error: --gbit: 0 is not a link speed" bash scripts/cluster_lessons.sh --gbit 0
+bad scripts/cluster_lessons.sh input "truncated.bin: too short" bash scripts/cluster_lessons.sh -e "$keep/truncated.bin" -x 3
+ip netns list 2>/dev/null | grep -q z3node && fail "cluster_lessons.sh brought up a cluster for a refused input"
+
 # the GPU visit's scripts: every setting checked, and no GPU found, before anything is built or an
 # earlier visit's answers are touched (an OUT that holds them is refused and left as it was)
 mkdir -p "$work/visit" && echo "an earlier visit" >"$work/visit/summary.txt"
@@ -124,7 +129,7 @@ bad scripts/gpu_check.sh input "^error: GPU_CHECK_EMULATE=yes: must be 0 or 1" e
 bad scripts/gpu_find_libs.sh arg "^error: --bogus: unknown argument" bash scripts/gpu_find_libs.sh --bogus
 bad scripts/gpu_find_libs.sh input "^error: CUDA_HOME=$keep/truncated.csv: not a folder" env CUDA_HOME="$keep/truncated.csv" bash scripts/gpu_find_libs.sh --report
 
-for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name 'cluster*' | sort) dev/plot_compare.py \
+for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name cluster.sh | sort) dev/plot_compare.py \
          dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh; do
   [ -n "${arg_cases[$s]:-}" ] && [ -n "${input_cases[$s]:-}" ] || fail "$s: no bad-argument or no damaged-input case in this test"
 done
