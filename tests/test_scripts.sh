@@ -115,6 +115,14 @@ bad scripts/cluster_lessons.sh arg "^error: --gbit: 0 is not a link speed" bash 
 bad scripts/cluster_lessons.sh input "truncated.bin: too short" bash scripts/cluster_lessons.sh -e "$keep/truncated.bin" -x 3
 ip netns list 2>/dev/null | grep -q z3node && fail "cluster_lessons.sh brought up a cluster for a refused input"
 
+# the batch script: its arguments, and a run folder it cannot resume, refused before any launch
+SB="env SLURM_JOB_ID=1 bash scripts/slurm/train.sbatch"
+bad scripts/slurm/train.sbatch arg "^error: train.sbatch: not inside a Slurm job" env -u SLURM_JOB_ID bash scripts/slurm/train.sbatch
+bad scripts/slurm/train.sbatch arg "^error: train.sbatch: -o among the trainer flags" $SB -- -o "$work/x"
+mkdir -p "$work/sb" && echo ckpt_garbage >"$work/sb/latest" && echo "step" >"$work/sb/log.csv"
+bad scripts/slurm/train.sbatch input "^error: train.sbatch: $work/sb holds an earlier run with no readable checkpoint" $SB --out "$work/sb" -- -x 2
+[ "$(cat "$work/sb/latest")" = ckpt_garbage ] && [ "$(ls "$work/sb" | wc -l)" = 2 ] || fail "train.sbatch changed a folder it refused"
+
 # the GPU visit's scripts: every setting checked, and no GPU found, before anything is built or an
 # earlier visit's answers are touched (an OUT that holds them is refused and left as it was)
 mkdir -p "$work/visit" && echo "an earlier visit" >"$work/visit/summary.txt"
