@@ -33,6 +33,7 @@ HOST_PREFIX=node
 MAX_NODES=16
 MAX_RANKS_PER_NODE=64
 SLURM_DIR=$RUN/slurm
+REPO=$(cd "$(dirname "$0")/.." && pwd)   # the repository this script belongs to (the nodes must see it)
 export SLURM_CONF=$SLURM_DIR/slurm.conf
 
 die() { echo "error: cluster.sh: $*" >&2; exit 1; }
@@ -98,9 +99,13 @@ node_names() { local i s=""; for ((i = 1; i <= K; i++)); do s+="${s:+$1}$HOST_PR
 # machine of a cluster has: what is to be shared (the repository, checkpoints) must be elsewhere.
 start_holder() {
   local i=$1 name=$HOST_PREFIX$1 pid t
-  mkdir -p "$RUN/$name.tmp" && chmod 1777 "$RUN/$name.tmp"
+  mkdir -p "$RUN/$name.tmp" "$RUN/$name.host_tmp" && chmod 1777 "$RUN/$name.tmp"
+  # a repository that itself sits under /tmp (a clone made there) stays visible on the node, as a
+  # shared file system would make it: the machine's /tmp is kept aside, and the repository bound back
+  local share=:
+  case "$REPO/" in /tmp/?*) share="mkdir -p '$REPO' && mount --bind '$RUN/$name.host_tmp/${REPO#/tmp/}' '$REPO'" ;; esac
   setsid nsenter --net="/run/netns/$NS_PREFIX$i" unshare --uts --mount --propagation private -- \
-    sh -c "hostname $name && mount --bind $RUN/$name.tmp /tmp && exec sleep infinity" </dev/null >/dev/null 2>&1 &
+    sh -c "hostname $name && mount --bind /tmp $RUN/$name.host_tmp && mount --bind $RUN/$name.tmp /tmp && $share && exec sleep infinity" </dev/null >/dev/null 2>&1 &
   pid=$!
   echo "$pid" >"$RUN/$name.pid"
   for ((t = 0; t < 100; t++)); do
