@@ -376,8 +376,8 @@ const void *zero3_owned_grads(const Zero3 *z, int u) {
 
 // ------------------------------------------------------------------------------------------------
 // The transient pool: gathered units and full-size gradient buffers. Like PyTorch's caching
-// allocator, a released buffer is kept and handed to the next request it fits (best fit), so after
-// the first step nothing is allocated. The observer counts what the holders ask for (the transient
+// allocator, a released buffer is kept and handed to the next request it fits (best fit), so once
+// the schedule is recorded and prefetching (the second step) nothing more is allocated. The observer counts what the holders ask for (the transient
 // bytes: what ZeRO-3 needs live); `pool.bytes` is what the process really holds.
 
 static void *pool_acquire(Zero3 *z, size_t bytes) {

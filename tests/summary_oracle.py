@@ -24,6 +24,13 @@ of each step is waiting, and the compute share is small and known from the trace
   from the activations and the backward's scratch of B=2 T=8 (in the code below).
 - the step lines' lr (warmup 2 steps, cosine to 0.1 of 1e-3): the NumPy reference's schedule
   (tests/reference/numpy_gpt2.py's lr_schedule, which the PyTorch dumps are checked against).
+- the end of the run's "buffer pool" line: what the last step held at once, by hand from the live
+  buffers at prefetch depth 1 (stage 3: during block 1's backward its params, block 0's prefetched,
+  and the gradient buffers of the embedding, block 1 and block 2, still reducing: wte + wpe + 4
+  blocks; stage 1 holds no transient buffer at all), and the same figure as the last step line's
+  peak less "this run holds"; its fragmentation as the reserve less that, and its share. (The
+  reserve itself is held against the backend's own count of what it allocated in
+  tests/unit/test_engine_schedule.c.)
 - "time: measured": the mean over the measured steps of the trace's step slices (step), exposed
   slices (exposed) and step less exposed (compute).
 
@@ -80,6 +87,30 @@ def ms(es):
     return sum(e["dur"] for e in es) / 1e3
 
 
+MIB = {"B": 1 / 2**20, "KiB": 1 / 2**10, "MiB": 1.0, "GiB": 2**10}
+
+
+def mib(value, unit):
+    return float(value) * MIB[unit]
+
+
+def check_pool(out, stage, holds, emb, block):
+    """The buffer pool line against the live buffers by hand (fp32, -pd 1) and the step line's peak."""
+    m = re.search(r"^buffer pool: (\d+) buffers reserve ([\d.]+) (\S+); the last step held at most ([\d.]+) (\S+) "
+                  r"in them at once; fragmentation ([\d.]+) (\S+) \(([\d.]+)%\)$", out, re.M)
+    check(m is not None, "the buffer pool line is printed")
+    if m is None:
+        return
+    count, reserve, held, frag, share = int(m.group(1)), mib(*m.group(2, 3)), mib(*m.group(4, 5)), mib(*m.group(6, 7)), float(m.group(8))
+    hand = (emb + 4 * block) * 4 / 2**20 if stage == 3 else 0.0
+    check(close(held, hand, 0.006, 0.01), f"pool: the last step held {held:.3f} MiB = {hand:.3f} by hand (+ padding)")
+    peaks = re.findall(r"\| peak ([\d.]+) (\S+)", out)
+    check(close(held, mib(*peaks[-1]) - holds, 0.011), f"pool: held {held:.3f} MiB = the last step's peak less the model state")
+    check(count == 0 if stage != 3 else count > 0, f"pool: {count} buffers ({'some' if stage == 3 else 'none'} by hand)")
+    check(reserve >= held - 0.006 and close(frag, reserve - held, 0.011), f"pool: fragmentation {frag:.3f} MiB = reserve less held")
+    check(close(share, 100 * (reserve - held) / reserve if reserve else 0.0, 0.6), f"pool: fragmentation {share}% of the reserve")
+
+
 def check_case(binary, root, stage):
     print(f"stage {stage}, {N} ranks, -link {GBPS:g},{LAT_MS:g}ms, {STEPS} steps:")
     with tempfile.TemporaryDirectory() as cwd:
@@ -114,6 +145,7 @@ def check_case(binary, root, stage):
     acts = re.search(r"activations per rank: ([\d.]+) KiB without recompute, ([\d.]+) KiB with", out)
     check(acts and float(acts.group(1)) == 517.0 and float(acts.group(2)) == 360.5,
           f"report: activations {acts.group(1) if acts else '?'} / {acts.group(2) if acts else '?'} KiB = 517.00 / 360.50 by hand")
+    check_pool(out, stage, holds, 73728 + 4608, 63144)
     # the per-unit summary
     m = re.search(r"exposed communication by unit \(rank 0, mean ms per step over (\d+) steps\):\n(.*)\n  norm ([\d.]+)", out)
     check(m is not None and int(m.group(1)) == len(timed), f"the summary covers the {len(timed)} steps after the first")

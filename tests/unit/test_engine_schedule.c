@@ -13,7 +13,12 @@
 //  3. the engine's transient peak equals the peak of a model of the live buffers written here: at
 //     every compute, the current unit's params, the next `depth` units' params, the held embedding,
 //     and in the backward the embedding's gradient buffer, the current unit's, and the previous
-//     unit's (its reduce-scatter still in flight).
+//     unit's (its reduce-scatter still in flight);
+//  4. the buffer pool's reserve (the report's `buffer pool` line) is what the backend was really
+//     asked for: its buffers and bytes equal the allocations the backend counted after the layout
+//     was allocated; the third step allocates nothing (the first step records the schedule without
+//     prefetch, the second adds the prefetched units' buffers, from then on every request fits a
+//     kept buffer); and it is never below the peak the model says is live.
 #include "recording_backend.h"
 #include "../../observe/zero3_observe.h"
 
@@ -28,6 +33,15 @@ static void expected_order(const GPT2Config *c) {
     g_order[n++] = gpt2_unit_head(c);  // backward: the embedding stays held, so no gather for it
     for (int l = L - 1; l >= 0; l--) g_order[n++] = gpt2_unit_block(c, l);
     g_order_len = n;
+}
+
+// ---- the backend's own count of what it allocated, beside the pool's bookkeeping
+static int g_allocs;
+static size_t g_alloc_bytes;
+static void *counting_alloc(void *ctx, size_t bytes) {
+    g_allocs++;
+    g_alloc_bytes += bytes;
+    return xcalloc(1, bytes);
 }
 
 // ---- the live-buffer model and the checks, run at every call of the compute
@@ -106,6 +120,7 @@ static const GPT2Compute CHECKING_COMPUTE = {
 static void run(int depth) {
     GPT2Config c = {8, 64, 64, 4, 2, 16, 0};   // maxT V Vp L NH C, one unit per block
     Zero3Backend be = recording_backend();
+    be.alloc = counting_alloc;
     Zero3 z;
     Zero3Config zc = {.stage = 3, .prefetch_depth = depth, .align = 16, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
                       .reshard_after_forward = 1, .observer = &ZERO3_OBSERVER};
@@ -114,11 +129,15 @@ static void run(int depth) {
     zero3_allocate(&z);
     g_z = &z;
     g_depth = depth;
+    g_allocs = 0;
+    g_alloc_bytes = 0;   // from here on, every allocation is the pool's
     expected_order(&c);
     GPT2Passes g = {c, &z, &CHECKING_COMPUTE, create(&c, 1, 1, 0, NULL), NULL, 0};
     int tokens[1] = {0};
+    int allocs_before_last = 0;
     for (int step = 0; step < 3; step++) {
         g_checking = step > 0;   // the first pass records the schedule, without prefetch
+        if (step == 2) allocs_before_last = g_allocs;
         g_model_peak = 0;
         zero3_step_begin(&z);
         zero3_micro_begin(&z, 0, 1, ZERO3_PASS_TRAIN);
@@ -137,8 +156,16 @@ static void run(int depth) {
                   depth, step, z.observe.stats.transient_peak, g_model_peak);
         }
     }
-    printf("  depth %d: schedule of %d gathers recorded; peak transient %zu bytes = %.2f units of a block (model: %zu)\n",
-           depth, g_order_len, z.observe.stats.transient_peak, (double)z.observe.stats.transient_peak / unit_bytes(1), g_model_peak);
+    // 4. the pool against the backend's count
+    CHECK(z.pool.count == g_allocs && z.pool.bytes == g_alloc_bytes,
+          "depth %d: the pool says %d buffers of %zu bytes, the backend allocated %d of %zu", depth, z.pool.count,
+          z.pool.bytes, g_allocs, g_alloc_bytes);
+    CHECK(g_allocs == allocs_before_last, "depth %d: the third step allocated %d more buffers", depth, g_allocs - allocs_before_last);
+    CHECK(z.pool.bytes >= g_model_peak, "depth %d: the pool reserves %zu bytes, below the %zu the model says are live", depth,
+          z.pool.bytes, g_model_peak);
+    printf("  depth %d: schedule of %d gathers recorded; peak transient %zu bytes = %.2f units of a block (model: %zu); "
+           "pool %d buffers, %zu bytes\n", depth, g_order_len, z.observe.stats.transient_peak,
+           (double)z.observe.stats.transient_peak / unit_bytes(1), g_model_peak, z.pool.count, z.pool.bytes);
     destroy(g.state);
     zero3_free(&z);
 }
