@@ -145,6 +145,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
                       .quant_weights = a->quant_weights, .hp_group = a->hp_group, .quant_grads = a->quant_grads,
                       .observer = &ZERO3_OBSERVER};
     zero3_init(&tr->z, be, &zc);
+    tr->measure.resident_before = proc_status_bytes("VmRSS");   // the process before the run's memory: its baseline
     trainer_load_model(tr);
 
     trainer_open_data(tr);
