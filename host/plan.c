@@ -157,7 +157,7 @@ static void print_model(const Plan *p) {
     print_memory(p->psi, p->G, ZERO3_F32, ZERO3_F32, "fp32 (this CPU trainer: params 4 + grads 4 + Adam m, v 8 = 16 bytes/param)");
     print_memory(p->psi, p->G, ZERO3_BF16, ZERO3_BF16,
                  "mixed precision (bf16 params 2 + grads 2, fp32 master + m + v 12 = 16 bytes/param: the usual accounting, and the GPU trainer)");
-    printf("  (model state only: activations, gathered units and gradient buffers come on top)\n");
+    printf("  (model state only: the peak table below adds the gathered units, gradient buffers and activations)\n");
 }
 
 static void print_communication(const Plan *p) {
@@ -345,6 +345,8 @@ static void print_peak(const Plan *p) {
     printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: Open MPI's\n"
            "   non-blocking reduction copies the largest unit's gradients on rank 0, twice for a reduce-scatter on 3+ ranks;\n"
            "   stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
+    if (a->quant_weights || a->hp_group || a->quant_grads)
+        printf("  (exact ZeRO: the ZeRO++ flags' int8 buffers and hpZ's secondary shard are not in these figures)\n");
 }
 
 // The deepest model of cfg's width (L a multiple of -wrap K) whose peak fits in `limit` bytes at
@@ -370,7 +372,7 @@ static void print_fit(const Plan *p) {
     const TrainArgs *a = p->a;
     if (a->mem_gib <= 0.0) return;
     const GPT2Config *c = &p->cfg;
-    printf("the deepest GPT-2 of -e's width (C=%d NH=%d maxT=%d; L blocks, %d parameters and %d a block) whose peak fits in\n"
+    printf("the deepest GPT-2 of -e's width (C=%d NH=%d maxT=%d: %d parameters beside its L blocks of %d) whose peak fits in\n"
            "%g GiB per rank, at the peak table's -b -t -pd -ra -rc -wrap:\n", c->channels, c->num_heads, c->max_seq_len,
            (int)((double)c->padded_vocab_size * c->channels + (double)c->max_seq_len * c->channels + 2.0 * c->channels),
            12 * c->channels * c->channels + 13 * c->channels, a->mem_gib);
@@ -383,7 +385,7 @@ static void print_fit(const Plan *p) {
             char cell[64];
             if (L == 0) snprintf(cell, sizeof cell, "none (one block peaks at %.3f GiB)", peak / 1073741824.0);
             else snprintf(cell, sizeof cell, "L=%-4d%s peak %.3f GiB", L, L == 1024 ? "+" : " ", peak / 1073741824.0);
-            printf("  %-36s", cell);
+            printf(bf16 ? "  %s" : "  %-36s", cell);
         }
         printf("\n");
     }
