@@ -54,7 +54,8 @@ static int step_moments(const PeakRun *r, const PeakShapes *s, PeakMoment *m) {
         m[n++] = (PeakMoment){.emb_p = keep || ahead_rest >= 2, .head_p = ahead_rest >= 1,
                               .block_p = below + nu + ahead_blocks, .name = "block forward"};
     }
-    m[n++] = (PeakMoment){.emb_p = 1, .head_p = 1, .block_p = keep ? s->block_units : 0, .name = "final layernorm forward"};
+    m[n++] = (PeakMoment){.emb_p = keep || d >= 1, .head_p = 1, .block_p = keep ? s->block_units : 0,
+                          .name = "final layernorm forward"};
     m[n++] = (PeakMoment){.emb_p = 1, .emb_g = 1, .head_p = keep, .block_p = keep ? s->block_units : 0,
                           .name = "LM head backward"};
     m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .head_p = 1, .head_g = 1,
@@ -109,9 +110,10 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
 
 // Rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0 at its root): an
 // all-reduce keeps one, a reduce-scatter two from 3 ranks on (the sums of two rounds), one on 2.
+// Under HSDP groups of one rank the shard is the unit, all-reduced across the replica groups.
 static double scratch_bytes(const PeakRun *r, const PeakShapes *s) {
-    if (r->world == 1) return 0.0;
-    const double copies = r->stage == 0 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
+    if (r->world == 1 && r->replicas == 1) return 0.0;
+    const double copies = r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
     return copies * fmax(s->emb, s->block) * r->grad_bytes;
 }
 

@@ -34,6 +34,7 @@ typedef struct {
     GPT2Config cfg;                  // the model's shape, cfg.wrap the unit granularity
     int B, T;                        // -b -t
     int world;                       // ranks sharding the state (the shard group: -hs G, else N)
+    int replicas;                    // HSDP's replica groups (N / G; 1 without -hs)
     int stage;                       // 0..3
     int prefetch_depth, reshard_after_forward, recompute;   // -pd -ra -rc
     int param_bytes, grad_bytes;     // 4 and 4 (fp32), 2 and 2 (-p bf16)

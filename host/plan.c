@@ -311,7 +311,7 @@ static const char *const PRECISION_NAMES[2] = {"fp32", "bf16 (-p bf16)"};
 
 static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf16) {
     const TrainArgs *a = p->a;
-    PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = p->G, .stage = stage, .prefetch_depth = a->prefetch_depth,
+    PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = p->G, .replicas = p->R, .stage = stage, .prefetch_depth = a->prefetch_depth,
                  .reshard_after_forward = a->reshard_after_forward, .recompute = a->recompute,
                  .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
     r.cfg.wrap = a->wrap;
