@@ -6,7 +6,7 @@
 # checkpoint, a unit's gradients released without their reduction) with the test that must fail on it. Each runs in a scratch copy of the repository
 # (tracked files plus the generated data/ and dev/ref/), so the checkout is never touched.
 #
-#   bash dev/mutation_check.sh            all 62 mutations (nightly: `make mutations`; the run prints its time)
+#   bash dev/mutation_check.sh            all 64 mutations (nightly: `make mutations`; the run prints its time)
 #   bash dev/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash dev/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -96,6 +96,8 @@ MUTATIONS=(
 "60|zero3.c|while (z->inflight.count > 0) retire_oldest_reduction(z);|while (z->inflight.count > 1) retire_oldest_reduction(z);|build/test_stop_path|build/test_stop_path"
 "61|host/report.c|size_t reserved = z->pool.bytes, held = z->observe.stats.transient_peak;|size_t reserved = z->pool.bytes, held = z->observe.stats.transient_bytes;|train_gpt2_zero3|bash tests/test_summaries.sh"
 "62|zero3.c|        z->pool.bytes += bytes;|        z->pool.bytes += bytes + z->pool.entry[0].capacity;|build/test_engine_schedule|build/test_engine_schedule"
+"63|host/peak.c|const double copies = r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;|const double copies = r->stage == 0 || r->world == 1 ? 1.0 : 1.0;|train_gpt2_zero3|bash tests/test_peak.sh"
+"64|host/peak.c|m[n++] = (PeakMoment){.emb_p = 1, .emb_g = 1, .head_p = keep|m[n++] = (PeakMoment){.emb_p = 1, .emb_g = 0, .head_p = keep|train_gpt2_zero3|bash tests/test_peak.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

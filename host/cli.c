@@ -249,6 +249,8 @@ const Flag ARGS_FLAGS[] = {
     {"-rpn", FLAG_INT, F(ranks_per_node), NULL, 1, 1 << 24, .metavar = "R", .help = "planner: ranks per node",
      .shown_def = "N (one node)"},
     {"-tf", FLAG_REAL, F(tflops), NULL, 1e-3, 1e6, .metavar = "F", .help = "planner: TFLOP/s each rank achieves"},
+    {"-mem", FLAG_REAL, F(mem_gib), NULL, 1e-3, 1e6, .metavar = "M",
+     .help = "planner: GiB per rank; prints per stage the deepest GPT-2 of -e's width whose peak fits"},
     // the watchdog
     {"-ct", FLAG_REAL, F(collective_timeout_s), "600", 1, 604800, .metavar = "SEC",
      .help = "collective timeout: a collective not complete SEC seconds after it started ends every\n"
@@ -406,6 +408,8 @@ static void check_flags(const TrainArgs *a) {
     if (a->persist_threshold && a->stage == 0) fatal("flag -pt: at -z 0 (DDP) every unit is replicated already");
     if (a->recompute == 2 && a->wrap == GPT2_WRAP_HALF)
         fatal("flag -rc 2 with -wrap half: the naive recompute gathers one unit per block; use -rc 1 (or -wrap 1)");
+    if (a->mem_gib > 0.0 && !a->plan_world)
+        fatal("flag -mem: it asks the planner for the largest model that fits in M GiB per rank; give it with -plan N");
     if (a->resume && a->fresh) fatal("flags -y 1 and -f 1: resume, or start over, not both");
     if (a->links_emulated && a->link_x.gbps > 0.0 && !a->shard_group && !a->ranks_per_node)
         fatal("flag -linkx: links across nodes need nodes: give -rpn R (ranks per node) or HSDP groups (-hs G)");

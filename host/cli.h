@@ -44,6 +44,7 @@ typedef struct {
     int links_emulated;                   // -link or -linkx given: a run holds its collectives for these links
     int ranks_per_node;                   // -rpn: ranks per node (0 = all on one node; -hs G: G)
     double tflops;                        // -tf: TFLOP/s per rank, achieved (planner)
+    double mem_gib;                       // -mem: GiB per rank the planner fits the largest model in (0 = off)
     double collective_timeout_s;          // -ct: a collective not done this long after it started ends the run
     int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
     int bf16;                             // -p bf16: mixed precision (bf16 params and gradients, fp32 master, m, v)

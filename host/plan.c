@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include "gpt2.h"
 #include "passes.h"
+#include "peak.h"
 #include "readfile.h"
 #include "../observe/zero3_observe.h"
 #include "zeropp.h"
@@ -94,6 +95,8 @@ static void plan_shape(Plan *p) {
     p->G = a->shard_group ? a->shard_group : p->N;
     p->R = p->N / p->G;
     if (p->have_units) args_check_model(a, &p->cfg);
+    else if (a->mem_gib > 0.0) fatal("flag -mem: a bare parameter count (-e %s) has no shape to grow; plan a descriptor like "
+                                     "d12 or a model file", a->init);
     else if (a->wrap) fatal("flag -wrap: a bare parameter count (-e %s) has no blocks to group into units; plan a descriptor "
                             "like d48 or a model file", a->init);
     args_check_plan(a);   // the flags whose table entry says why the plan cannot show them
@@ -154,7 +157,7 @@ static void print_model(const Plan *p) {
     print_memory(p->psi, p->G, ZERO3_F32, ZERO3_F32, "fp32 (this CPU trainer: params 4 + grads 4 + Adam m, v 8 = 16 bytes/param)");
     print_memory(p->psi, p->G, ZERO3_BF16, ZERO3_BF16,
                  "mixed precision (bf16 params 2 + grads 2, fp32 master + m + v 12 = 16 bytes/param: the usual accounting, and the GPU trainer)");
-    printf("  (model state only: activations, gathered units and gradient buffers come on top)\n");
+    printf("  (model state only: the peak table below adds the gathered units, gradient buffers and activations)\n");
 }
 
 static void print_communication(const Plan *p) {
@@ -302,6 +305,92 @@ static void print_time(const Plan *p) {
            p->have_units ? " (GPT-2: the embedding)" : " (not counted for a bare parameter count)");
 }
 
+// ---- the peak per rank (host/peak.h): the terms of each stage at the run's -b -t -pd -ra -rc -wrap
+
+static const char *const PRECISION_NAMES[2] = {"fp32", "bf16 (-p bf16)"};
+
+static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf16) {
+    const TrainArgs *a = p->a;
+    PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = p->G, .replicas = p->R, .stage = stage, .prefetch_depth = a->prefetch_depth,
+                 .reshard_after_forward = a->reshard_after_forward, .recompute = a->recompute,
+                 .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
+    r.cfg.wrap = a->wrap;
+    return r;
+}
+
+static void print_peak_table(const Plan *p, int bf16) {
+    printf("  %s, MiB per rank:\n  stage", PRECISION_NAMES[bf16]);
+    for (int k = 0; k < PEAK_TERMS; k++) printf("  %13s", PEAK_TERM_NAMES[k]);
+    printf("  %13s  busiest moment of the pool\n", "peak");
+    for (int s = 0; s <= 3; s++) {
+        const PeakRun r = peak_run(p, &p->cfg, s, bf16);
+        const PeakBytes b = peak_bytes(&r);
+        printf("  %s", STAGE_NAMES[s]);
+        for (int k = 0; k < PEAK_TERMS; k++) printf("  %13.2f", b.bytes[k] / 1048576.0);
+        printf("  %13.2f  %s\n", b.total / 1048576.0, b.moment);
+    }
+}
+
+// Each stage's peak per rank in both precisions, term by term.
+static void print_peak(const Plan *p) {
+    if (!p->have_units) {
+        printf("peak memory per rank: needs the model's shape for its activations and units (a descriptor like d12 or a model file)\n");
+        return;
+    }
+    const TrainArgs *a = p->a;
+    printf("peak memory per rank (host/peak.h): model state + gathered units + gradient buffers + the pool's fragmentation\n"
+           "+ activations + MPI scratch, at -b %d -t %d -pd %d -ra %d -rc %d, on %d rank%s sharding the state\n", a->B, a->T,
+           a->prefetch_depth, a->reshard_after_forward, a->recompute, p->G, p->G > 1 ? "s" : "");
+    for (int bf16 = 0; bf16 < 2; bf16++) print_peak_table(p, bf16);
+    printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: Open MPI's\n"
+           "   non-blocking reduction copies the largest unit's gradients on rank 0, twice for a reduce-scatter on 3+ ranks;\n"
+           "   stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
+    if (a->quant_weights || a->hp_group || a->quant_grads)
+        printf("  (exact ZeRO: the ZeRO++ flags' int8 buffers and hpZ's secondary shard are not in these figures)\n");
+}
+
+// The deepest model of cfg's width (L a multiple of -wrap K) whose peak fits in `limit` bytes at
+// stage s: its depth, 0 when one block does not fit; *peak its peak (of one block when none fits).
+static int deepest_fitting(const Plan *p, int s, int bf16, double limit, double *peak) {
+    GPT2Config c = p->cfg;
+    const int K = p->a->wrap > 1 ? p->a->wrap : 1;
+    int best = 0;
+    for (int L = K; L <= 1024; L += K) {
+        c.num_layers = L;
+        const PeakRun r = peak_run(p, &c, s, bf16);
+        const double b = peak_bytes(&r).total;
+        if (L == K) *peak = b;
+        if (b > limit) break;
+        best = L;
+        *peak = b;
+    }
+    return best;
+}
+
+// -mem M: per stage and precision, the deepest GPT-2 at -e's width whose peak fits in M GiB.
+static void print_fit(const Plan *p) {
+    const TrainArgs *a = p->a;
+    if (a->mem_gib <= 0.0) return;
+    const GPT2Config *c = &p->cfg;
+    printf("the deepest GPT-2 of -e's width (C=%d NH=%d maxT=%d: %d parameters beside its L blocks of %d) whose peak fits in\n"
+           "%g GiB per rank, at the peak table's -b -t -pd -ra -rc -wrap:\n", c->channels, c->num_heads, c->max_seq_len,
+           (int)((double)c->padded_vocab_size * c->channels + (double)c->max_seq_len * c->channels + 2.0 * c->channels),
+           12 * c->channels * c->channels + 13 * c->channels, a->mem_gib);
+    printf("  stage  %-36s  %s\n", PRECISION_NAMES[0], PRECISION_NAMES[1]);
+    for (int s = 0; s <= 3; s++) {
+        printf("  %s", STAGE_NAMES[s]);
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            double peak = 0.0;
+            const int L = deepest_fitting(p, s, bf16, a->mem_gib * 1073741824.0, &peak);
+            char cell[64];
+            if (L == 0) snprintf(cell, sizeof cell, "none (one block peaks at %.3f GiB)", peak / 1073741824.0);
+            else snprintf(cell, sizeof cell, "L=%-4d%s peak %.3f GiB", L, L == 1024 ? "+" : " ", peak / 1073741824.0);
+            printf(bf16 ? "  %s" : "  %-36s", cell);
+        }
+        printf("\n");
+    }
+}
+
 // Model state per rank at stage 3 under hpZ with groups of G, params p and grads g bytes each: the
 // stage's state plus the secondary shard, params / G (none on one rank), as the run's theory counts it.
 static double zeropp_state_bytes(double psi, int N, int G, Zero3DType pt, Zero3DType gt) {
@@ -370,6 +459,8 @@ int plan_main(const TrainArgs *a, int align) {
         print_communication(&p);
         print_zeropp(&p);
         print_time(&p);
+        print_peak(&p);
+        print_fit(&p);
     }
     if (p.have_units) { free(p.fwd); free(p.bwd); zero3_free(&p.z); }
     fflush(stdout);

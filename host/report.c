@@ -227,6 +227,22 @@ static void trainer_print_pool(const Trainer *tr) {
            z->pool.count, r, h, f, reserved > held ? 100.0 * (double)(reserved - held) / (double)reserved : 0.0);
 }
 
+// The run's memory as the kernel counts it (rank 0): the process's peak resident bytes (VmHWM) less
+// what it held before the model state was allocated (the program, the MPI library, their buffers).
+// Every buffer the run allocates is written in a step (the state, the activations, the pool), so
+// after one step the difference is the run's peak: model state, activations, transient buffers, the
+// pool's reserve and whatever the MPI library allocates for its collectives, counted by no one here.
+static void trainer_print_process_memory(const Trainer *tr) {
+    long long peak = proc_status_bytes("VmHWM"), before = tr->measure.resident_before;
+    if (peak < 0 || before < 0) return;
+    char p[32], b[32], d[32];
+    format_bytes(p, sizeof p, (double)peak);
+    format_bytes(b, sizeof b, (double)before);
+    format_bytes(d, sizeof d, (double)(peak - before));
+    printf("process memory (rank 0, the kernel's count): peak resident %s (VmHWM) - %s before the model state = %s "
+           "(%lld bytes) the run's peak\n", p, b, d, peak - before);
+}
+
 // At the end (rank 0): the last step's collectives against the theory, where the compute side
 // waited, unit by unit, and the compute's own line (run_note).
 void trainer_summary(const Trainer *tr) {
@@ -245,6 +261,7 @@ void trainer_summary(const Trainer *tr) {
     }
     printf("ledger: %s\n", match ? "measured = theory" : "measured != theory");
     trainer_print_pool(tr);
+    trainer_print_process_memory(tr);
     if (tr->z.step.checked_steps > 0)   // ZERO3_CHECK_STEPS=1
         printf("step-end invariant held at %d steps (%d pool buffers, %d open files)\n", tr->z.step.checked_steps,
                tr->z.pool.count, tr->measure.open_files);

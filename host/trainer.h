@@ -68,6 +68,7 @@ struct Trainer {
         int timed_steps;             // steps in those sums (the first step is left out)
         RunPrediction predict;       // the time model's prediction for this run, and the measurement
         int open_files;              // with ZERO3_CHECK_STEPS: open files after the first step (-1: not yet)
+        long long resident_before;   // the process's resident bytes (VmRSS) before the model state, -1 unknown
     } measure;
 };
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <dirent.h>
 
@@ -118,4 +119,16 @@ int proc_open_files(void) {
         if (e->d_name[0] != '.') n++;
     closedir(d);
     return n - 1;   // less the descriptor opendir itself holds
+}
+
+long long proc_status_bytes(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kib = -1;
+    const size_t n = strlen(field);
+    while (kib < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') kib = atoll(line + n + 1);
+    fclose(f);
+    return kib < 0 ? -1 : kib * 1024;
 }

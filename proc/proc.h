@@ -70,6 +70,11 @@ double now_seconds(void);                                    // monotonic, in se
 // what the engine's step-end invariant compares from step to step, so a leak of one per step shows.
 int proc_open_files(void);
 
+// One "Vm..." line of /proc/self/status in bytes (VmRSS: resident now; VmHWM: the most resident
+// at once since the process began, the kernel's own count of the pages it touched), -1 where that
+// is not readable: the measured peak the planner's peak is checked against (tests/test_peak.sh).
+long long proc_status_bytes(const char *field);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,7 @@ context() {
     -hs:hi) echo "-plan 2097152 -e 1M" ;;                      # G below N, dividing it
     -hp:hi) echo "-plan 1048576 -e 1M" ;;
     -wrap:*) echo "-plan 2 -e d8" ;;                           # 8 blocks: 1 and 8 divide them
+    -mem:*) echo "-plan 2 -e d2c64h2t64" ;;                    # a shape to grow (a bare count has none)
     -n:*|-y:*) echo "-plan 2 -e 1M -o $work/o" ;;
     -linkx:*) echo "-plan 4 -e 1M -rpn 2" ;;                   # two nodes
     *) echo "-plan 2 -e 1M" ;;

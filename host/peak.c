@@ -1,0 +1,133 @@
+// host/peak.c: the peak memory of one rank, on paper (peak.h has the table of terms). The buffer
+// pool's part walks the moments of one training step in the order the passes visit the units
+// (host/passes.c: the embedding, the blocks, the final layernorm, the embedding again for the tied
+// LM head; then backward, the LM head, the final layernorm, the blocks top down, the encoder) and
+// counts the full-size buffers each moment holds, by kind of unit. Unit sizes come from the shapes
+// (padding to whole shards left out: at most N x the alignment, a few elements a unit).
+#include "peak.h"
+#include "passes.h"
+#include "../observe/zero3_observe.h"
+
+const char *const PEAK_TERM_NAMES[PEAK_TERMS] = {"model state", "gathered", "gradients", "fragmentation", "activations",
+                                                 "MPI scratch"};
+
+// The model's units by kind, in elements: the embedding (wte + wpe), the final layernorm, and a
+// block unit (-wrap K: K blocks; -wrap half: the larger half, the MLP).
+typedef struct { double emb, head, block; int block_units, units_per_group; } PeakShapes;
+
+static PeakShapes peak_shapes(const GPT2Config *c) {
+    const double C = c->channels;
+    PeakShapes s;
+    s.emb = (double)c->padded_vocab_size * C + (double)c->max_seq_len * C;
+    s.head = 2.0 * C;
+    const double block = 12.0 * C * C + 13.0 * C;   // ln1, qkv, attproj, ln2, fc, fcproj with their biases
+    s.block = c->wrap == GPT2_WRAP_HALF ? 8.0 * C * C + 7.0 * C : gpt2_blocks_per_unit(c) * block;
+    s.units_per_group = gpt2_units_per_block(c);
+    s.block_units = c->num_layers / gpt2_blocks_per_unit(c) * s.units_per_group;
+    return s;
+}
+
+// One moment of the step: how many full-size buffers of each kind of unit it holds (params p and
+// gradients g), and its name.
+typedef struct { double emb_p, emb_g, head_p, head_g, block_p, block_g; const char *name; } PeakMoment;
+
+static double moment_elements(const PeakMoment *m, const PeakShapes *s, int params, int grads) {
+    return (params ? m->emb_p * s->emb + m->head_p * s->head + m->block_p * s->block : 0.0) +
+           (grads ? m->emb_g * s->emb + m->head_g * s->head + m->block_g * s->block : 0.0);
+}
+
+static double at_most(double a, double b) { return a < b ? a : b; }
+
+// The moments of ZeRO-3's step (stage 2: the same with no params in the pool). With -ra 1 each unit is
+// gathered for its forward with the next -pd units in the order (blocks, then the final layernorm, then
+// the embedding again), released after it, gathered again for its backward; the embedding's gradient
+// buffer stays open from the LM head's backward to the encoder's, and one unit's reduction (the one
+// above) is in flight beside the block being computed. With -ra 0 every unit stays gathered from its
+// forward until its backward is done. Returns the count written into m.
+static int step_moments(const PeakRun *r, const PeakShapes *s, PeakMoment *m) {
+    const int d = r->prefetch_depth, nu = s->units_per_group, groups = s->block_units / nu, keep = !r->reshard_after_forward;
+    int n = 0;
+    m[n++] = (PeakMoment){.emb_p = 1, .block_p = at_most(d, s->block_units), .name = "embedding forward"};
+    for (int i = 0; i < groups; i++) {   // group i's forward: its units, the kept ones below, the next -pd ahead
+        const double below = keep ? (double)i * nu : 0.0, ahead_blocks = at_most(d, s->block_units - (i + 1) * nu);
+        const double ahead_rest = at_most(d - ahead_blocks, 2.0);   // the final layernorm, the embedding
+        m[n++] = (PeakMoment){.emb_p = keep || ahead_rest >= 2, .head_p = ahead_rest >= 1,
+                              .block_p = below + nu + ahead_blocks, .name = "block forward"};
+    }
+    m[n++] = (PeakMoment){.emb_p = keep || d >= 1, .head_p = 1, .block_p = keep ? s->block_units : 0,
+                          .name = "final layernorm forward"};
+    m[n++] = (PeakMoment){.emb_p = 1, .emb_g = 1, .head_p = keep, .block_p = keep ? s->block_units : 0,
+                          .name = "LM head backward"};
+    m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .head_p = 1, .head_g = 1,
+                          .block_p = keep ? s->block_units : at_most(d, s->block_units), .name = "final layernorm backward"};
+    for (int i = 0; i < groups; i++) {   // group i from the top: the units below still kept or the next -pd
+        const double below = s->block_units - (i + 1) * nu;
+        m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .head_g = i == 0, .block_p = nu + (keep ? below : at_most(d, below)),
+                              .block_g = nu + (i > 0), .name = "block backward"};
+    }
+    m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .block_g = groups > 0, .name = "encoder backward"};
+    return n;
+}
+
+// The pool's part: the busiest moment (its params and gradients held) and the reserve, each kind of
+// buffer as many times as any moment holds it (params and gradients of a unit are one size).
+static void pool_terms(const PeakRun *r, const PeakShapes *s, PeakBytes *out) {
+    if (r->stage < 2 || r->world == 1) return;   // every buffer resident, or the shard is the unit
+    PeakMoment *m = (PeakMoment *)xmalloc((size_t)(2 * s->block_units + 8) * sizeof(PeakMoment));
+    const int n = step_moments(r, s, m), params = r->stage == 3;
+    double most = -1.0, emb = 0.0, head = 0.0, block = 0.0;
+    for (int i = 0; i < n; i++) {
+        if (!params) m[i].emb_p = m[i].head_p = m[i].block_p = 0.0;
+        double held = moment_elements(&m[i], s, 1, 1);
+        if (held > most) {
+            most = held;
+            out->bytes[PEAK_GATHERED] = moment_elements(&m[i], s, 1, 0) * r->param_bytes;
+            out->bytes[PEAK_GRADS] = moment_elements(&m[i], s, 0, 1) * r->grad_bytes;
+            out->moment = m[i].name;
+        }
+        emb = fmax(emb, m[i].emb_p + m[i].emb_g);
+        head = fmax(head, m[i].head_p + m[i].head_g);
+        block = fmax(block, m[i].block_p + m[i].block_g);
+    }
+    const double reserve = (emb * s->emb + head * s->head + block * s->block) * r->grad_bytes;
+    out->bytes[PEAK_FRAGMENTATION] = reserve - out->bytes[PEAK_GATHERED] - out->bytes[PEAK_GRADS];
+    free(m);
+}
+
+// Per layer, per token (floats): ln1, qkv, atty, attproj, residual2, ln2, fch, fch_gelu, fcproj,
+// residual3 (1 + 3 + 1 + 1 + 1 + 1 + 4 + 4 + 1 + 1 = 18 C), the two layernorms' mean and rstd (4), the
+// attention probabilities (NH T). Once (floats per token): the embedding output, lnf (2 C), lnf's
+// mean and rstd, the losses (3), logits and probs (2 Vp), the pre-softmax scores (NH T); the
+// backward's scratch, shared by every layer: dresidual, dln, datty (3 C), dqkv (3 C), dfch,
+// dfch_gelu (8 C), dpreatt, datt (2 NH T), dlogits (Vp), dlosses (1). With recompute a layer past
+// the first keeps only its output (C): the backward recomputes the rest into the first layer's.
+double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
+    const double C = c->channels, att = (double)c->num_heads * T, Vp = c->padded_vocab_size, L = c->num_layers;
+    const double layer = 18.0 * C + 4.0 + att, kept = recompute ? layer + (L - 1.0) * C : L * layer;
+    const double once = 2.0 * C + 3.0 + 2.0 * Vp + att, scratch = 14.0 * C + 2.0 * att + Vp + 1.0;
+    return 4.0 * (double)B * T * (kept + once + scratch);
+}
+
+// Rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0 at its root): an
+// all-reduce keeps one, a reduce-scatter two from 3 ranks on (the sums of two rounds), one on 2.
+// Under HSDP groups of one rank the shard is the unit, all-reduced across the replica groups.
+static double scratch_bytes(const PeakRun *r, const PeakShapes *s) {
+    if (r->world == 1 && r->replicas == 1) return 0.0;
+    const double copies = r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
+    return copies * fmax(s->emb, s->block) * r->grad_bytes;
+}
+
+PeakBytes peak_bytes(const PeakRun *r) {
+    PeakBytes out;
+    memset(&out, 0, sizeof out);
+    out.moment = "none: every buffer is resident";
+    const PeakShapes s = peak_shapes(&r->cfg);
+    const double psi = (double)gpt2_num_parameters(&r->cfg);
+    const Zero3DType pt = r->param_bytes == 2 ? ZERO3_BF16 : ZERO3_F32, gt = r->grad_bytes == 2 ? ZERO3_BF16 : ZERO3_F32;
+    out.bytes[PEAK_STATE] = zero3_theory_state_bytes(r->stage, psi, r->world, pt, gt);
+    pool_terms(r, &s, &out);
+    out.bytes[PEAK_ACTIVATIONS] = peak_activation_bytes(&r->cfg, r->B, r->T, r->recompute);
+    out.bytes[PEAK_SCRATCH] = scratch_bytes(r, &s);
+    for (int k = 0; k < PEAK_TERMS; k++) out.total += out.bytes[k];
+    return out;
+}

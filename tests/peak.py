@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""The planner's peak per rank (-plan N, host/peak.h) against the peak the CPU trainer measures.
+
+The measured peak is the kernel's: at the end of a run rank 0 prints its peak resident set (VmHWM in
+/proc/self/status) less its resident set before the model state was allocated (the program, the MPI
+library and their buffers). Every buffer a step uses is written in the step (the state, the
+activations, the pool's buffers, MPI's scratch), so after two steps (the second prefetches) the
+difference is the memory the run itself needed at once, counted by the kernel page by page: nothing
+the planner computes goes into it. Each run's planned peak (same flags, -plan N) must be within 10%.
+
+Then -mem M on one rank, where the peak is model state + activations alone, against the deepest L
+worked out by hand from GPT-2's shapes.
+Prints a table; exit status 0 when every row holds.
+"""
+import argparse, os, re, subprocess, sys
+
+SMALL, WIDE = "d2c64h2t64", "d2c128h4t64"
+COMMON = ["-x", "2", "-v", "0"]
+# (ranks, model, the run's flags): activations large (-t 64) or small beside the state and the pool
+# (-b 1 -t 16: the embedding's buffers and MPI's copies of it are most of the peak)
+CASES = [
+    (1, SMALL, ["-b", "4", "-t", "64", "-z", "3"]),
+    (2, SMALL, ["-b", "4", "-t", "64", "-z", "0"]),
+    (2, SMALL, ["-b", "4", "-t", "64", "-z", "1", "-p", "bf16"]),
+    (2, SMALL, ["-b", "4", "-t", "64", "-z", "2"]),
+    (2, SMALL, ["-b", "4", "-t", "64", "-z", "3", "-pd", "0"]),
+    (3, SMALL, ["-b", "2", "-t", "64", "-z", "3", "-pd", "2"]),
+    (2, WIDE, ["-b", "2", "-t", "64", "-z", "3", "-wrap", "2", "-ra", "0"]),
+    (4, WIDE, ["-b", "1", "-t", "64", "-z", "3", "-wrap", "half", "-rc", "1"]),
+    (4, WIDE, ["-b", "2", "-t", "64", "-z", "3", "-p", "bf16", "-rc", "2"]),
+    (3, WIDE, ["-b", "1", "-t", "64", "-z", "2", "-p", "bf16"]),
+    (2, SMALL, ["-b", "1", "-t", "16", "-z", "0"]),
+    (3, SMALL, ["-b", "1", "-t", "16", "-z", "3"]),
+    (4, WIDE, ["-b", "1", "-t", "16", "-z", "3", "-ra", "0", "-pd", "2"]),
+    (2, WIDE, ["-b", "1", "-t", "16", "-z", "1", "-p", "bf16"]),
+    (4, SMALL, ["-b", "1", "-t", "16", "-z", "3", "-hs", "2"]),
+]
+TOLERANCE = 0.10
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
+    return p.stdout
+
+
+def launch(n, args):
+    return (["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n)] if n > 1 else []) + args
+
+
+def measured_peak(binary, n, model, flags):
+    out = run(launch(n, [binary, "-e", model] + COMMON + flags))
+    m = re.search(r"\((\d+) bytes\) the run's peak", out)
+    if not m:
+        sys.exit(f"no measured peak in the run's output:\n{out[-1500:]}")
+    return int(m.group(1))
+
+
+def planned_peak(binary, n, model, flags):
+    """The peak column of the run's stage in the table of its precision (the planner prints both)."""
+    bf16 = "-p" in flags and flags[flags.index("-p") + 1] == "bf16"
+    plan_flags = [f for i, f in enumerate(flags) if f != "-p" and (i == 0 or flags[i - 1] != "-p")]
+    stage = plan_flags[plan_flags.index("-z") + 1]
+    plan_flags = plan_flags[:plan_flags.index("-z")] + plan_flags[plan_flags.index("-z") + 2:]
+    out = run([binary, "-plan", str(n), "-e", model] + COMMON + plan_flags)
+    table = out.split("  bf16 (-p bf16), MiB per rank:" if bf16 else "  fp32, MiB per rank:")[1]
+    for line in table.splitlines():
+        cells = line.split()
+        if cells and cells[0] == stage:
+            numbers = [c for c in cells[1:] if re.fullmatch(r"-?\d+\.\d+", c)]
+            return float(numbers[6]) * 1048576.0
+    sys.exit(f"no stage {stage} row in the plan:\n{out[-1500:]}")
+
+
+def hand_worked_fit(binary):
+    """-plan 1 -e d2c64h2t64 -b 1 -t 64 -mem 0.5: on one rank nothing is sharded or gathered and no
+    collective runs, so the peak of L blocks is 16 bytes a parameter + the activations."""
+    C, NH, T, Vp, maxT, B, M = 64, 2, 64, 50304, 64, 1, 0.5
+    params_fixed = Vp * C + maxT * C + 2 * C              # wte, wpe, the final layernorm
+    params_block = 12 * C * C + 13 * C                    # ln1, qkv, attproj, ln2, fc, fcproj and biases
+    acts_layer = 18 * C + 4 + NH * T                      # floats per token each layer keeps
+    acts_fixed = (2 * C + 3 + 2 * Vp + NH * T) + (14 * C + 2 * NH * T + Vp + 1)   # once, and the backward's scratch
+    fixed = 16 * params_fixed + 4 * B * T * acts_fixed
+    per_block = 16 * params_block + 4 * B * T * acts_layer
+    want = int((M * 2 ** 30 - fixed) // per_block)
+    out = run([binary, "-plan", "1", "-e", "d2c64h2t64", "-b", str(B), "-t", str(T), "-mem", str(M)])
+    fit = out.split("whose peak fits in")[1]
+    got = re.findall(r"^  [0-3].*?L=(\d+)\+?\s.*?L=(\d+)", fit, re.M)
+    print(f"-mem {M} on one rank, C={C}: deepest L by hand {want}; the planner's per stage (fp32, bf16) {got}")
+    return len(got) == 4 and all(int(a) == want and int(b) == want for a, b in got)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default="./train_gpt2_zero3")
+    args = ap.parse_args()
+    print(f"  {'N':>2} {'model':<12} {'flags':<46} {'measured MiB':>13} {'planned MiB':>12} {'off':>7}")
+    bad = 0
+    for n, model, flags in CASES:
+        measured = measured_peak(args.binary, n, model, flags)
+        planned = planned_peak(args.binary, n, model, flags)
+        off = planned / measured - 1.0
+        ok = abs(off) <= TOLERANCE
+        bad += not ok
+        print(f"  {n:>2} {model:<12} {' '.join(flags):<46} {measured / 2**20:>13.2f} {planned / 2**20:>12.2f} "
+              f"{100 * off:>+6.1f}%{'' if ok else '  FAIL'}")
+    for cmd, why in (([args.binary, "-e", SMALL, "-mem", "1"], "give it with -plan N"),
+                     ([args.binary, "-plan", "2", "-e", "1M", "-mem", "1"], "has no shape to grow")):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        errors = [l for l in p.stderr.splitlines() if l.startswith("error")]
+        if p.returncode == 0 or len(errors) != 1 or why not in errors[0] or "-mem" not in errors[0]:
+            print(f"FAIL: {' '.join(cmd[1:])}: want one error line naming -mem ({why}), got {p.stderr.strip()!r}")
+            bad += 1
+    print("-mem without -plan, and with a bare parameter count: one error line each")
+    if not hand_worked_fit(args.binary):
+        print("FAIL: -mem's deepest model differs from the one worked out by hand")
+        bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
