@@ -30,6 +30,21 @@ static void print_memory_split(double psi, int N, Zero3DType pt, Zero3DType gt) 
     }
 }
 
+// The whole model's state (stage 0, one rank) in GiB, its four parts apart: the rough calculation of a
+// model's training memory (7B: 13.04 + 13.04 + 26.08 + 52.15 GiB). Mixed precision only, where the
+// optimizer state holds an fp32 master beside Adam's m and v (zero3_theory_state_parts: 4 + 8 bytes).
+static void print_memory_gib(double psi, Zero3DType pt, Zero3DType gt) {
+    double part[3];
+    zero3_theory_state_parts(0, psi, 1, pt, gt, part);
+    const double gib = 1073741824.0, master = psi * 4.0;
+    printf("  the whole model's state in GiB (2^30 bytes), as DDP holds it on every rank:\n");
+    printf("    params (bf16)        %10.2f\n", part[0] / gib);
+    printf("    grads (bf16)         %10.2f\n", part[1] / gib);
+    printf("    fp32 master          %10.2f\n", master / gib);
+    printf("    Adam m, v (fp32)     %10.2f\n", (part[2] - master) / gib);
+    printf("    total                %10.2f\n", (part[0] + part[1] + part[2]) / gib);
+}
+
 static void print_memory(double psi, int N, Zero3DType pt, Zero3DType gt, const char *what) {
     printf("model-state memory per rank, %s\n", what);
     printf("  stage              bytes           GB          GiB\n");
@@ -46,6 +61,7 @@ static void print_memory(double psi, int N, Zero3DType pt, Zero3DType gt, const 
         printf("  %s  %22s  %11.3f  %11.3f\n", STAGE_NAMES[s], grouped, b / 1e9, b / 1073741824.0);
     }
     print_memory_split(psi, N, pt, gt);
+    if (pt != ZERO3_F32) print_memory_gib(psi, pt, gt);
 }
 
 // What the plan is about: the model (with its unit layout when it has one), the run's shape, and

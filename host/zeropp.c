@@ -4,8 +4,9 @@
 #include "../observe/zero3_observe.h"
 
 double zeropp_across_bytes(const Zero3Ledger *l, int world_across, int group_across) {
+    // the collectives over the whole shard group (the norm's all-reduce among them): across nodes when it spans them
     static const Zero3Collective world_kinds[] = {ZERO3_COLL_FWD_GATHER, ZERO3_COLL_BWD_GATHER, ZERO3_COLL_REDUCE_SCATTER,
-                                                  ZERO3_COLL_ALL_REDUCE, ZERO3_COLL_STEP_GATHER};
+                                                  ZERO3_COLL_ALL_REDUCE, ZERO3_COLL_STEP_GATHER, ZERO3_COLL_NORM};
     double b = l->row[ZERO3_COLL_REPLICA_REDUCE].bytes + l->row[ZERO3_COLL_QG_ACROSS].bytes;
     if (world_across)
         for (size_t k = 0; k < sizeof world_kinds / sizeof world_kinds[0]; k++) b += l->row[world_kinds[k]].bytes;

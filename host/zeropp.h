@@ -8,8 +8,8 @@ extern "C" {
 #endif
 
 // The bytes of ledger l that cross nodes: qgZ's second hop and HSDP's all-reduce across replica
-// groups always; the shard group's gathers and reductions when the shard group spans nodes
-// (world_across); hpZ's backward gathers and qgZ's first hop when the node group does (group_across:
+// groups always; the shard group's gathers and reductions (the norm's all-reduce among them) when the shard
+// group spans nodes (world_across); hpZ's backward gathers and qgZ's first hop when the node group does (group_across:
 // for a run, whose node groups are the nodes, 0; the planner's -qg without -hp, 1).
 double zeropp_across_bytes(const Zero3Ledger *l, int world_across, int group_across);
 // The startup report's ZeRO++ lines (rank 0): what is on, the node groups, the bytes of the run's

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The two lessons of docs/time.md, measured on emulated links, each with its trace pictures:
+# The trace pictures of two lessons of docs/time.md, one run of each configuration on emulated links
+# (one run shows where the time goes; scripts/lessons.sh measures the lessons, repeated, with a spread):
 #   ex6      exercise 6 (docs/primer.md): with slow links across nodes (2 ranks, one per node) ZeRO-3 is
 #            slower than ZeRO-2 by about the planner's factor, and deeper prefetch cannot hide it;
 #   pitfall2 pitfall 2 (docs/primer.md): with a high latency per ring step, too-fine units (-wrap half)

@@ -84,6 +84,10 @@ bad scripts/pitfalls.sh arg "^error: -n: 0 is out of range" scripts/pitfalls.sh 
 bad scripts/pitfalls.sh arg "^error: 4: not a pitfall" scripts/pitfalls.sh 4
 bad scripts/pitfalls.sh input "^error: -n: expected an integer" scripts/pitfalls.sh -n "$keep/run/log.csv"
 [ ! -s "$work/o" ] || { cat "$work/o"; fail "pitfalls.sh printed figures for a bad rank count"; }
+bad scripts/lessons.sh arg "^error: ex7: not a lesson" scripts/lessons.sh ex7
+bad scripts/lessons.sh arg "^error: -r: 1 is out of range" scripts/lessons.sh ex6 -r 1
+bad scripts/lessons.sh arg "^error: --slow: not an option" scripts/lessons.sh all --slow
+bad scripts/lessons.sh input "^error: -r: expected an integer" scripts/lessons.sh ex6 -r "$log"
 bad scripts/lessons_links.sh arg "^error: ex7: not a lesson" scripts/lessons_links.sh ex7 "$work"
 bad scripts/lessons_links.sh input "^error: PNG_DIR: .*log.csv is not a folder" scripts/lessons_links.sh ex6 "$log"
 bad scripts/validate_planner.sh arg "^error: --bogus: unknown argument" scripts/validate_planner.sh --bogus

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The documents' quoted lesson figures against what the lessons measure now.
+
+    tests/lessons_check.py VERDICTS.txt FILE.md ...
+
+A quoted figure is marked in the Markdown source, just before the paragraph that quotes it:
+
+    <!-- lesson: ex6 ratio 1.34 -->
+    ... ZeRO-3 took 1.34x ZeRO-2's step (median of 3 pairs, spread 1.31-1.38x) ...
+
+VERDICTS.txt holds the verdict lines of scripts/lessons.sh runs (`verdict NAME: shown: ... R.RRx (median
+of K pairs, spread LO-HIx)`). A marker is an error (exit 1) when
+  - the paragraph after it does not quote its ratio with a spread (`R.RRx (median of ..., spread
+    LO-HIx)`, or `R.RRx ... (spread LO-HIx)`): the text and the marker disagree;
+  - the quoted ratio lies outside its own quoted spread;
+  - its lesson has no verdict line in VERDICTS.txt, or its verdict is "the opposite came out";
+  - the quoted spread does not meet the lesson's fresh spread widened by MARGIN (20%) on each side,
+    LO / 1.2 to HI x 1.2: the fresh pairs contradict the quote. The margin is for the quick runs the
+    check makes (2 pairs); the load moves a lesson's ratio too, so a quote pools runs at several loads
+    (its spread holds them all: docs/time.md).
+A lesson that said "not shown: the machine is too noisy" cannot confirm or refute its quote: its
+markers are listed as not checked, and pass.
+"""
+import re
+import sys
+
+MARGIN = 1.2
+MARKER = re.compile(r"^<!-- lesson: (\w+) ratio ([0-9.]+) -->$", re.M)
+VERDICT = re.compile(r"^verdict (\w+): (shown|not shown): (.*)$", re.M)
+FIGURE = re.compile(r"([0-9.]+)x \(median of (\d+) (?:pairs|rounds), spread ([0-9.]+)-([0-9.]+)x\)")
+
+
+def verdicts(path):
+    with open(path, encoding="utf-8") as f:
+        return {m.group(1): (m.group(2), m.group(3)) for m in VERDICT.finditer(f.read())}
+
+
+def check_file(name, seen):
+    with open(name, encoding="utf-8") as f:
+        text = f.read()
+    errors = []
+    for m in MARKER.finditer(text):
+        lesson, quoted = m.group(1), m.group(2)
+        line = text.count("\n", 0, m.start()) + 1
+        where = f"{name}:{line}"
+        paragraph = text[m.end():].lstrip("\n").split("\n\n", 1)[0]
+        q = re.search(r"(?<![0-9.])" + re.escape(quoted) + r"x\s[^()]{0,80}?\((?:median of [^,()]*, )?spread ([0-9.]+)-([0-9.]+)x\)",
+                      paragraph)
+        if not q:
+            errors.append(f"error: {where}: the paragraph after the marker does not quote lesson {lesson}'s ratio {quoted}x "
+                          "with its spread")
+            continue
+        qlo, qhi = float(q.group(1)), float(q.group(2))
+        if not qlo <= float(quoted) <= qhi:
+            errors.append(f"error: {where}: lesson {lesson}'s quoted ratio {quoted}x lies outside its own quoted spread "
+                          f"{q.group(1)}-{q.group(2)}x")
+            continue
+        if lesson not in seen:
+            errors.append(f"error: {where}: lesson {lesson} printed no verdict (scripts/lessons.sh {lesson})")
+            continue
+        kind, rest = seen[lesson]
+        if kind == "not shown":
+            if rest.startswith("the opposite"):
+                errors.append(f"error: {where}: lesson {lesson} now shows the opposite of its quoted {quoted}x: {rest}")
+            else:
+                print(f"{where}: lesson {lesson} not checked: {rest}")
+            continue
+        fig = FIGURE.search(rest)
+        if not fig:
+            errors.append(f"error: {where}: lesson {lesson}'s verdict has no ratio with its spread: {rest}")
+            continue
+        lo, hi = float(fig.group(3)) / MARGIN, float(fig.group(4)) * MARGIN
+        if qhi < lo or qlo > hi:
+            errors.append(f"error: {where}: lesson {lesson}'s quoted {quoted}x (spread {q.group(1)}-{q.group(2)}x) is outside "
+                          f"what it measures now ({fig.group(3)}-{fig.group(4)}x, with the margin {lo:.2f}-{hi:.2f}x)")
+        else:
+            print(f"{where}: lesson {lesson} quoted {quoted}x (spread {q.group(1)}-{q.group(2)}x), measured "
+                  f"{fig.group(1)}x (spread {fig.group(3)}-{fig.group(4)}x): ok")
+    return errors
+
+
+def main():
+    if len(sys.argv) < 3:
+        print("usage: lessons_check.py VERDICTS.txt FILE.md ...", file=sys.stderr)
+        return 2
+    seen = verdicts(sys.argv[1])
+    errors = [e for name in sys.argv[2:] for e in check_file(name, seen)]
+    for e in errors:
+        print(e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
