@@ -43,9 +43,10 @@ same 4 -z 3 -pd 1 -qw 8 -hp 2 -qg 8
 echo "refused where it changes nothing:"
 check_case() {
   local what=$1 pattern=$2; shift 2
-  timeout 120 mpirun -np 2 $BIN $COMMON "$@" >"$work/$BASHPID.out" 2>"$work/$BASHPID.err"
-  check_failed "$what" $? "$work/$BASHPID.out" "$work/$BASHPID.err" "$pattern" 120
-  echo "  ok  $what: $(grep -m1 '^error' "$work/$BASHPID.err")"
+  local f="$work/case.$BASHPID"   # this case's own files (cases run four at once)
+  timeout 120 mpirun -np 2 $BIN $COMMON "$@" >"$f.out" 2>"$f.err"
+  check_failed "$what" $? "$f.out" "$f.err" "$pattern" 120
+  echo "  ok  $what: $(grep -m1 '^error' "$f.err")"
 }
 expect_error "-z 1 -bp post" "flag -bp post: only ZeRO-3 gathers params in the backward \(-z 3\); at -z 1" -z 1 -bp post
 expect_error "-z 2 -bp post" "flag -bp post: only ZeRO-3 .* at -z 2" -z 2 -bp post
