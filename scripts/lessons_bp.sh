@@ -4,10 +4,11 @@
 # so the gather hides behind it; BACKWARD_POST (-bp post) starts it after, once this unit's params
 # are freed, so at -pd 1 every backward gather is waited on whole, and one gathered unit fewer is live.
 #   scripts/lessons_bp.sh [REPEATS]      (2 to 20, default 3; each repeat runs pre, then post)
-# Each run: GPT-2 d8c640h10t64 in units of 2 blocks (-wrap 2) on 2 ranks, ZeRO-3 -pd 1, a link of
-# 0.1 GB/s (a block unit's gather or reduce-scatter takes ~200 ms, together under the unit's backward
-# compute on this CPU). What it measures, per run (rank 0, the steps after the first, which records
-# the schedule):
+# Each run: GPT-2 d8c640h10t64 in units of 2 blocks (-wrap 2) on 2 ranks, ZeRO-3 -pd 1, B = 8 rows
+# of 64 tokens, a link of 0.25 GB/s: a block unit's gather or reduce-scatter takes ~79 ms, the two
+# together well under the unit's backward compute on this CPU (pre can hide a gather only where the
+# compute covers it and the reduction ahead of it on the link; on a link-bound run the two tie).
+# What it measures, per run (rank 0, the steps after the first, which records the schedule):
 #   wait     the median wait on a backward gather that a prefetch can hide (the trace's "wait
 #            bwd_gather" spans, all but each backward's first two): the effect itself, robust to the
 #            odd slow step of a busy machine;
@@ -25,7 +26,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 make -s train_gpt2_zero3 >/dev/null
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-FLAGS="-e d8c640h10t64 -wrap 2 -b 2 -t 64 -x 5 -v 0 -z 3 -pd 1 -link 0.1GB/s"
+FLAGS="-e d8c640h10t64 -wrap 2 -b 8 -t 64 -x 5 -v 0 -z 3 -pd 1 -link 0.25GB/s"
 echo "backward prefetch: mpirun -np 2 ./train_gpt2_zero3 $FLAGS -bp pre|post, $REPEATS repeats; load $(cut -d' ' -f1 /proc/loadavg)"
 
 run() {   # name, -bp value
