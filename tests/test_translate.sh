@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/translate_config.py, DeepSpeed configs and FSDP arguments as this trainer's flags:
-#  1. the notes' three DeepSpeed configs (docs/examples/deepspeed/ds_zero{1,2,3}.json), the sized one
+#  1. the three DeepSpeed configs of docs/examples/deepspeed (ds_zero{1,2,3}.json), the sized one
 #     (ds_zero3_sized.json) and configs written here, for GPT-2 124M (d12) and 7.5B
 #     (d36c4096h32t1024), and FSDP's arguments: the `flags:` line equals flags worked out by hand
 #     below from GPT-2's shapes (each case says how);
@@ -59,10 +59,10 @@ grep -q "offload_optimizer (cpu): no offload" <<<"$($PY $X --model 124M --ranks 
   fail "offload_optimizer: no line saying there is no equivalent"
 
 echo "FSDP arguments:"
-# the notes' FSDP: FULL_SHARD -> -z 3, one block a unit -> -wrap 1, limit_all_gathers -> -pd 1, PRE -> -bp pre
-NOTES="sharding_strategy=ShardingStrategy.FULL_SHARD,auto_wrap_policy=transformer,backward_prefetch=BackwardPrefetch.BACKWARD_PRE,limit_all_gathers=True,use_orig_params=True"
-expect "the notes' FSDP, 124M" "-z 3 -wrap 1 -pd 1 -bp pre" --model 124M --fsdp "$NOTES"
-grep -q "use_orig_params True: " <<<"$($PY $X --model 124M --fsdp "$NOTES")" || fail "use_orig_params: no line saying why"
+# a typical FSDP setup: FULL_SHARD -> -z 3, one block a unit -> -wrap 1, limit_all_gathers -> -pd 1, PRE -> -bp pre
+TYPICAL="sharding_strategy=ShardingStrategy.FULL_SHARD,auto_wrap_policy=transformer,backward_prefetch=BackwardPrefetch.BACKWARD_PRE,limit_all_gathers=True,use_orig_params=True"
+expect "typical FSDP, 124M" "-z 3 -wrap 1 -pd 1 -bp pre" --model 124M --fsdp "$TYPICAL"
+grep -q "use_orig_params True: " <<<"$($PY $X --model 124M --fsdp "$TYPICAL")" || fail "use_orig_params: no line saying why"
 # size:1e8 needs ceil(1e8 / 7,087,872) = 15 blocks > 12: the coarsest K dividing 12 and <= 8 is 6
 expect "size policy 1e8, 124M" "-z 3 -wrap 6 -pd 1 -bp pre" --model 124M --fsdp "auto_wrap_policy=size:1e8"
 # a 7.5B block (201M) is over 1e8 alone: -wrap 1; HYBRID_SHARD over nodes of 8 -> -hs 8; POST; bf16
