@@ -496,8 +496,9 @@ typedef struct Zero3Observer {
 //   PRE   in pre_backward, once this unit's params are there: before its gradient compute, so the next
 //         gathers move while it computes (prefetch_depth + 1 gathered units live during it);
 //   POST  in post_backward, after its gradient compute, once its params are freed and before its
-//         gradients' reduction starts: one gathered unit fewer live, and the next unit's gather has
-//         only the gathers ahead of it (prefetch_depth - 1 of them) to hide behind.
+//         gradients' reduction starts: while a unit computes, prefetch_depth gathered units are live
+//         (one fewer) and prefetch_depth - 1 gathers are on their way (at depth 1 none: each next
+//         gather is waited on whole).
 // Forward gathers (and -rc 2's recompute gathers) prefetch when they are made, under either.
 typedef enum { ZERO3_BACKWARD_PRE = 0, ZERO3_BACKWARD_POST = 1 } Zero3BackwardPrefetch;
 
