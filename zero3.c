@@ -182,6 +182,8 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     z->layout = ZERO3_STAGE_LAYOUT[cfg->stage];
     if (cfg->align < 1) z->cfg.align = 1;
     if (cfg->prefetch_depth < 0) z->cfg.prefetch_depth = 0;
+    if (cfg->backward_prefetch != ZERO3_BACKWARD_PRE && cfg->backward_prefetch != ZERO3_BACKWARD_POST)
+        zero3_die("backward_prefetch is neither ZERO3_BACKWARD_PRE nor ZERO3_BACKWARD_POST");
     z->units = calloc(ZERO3_MAX_UNITS, sizeof(Zero3Unit));
     // a pass gathers each unit at most a few times (GPT-2's training pass: twice, plus the tied
     // embedding once more)
@@ -641,6 +643,12 @@ static void prefetch(Zero3 *z) {
     }
 }
 
+// Whether a gather for `phase` leaves the prefetch to its unit's post_backward (-bp post), after
+// the unit's gradient compute, instead of starting it at once (zero3.h's Zero3BackwardPrefetch).
+static int prefetch_after_compute(const Zero3 *z, Zero3Phase phase) {
+    return phase == ZERO3_FOR_BACKWARD && z->cfg.backward_prefetch == ZERO3_BACKWARD_POST;
+}
+
 void *zero3_gather(Zero3 *z, int u, Zero3Phase phase) {
     Zero3Unit *U = &z->units[u];
     OBSERVE(z, compute_end);
@@ -650,7 +658,7 @@ void *zero3_gather(Zero3 *z, int u, Zero3Phase phase) {
     if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, phase);   // not prefetched: now
     if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
     U->holders++;
-    prefetch(z);   // while the caller computes on u, the next units arrive
+    if (!prefetch_after_compute(z, phase)) prefetch(z);   // while the caller computes on u, the next units arrive
     return U->params_gathered;
 }
 
@@ -857,7 +865,15 @@ Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
     return b;
 }
 
+// -bp post (FSDP's BACKWARD_POST): the unit's params are freed first, so their buffer can take the
+// next gather; the next units' gathers start, ahead of this unit's reduction on the link.
 void zero3_post_backward(Zero3 *z, int u) {
+    if (prefetch_after_compute(z, ZERO3_FOR_BACKWARD)) {
+        zero3_release(z, u);
+        prefetch(z);
+        zero3_reduce_grads(z, u);
+        return;
+    }
     zero3_reduce_grads(z, u);
     zero3_release(z, u);
 }

@@ -32,7 +32,8 @@
 //
 // pre_forward = gather for the forward (wait for it, then prefetch the next units); post_forward =
 // release (or, -ra 0, keep for the backward); pre_backward = gather for the backward + a gradient
-// buffer; post_backward = reduce the gradients, release. The building blocks (zero3_gather, told its
+// buffer (and the prefetch of the next units, -bp pre: FSDP's BACKWARD_PRE); post_backward = reduce
+// the gradients, release (-bp post: release, prefetch, then reduce). The building blocks (zero3_gather, told its
 // phase; zero3_release, zero3_grads, zero3_reduce_grads) are public too, for a unit used across
 // phases (GPT-2's tied embedding: see host/passes.c). Each verb moves a unit through the states of
 // the two tables below (its params: SHARDED, GATHERING, GATHERED, KEPT, or RESIDENT; its gradients:
@@ -491,9 +492,20 @@ typedef struct Zero3Observer {
     void (*transient_released)(Zero3 *z, size_t bytes);
 } Zero3Observer;
 
+// Where the backward's prefetch starts the next units' gathers (FSDP's backward_prefetch; -bp):
+//   PRE   in pre_backward, once this unit's params are there: before its gradient compute, so the next
+//         gathers move while it computes (prefetch_depth + 1 gathered units live during it);
+//   POST  in post_backward, after its gradient compute, once its params are freed and before its
+//         gradients' reduction starts: while a unit computes, prefetch_depth gathered units are live
+//         (one fewer) and prefetch_depth - 1 gathers are on their way (at depth 1 none: each next
+//         gather is waited on whole).
+// Forward gathers (and -rc 2's recompute gathers) prefetch when they are made, under either.
+typedef enum { ZERO3_BACKWARD_PRE = 0, ZERO3_BACKWARD_POST = 1 } Zero3BackwardPrefetch;
+
 typedef struct {
     int stage;              // 0..3
     int prefetch_depth;     // units gathered ahead of use (params SHARDED); 0 = none
+    Zero3BackwardPrefetch backward_prefetch;   // when the backward gathers ahead (above); 0 = PRE
     int align;              // tensor offsets and shard sizes are multiples of this many elements
     Zero3DType param_type;  // working parameters (what is gathered and computed with)
     Zero3DType grad_type;   // gradients (what is reduced)

@@ -10,10 +10,11 @@
 //   - a handle is an event recorded on comm after the collective; zero3's wait() makes the compute
 //     stream wait for it, so later kernels see the result. The host never blocks on a collective,
 //     except all_reduce_scalar, which returns a number.
-// So the engine's prefetch (gather l+1 issued before block l computes) and early reduce-scatter
-// (issued right after block l's backward) overlap with compute, and the engine's transient pool is
-// reused safely: a buffer goes back to the pool only after its collective's handle was waited on,
-// which orders its next use on the compute stream after the collective.
+// So the engine's prefetch (gather l+1 issued before block l computes; under -bp post, after block
+// l's backward, so the gather waits for it like any collective and may reuse its freed buffer) and
+// early reduce-scatter (issued right after block l's backward) overlap with compute, and the engine's
+// transient pool is reused safely: a buffer goes back to the pool only after its collective's handle
+// was waited on, which orders its next use on the compute stream after the collective.
 //
 // Launch: with MPI (USE_MPI), ranks come from MPI and NCCL's unique id is broadcast over it.
 // Without MPI, scripts/launch.sh starts the processes with RANK, WORLD_SIZE, LOCAL_RANK and

@@ -140,6 +140,12 @@ static void parse_precision(const Flag *f, const char *v, TrainArgs *a) {
     a->bf16 = !strcmp(v, "bf16");
 }
 
+// -bp pre|post: where the backward's prefetch starts (zero3.h's Zero3BackwardPrefetch).
+static void parse_backward_prefetch(const Flag *f, const char *v, TrainArgs *a) {
+    if (strcmp(v, "pre") && strcmp(v, "post")) fatal("flag %s: expected pre or post, got '%s'", f->name, v);
+    a->backward_prefetch = !strcmp(v, "post") ? ZERO3_BACKWARD_POST : ZERO3_BACKWARD_PRE;
+}
+
 // -link, -linkx GBPS[,LATENCY]: the whole link, and a run that holds its collectives for it.
 static void parse_link(const Flag *f, const char *v, TrainArgs *a) {
     Zero3Link *link = (Zero3Link *)((char *)a + f->field);
@@ -190,6 +196,10 @@ const Flag ARGS_FLAGS[] = {
     // ZeRO and its variants (-z recorded: a resume at another stage reshards, and its line says so)
     {"-z", FLAG_INT, F(stage), "3", 0, 3, .metavar = "Z", .help = "ZeRO stage 0 (DDP), 1, 2, 3", .recorded = 1},
     {"-pd", FLAG_INT, F(prefetch_depth), "1", 0, 64, .metavar = "P", .help = "stage-3 prefetch depth (units gathered ahead)"},
+    {"-bp", FLAG_CUSTOM, F(backward_prefetch), NULL, 0, 0, .parse = parse_backward_prefetch, .metavar = "pre|post",
+     .help = "backward prefetch (-z 3): pre starts the next units' gathers before this unit's gradient\n"
+             "compute (FSDP's BACKWARD_PRE), post after it, once its params are freed (one unit fewer live)",
+     .shown_def = "pre"},
     {"-hs", FLAG_INT, F(shard_group), NULL, 1, 1 << 20, .metavar = "G",
      .help = "HSDP: shard within groups of G consecutive ranks, replicate across groups (G divides N)"},
     {"-ra", FLAG_INT, F(reshard_after_forward), "1", 0, 1, .metavar = "0|1",
@@ -384,6 +394,18 @@ static void check_zeropp(const TrainArgs *a) {
         fatal("flag -hp: with HSDP (-hs) every gather already stays inside its shard group; use one of the two");
 }
 
+// -bp post moves the backward's prefetch: it needs backward gathers (-z 3, -ra 1) and a prefetch
+// (-pd >= 1), else it would change nothing.
+static void check_backward_prefetch(const TrainArgs *a) {
+    if (a->backward_prefetch != ZERO3_BACKWARD_POST) return;
+    if (a->stage != 3)
+        fatal("flag -bp post: only ZeRO-3 gathers params in the backward (-z 3); at -z %d they stay whole", a->stage);
+    if (!a->reshard_after_forward)
+        fatal("flag -bp post: with -ra 0 every unit stays gathered from its forward to its backward, so the backward "
+              "gathers nothing to prefetch");
+    if (a->prefetch_depth == 0) fatal("flag -bp post: with -pd 0 nothing is prefetched; give -pd 1 or more");
+}
+
 // -e: a parameter count describes a model to plan for, not one to train (-plan N takes one).
 static void check_init(const TrainArgs *a) {
     if (a->plan_world) return;
@@ -405,6 +427,7 @@ static void check_flags(const TrainArgs *a) {
     if (a->shard_group && a->stage == 0) fatal("flag -hs: HSDP shards the model state within groups; at -z 0 (DDP) nothing is sharded");
     if (!a->reshard_after_forward && a->stage != 3)
         fatal("flag -ra 0: only ZeRO-3 reshards params after the forward (-z 3); at -z %d they stay whole", a->stage);
+    check_backward_prefetch(a);
     if (a->persist_threshold && a->stage == 0) fatal("flag -pt: at -z 0 (DDP) every unit is replicated already");
     if (a->recompute == 2 && a->wrap == GPT2_WRAP_HALF)
         fatal("flag -rc 2 with -wrap half: the naive recompute gathers one unit per block; use -rc 1 (or -wrap 1)");

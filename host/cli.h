@@ -22,6 +22,7 @@ typedef struct {
     float grad_clip;                      // -gc (0 = off)
     int stage;                            // -z
     int prefetch_depth;                   // -pd
+    int backward_prefetch;                // -bp pre|post: Zero3BackwardPrefetch (0 = pre, FSDP's BACKWARD_PRE)
     // the variants the notes teach (README "Variants"): FSDP's and DeepSpeed's knobs
     int shard_group;                      // -hs G: HSDP, shard within groups of G ranks (0 = all)
     int reshard_after_forward;            // -ra 0|1: 0 keeps units gathered until their backward

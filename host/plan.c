@@ -219,8 +219,9 @@ PlanStepTime plan_predict_step(const PlanStepInput *in) {
     const double reducing = in->grads_sharded ? A : 1.0;   // grads FULL: the last micro-step reduces all
     const double red = (c[ZERO3_COLL_REDUCE_SCATTER] + c[ZERO3_COLL_ALL_REDUCE]) / reducing;
     const double er = in->edge_reduce_s < red ? in->edge_reduce_s : red;
-    const int hides = in->prefetch || bg == 0.0;
-    const double bwd_reducing = hides ? er + positive(bg + red - er - b) : bg + red;
+    const int hides = in->bwd_overlap == ZERO3_BWD_GATHER_BEHIND_COMPUTE || bg == 0.0;
+    const int after = !hides && in->bwd_overlap == ZERO3_BWD_GATHER_AFTER_COMPUTE;
+    const double bwd_reducing = hides ? er + positive(bg + red - er - b) : after ? bg + er + positive(red - er - b) : bg + red;
     const double bwd_plain = hides ? positive(bg - b) : bg;
     t.fwd_over_s = A * positive(fg - f);
     t.bwd_over_s = reducing * positive(bg + red - b) + (A - reducing) * positive(bg - b);
@@ -266,6 +267,7 @@ static void print_stage_time(const Plan *p, int s, const Zero3Links *links, doub
     in.micro_steps = A;
     in.grads_sharded = s >= 2;
     in.prefetch = p->a->prefetch_depth >= 1;
+    in.bwd_overlap = zero3_theory_backward_overlap(p->a->prefetch_depth, (Zero3BackwardPrefetch)p->a->backward_prefetch);
     in.fwd_s = compute / 3.0;          // forward 2 psi, backward 4 psi FLOPs per token
     in.bwd_s = 2.0 * compute / 3.0;
     plan_collective_seconds(&p->led[1][s], links, p->G, p->R, N, in.coll_s);
@@ -319,6 +321,9 @@ static void print_time(const Plan *p) {
            "   reduce-scatter behind the last micro-step's backward; stages 1-2 gather the updated params after AdamW, exposed;\n"
            "   the first unit's gather and the last unit's reduction%s have nothing to hide behind; latency: one per ring step)\n",
            p->have_units ? " (GPT-2: the embedding)" : " (not counted for a bare parameter count)");
+    if (a->backward_prefetch == ZERO3_BACKWARD_POST)
+        printf("  (-bp post: a backward gather starts once the unit before has computed, so at -pd 1 each is waited on in\n"
+               "   full, ahead of that unit's reduction; from -pd 2 the gathers ahead of it hide as -bp pre's do one depth lower)\n");
 }
 
 // ---- the peak per rank (host/peak.h): the terms of each stage at the run's -b -t -pd -ra -rc -wrap

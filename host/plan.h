@@ -1,6 +1,7 @@
 // host/plan.h: the planner (-plan N): ZeRO's memory and communication for N ranks, on paper.
 #pragma once
 #include "cli.h"
+#include "../observe/zero3_observe.h"   // Zero3BackwardOverlap
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,7 +19,8 @@ int plan_main(const TrainArgs *a, int align);
 typedef struct {
     int micro_steps;                   // A
     int grads_sharded;                 // stages 2-3: every micro-step's backward reduces; else the last one only
-    int prefetch;                      // gathers issued ahead of use (-pd >= 1); 0: each one waited on in full
+    int prefetch;                      // forward gathers issued ahead of use (-pd >= 1); 0: each one waited on in full
+    Zero3BackwardOverlap bwd_overlap;  // the backward's gathers (-pd with -bp): zero3_theory_backward_overlap
     double fwd_s, bwd_s, other_s;      // compute per step: the forwards, the backwards, the rest (AdamW, the loop)
     double coll_s[ZERO3_COLL_KINDS];   // ring seconds per step of each kind of collective
     double edge_gather_s;              // per micro-step: the first unit's gather, which nothing can hide
@@ -35,7 +37,8 @@ typedef struct {
 // backward's gathers and reductions behind the backward's, on one communication stream (a pipeline
 // of two stages: what is exposed is the first unit's gather or the last unit's reduction, or the
 // communication beyond the compute, whichever is more); without prefetch every gather is waited on
-// in full. The gathers after AdamW, the all-reduce across replica groups and the norm have nothing
+// in full, and -bp post at -pd 1 waits on every backward gather in full while the reductions stay
+// behind the compute. The gathers after AdamW, the all-reduce across replica groups and the norm have nothing
 // to hide behind. step = compute + exposed.
 PlanStepTime plan_predict_step(const PlanStepInput *in);
 

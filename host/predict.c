@@ -34,6 +34,7 @@ void predict_configure(RunPrediction *p, const TrainArgs *a, const Zero3 *z, con
     in->micro_steps = A;
     in->grads_sharded = ZERO3_STAGE_LAYOUT[a->stage].grads == ZERO3_SHARDED;
     in->prefetch = a->prefetch_depth >= 1;
+    in->bwd_overlap = zero3_theory_backward_overlap(a->prefetch_depth, (Zero3BackwardPrefetch)a->backward_prefetch);
     plan_collective_seconds(ledger, &p->links, z->world, z->replicas, z->be->world, in->coll_s);
     for (int k = 0; k < ZERO3_COLL_KINDS; k++)
         p->kind_link[k] = plan_kind_ring(&p->links, k, z->world, z->replicas, z->be->world, &p->kind_steps[k]);

@@ -123,8 +123,9 @@ void trainer_report(Trainer *tr) {
     printf("| GPT-2 ZeRO trainer   %s\n", dev);
     printf("| model    %s: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters\n", a->init, c->num_layers,
            c->channels, c->num_heads, c->vocab_size, c->padded_vocab_size, c->max_seq_len, z->totals.numel);
-    printf("| ranks    N=%d, ZeRO stage %d%s, prefetch depth %d, %d units\n", N, a->stage,
-           a->stage == 0 ? " (DDP)" : "", a->prefetch_depth, z->nunits);
+    printf("| ranks    N=%d, ZeRO stage %d%s, prefetch depth %d (backward: %s), %d units\n", N, a->stage,
+           a->stage == 0 ? " (DDP)" : "", a->prefetch_depth, a->backward_prefetch == ZERO3_BACKWARD_POST ? "post" : "pre",
+           z->nunits);
     report_nodes(tr->be);
     printf("| batch    B=%d T=%d, %lld tokens/step = %d ranks x %d micro-steps x %d x %d\n", a->B, a->T,
            a->tokens_per_step, N, tr->A, a->B, a->T);

@@ -55,8 +55,9 @@ void trace_step(Trace *t, const Zero3 *z, const Zero3Event *ev, int n, int step,
     const int r = t->be->rank;
     FILE *f = t->f;
     fprintf(f, ",\n{\"name\":\"step %d\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
-            "\"args\":{\"step\":%d,\"exposed_comm_ms\":%.3f}}", step, r, us(t, t0), (t1 - t0) * 1e6, step,
-            z->observe.stats.exposed_s * 1e3);
+            "\"args\":{\"step\":%d,\"exposed_comm_ms\":%.3f,\"prefetch_depth\":%d,\"backward_prefetch\":\"%s\"}}", step, r,
+            us(t, t0), (t1 - t0) * 1e6, step, z->observe.stats.exposed_s * 1e3, z->cfg.prefetch_depth,
+            z->cfg.backward_prefetch == ZERO3_BACKWARD_POST ? "post" : "pre");
     for (int i = 0; i < n; i++) {
         const Zero3Event *e = &ev[i];
         double ts = us(t, e->t_begin), dur = (e->t_end - e->t_begin) * 1e6;

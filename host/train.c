@@ -139,7 +139,8 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     const TrainBuild *b = tr->build;
     Zero3DType pt, gt;
     trainer_precision(tr, &pt, &gt);
-    Zero3Config zc = {.stage = a->stage, .prefetch_depth = a->prefetch_depth, .align = b->align,
+    Zero3Config zc = {.stage = a->stage, .prefetch_depth = a->prefetch_depth,
+                      .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .align = b->align,
                       .param_type = pt, .grad_type = gt,
                       .persist_threshold = (size_t)a->persist_threshold,
                       .reshard_after_forward = a->reshard_after_forward, .shard_group = a->shard_group,

@@ -399,3 +399,22 @@ void zero3_theory_ledger_zeropp(const Zero3 *z, double nparams, int world, int m
     free(padded);
     free(layouts);
 }
+
+// ------------------------------------------------------------------------------------------------
+// The backward's prefetch (zero3_observe.h): pre starts the next d gathers in a unit's pre_backward,
+// post starts them in its post_backward, after its compute, so while it computes one of them is
+// not yet issued.
+
+int zero3_theory_backward_ahead(int prefetch_depth, Zero3BackwardPrefetch bp) {
+    if (prefetch_depth <= 0) return 0;
+    return bp == ZERO3_BACKWARD_POST ? prefetch_depth - 1 : prefetch_depth;
+}
+
+int zero3_theory_backward_live(int prefetch_depth, Zero3BackwardPrefetch bp) {
+    return 1 + zero3_theory_backward_ahead(prefetch_depth, bp);
+}
+
+Zero3BackwardOverlap zero3_theory_backward_overlap(int prefetch_depth, Zero3BackwardPrefetch bp) {
+    if (zero3_theory_backward_ahead(prefetch_depth, bp) >= 1) return ZERO3_BWD_GATHER_BEHIND_COMPUTE;
+    return prefetch_depth >= 1 ? ZERO3_BWD_GATHER_AFTER_COMPUTE : ZERO3_BWD_GATHER_WAITED;
+}

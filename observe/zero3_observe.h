@@ -65,6 +65,25 @@ void zero3_theory_ledger(const Zero3 *z, int stage, int micro_steps, Zero3DType 
 void zero3_theory_ledger_params(int stage, double nparams, int world, int replicas, int micro_steps,
                                 Zero3DType param_type, Zero3DType grad_type, Zero3Ledger *out);
 double zero3_ledger_bytes(const Zero3Ledger *l);   // sum of the rows
+// The backward's prefetch in theory (zero3.h's Zero3BackwardPrefetch, -bp) at prefetch depth d, for
+// a unit computing its gradients between two others that are gathered for the backward:
+//   zero3_theory_backward_ahead  the units after it whose gathers are in flight or done meanwhile:
+//                                pre d (started before its compute), post d - 1 (its own post_backward
+//                                starts the d-th), 0 at d = 0;
+//   zero3_theory_backward_live   the gathered units live meanwhile: itself + ahead (pre d + 1, post d);
+//   zero3_theory_backward_overlap how its successor's gather meets the link and the compute (the
+//                                planner's time model reads it).
+typedef enum {
+    ZERO3_BWD_GATHER_WAITED,         // no prefetch: issued when needed, behind the reduction issued
+                                     // just before it on the link, both waited for
+    ZERO3_BWD_GATHER_AFTER_COMPUTE,  // post at depth 1: issued once the unit before has computed, ahead of
+                                     // its reduction: the gather waited for, the reduction behind compute
+    ZERO3_BWD_GATHER_BEHIND_COMPUTE, // in flight while the unit before computes: hidden when that compute
+                                     // covers it and the reduction ahead of it on the link
+} Zero3BackwardOverlap;
+int zero3_theory_backward_ahead(int prefetch_depth, Zero3BackwardPrefetch bp);
+int zero3_theory_backward_live(int prefetch_depth, Zero3BackwardPrefetch bp);
+Zero3BackwardOverlap zero3_theory_backward_overlap(int prefetch_depth, Zero3BackwardPrefetch bp);
 // ZeRO++'s settings, for the theory: Zero3Config's three (quant_weights, hp_group, quant_grads) and
 // node_size, the node group's size G (0: the whole shard group).
 typedef struct { int quant_weights, hp_group, quant_grads, node_size; } Zero3PlusPlus;

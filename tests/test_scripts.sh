@@ -90,6 +90,10 @@ bad scripts/lessons.sh arg "^error: --slow: not an option" scripts/lessons.sh al
 bad scripts/lessons.sh input "^error: -r: expected an integer" scripts/lessons.sh ex6 -r "$log"
 bad scripts/lessons_links.sh arg "^error: ex7: not a lesson" scripts/lessons_links.sh ex7 "$work"
 bad scripts/lessons_links.sh input "^error: PNG_DIR: .*log.csv is not a folder" scripts/lessons_links.sh ex6 "$log"
+bad scripts/lessons_bp.sh arg "^error: REPEATS: 1 is out of range \[2, 20\]" scripts/lessons_bp.sh 1
+bad scripts/lessons_bp.sh input "^error: REPEATS: expected an integer" scripts/lessons_bp.sh "$log"
+bad scripts/translate_config.py arg "^error: --model: missing" $P scripts/translate_config.py docs/examples/deepspeed/ds_zero3.json
+bad scripts/translate_config.py input "^error: .*truncated.csv: not JSON" $P scripts/translate_config.py --model d12 "$keep/truncated.csv"
 bad scripts/validate_planner.sh arg "^error: --bogus: unknown argument" scripts/validate_planner.sh --bogus
 bad scripts/validate_planner.sh input "^error: -o: .*run is a folder" scripts/validate_planner.sh -o "$keep/run"
 bad scripts/figures.sh arg "^error: bogus: not a part" scripts/figures.sh text bogus

@@ -19,17 +19,22 @@
 //     was allocated; the third step allocates nothing (the first step records the schedule without
 //     prefetch, the second adds the prefetched units' buffers, from then on every request fits a
 //     kept buffer); and it is never below the peak the model says is live.
+// Both ways of prefetching in the backward (-bp, zero3.h's Zero3BackwardPrefetch): under pre the
+// rule above holds everywhere; under post a unit gathered for the backward computes with only the
+// next depth - 1 on their way (its post_backward starts the depth-th), so one gathered unit fewer
+// is live, and the peak is one block's params lower for depth >= 1 (checked against pre's).
 #include "recording_backend.h"
 #include "../../observe/zero3_observe.h"
 
 // ---- GPT-2's gather order for one training pass, written out independently of the engine
-static int g_order[64], g_order_len;
+static int g_order[64], g_order_len, g_first_bwd_gather;   // g_first_bwd_gather: the head's backward gather
 static void expected_order(const GPT2Config *c) {
     int n = 0, L = c->num_layers;
     g_order[n++] = gpt2_unit_emb(c);
     for (int l = 0; l < L; l++) g_order[n++] = gpt2_unit_block(c, l);
     g_order[n++] = gpt2_unit_head(c);
     g_order[n++] = gpt2_unit_emb(c);   // the tied LM head
+    g_first_bwd_gather = n;
     g_order[n++] = gpt2_unit_head(c);  // backward: the embedding stays held, so no gather for it
     for (int l = L - 1; l >= 0; l--) g_order[n++] = gpt2_unit_block(c, l);
     g_order_len = n;
@@ -46,9 +51,10 @@ static void *counting_alloc(void *ctx, size_t bytes) {
 
 // ---- the live-buffer model and the checks, run at every call of the compute
 static Zero3 *g_z;
-static int g_depth, g_checking, g_pos;     // g_pos: position in g_order of the unit computing now
+static int g_depth, g_post, g_checking, g_pos;     // g_pos: position in g_order of the unit computing now
 static int g_backward, g_emb_held, g_prev_grads;   // g_prev_grads: unit whose reduction is in flight
 static size_t g_model_peak;
+static size_t g_block_bytes;   // one block unit's params (run sets it)
 
 static size_t unit_bytes(int u) { return g_z->units[u].padded * sizeof(float); }
 
@@ -62,12 +68,14 @@ static void at_compute(int pos, int backward) {
     int expected_live[64] = {0};
     expected_live[current] = 1;
     if (g_emb_held) expected_live[emb] = 1;
-    for (int k = 1; k <= g_depth && pos + k < g_order_len; k++) expected_live[g_order[pos + k]] = 1;
+    // -bp post: a unit gathered for the backward has one gather fewer ahead while it computes
+    const int ahead = g_post && pos >= g_first_bwd_gather && g_depth > 0 ? g_depth - 1 : g_depth;
+    for (int k = 1; k <= ahead && pos + k < g_order_len; k++) expected_live[g_order[pos + k]] = 1;
     for (int u = 0; u < g_z->nunits; u++) {
         Zero3ParamState s = g_z->units[u].param_state;
         int live = (s == ZERO3_PARAMS_GATHERING || s == ZERO3_PARAMS_GATHERED || s == ZERO3_PARAMS_KEPT);
-        CHECK(live == expected_live[u], "depth %d, order position %d (unit %s computing): unit %s is %s, expected %s",
-              g_depth, pos, g_z->units[current].name, g_z->units[u].name, live ? "gathered or in flight" : "sharded",
+        CHECK(live == expected_live[u], "depth %d %s, order position %d (unit %s computing): unit %s is %s, expected %s",
+              g_depth, g_post ? "post" : "pre", pos, g_z->units[current].name, g_z->units[u].name, live ? "gathered or in flight" : "sharded",
               expected_live[u] ? "gathered or in flight" : "sharded");
     }
     // 3. the live bytes of the model at this moment
@@ -117,12 +125,13 @@ static const GPT2Compute CHECKING_COMPUTE = {
     .final_norm_backward = final_norm_backward, .block_backward = block_backward, .embed_backward = embed_backward,
 };
 
-static void run(int depth) {
+// Runs three steps at `depth` under `bp`; returns the last step's transient peak.
+static size_t run(int depth, Zero3BackwardPrefetch bp) {
     GPT2Config c = {8, 64, 64, 4, 2, 16, 0};   // maxT V Vp L NH C, one unit per block
     Zero3Backend be = recording_backend();
     be.alloc = counting_alloc;
     Zero3 z;
-    Zero3Config zc = {.stage = 3, .prefetch_depth = depth, .align = 16, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
+    Zero3Config zc = {.stage = 3, .prefetch_depth = depth, .backward_prefetch = bp, .align = 16, .param_type = ZERO3_F32, .grad_type = ZERO3_F32,
                       .reshard_after_forward = 1, .observer = &ZERO3_OBSERVER};
     zero3_init(&z, &be, &zc);
     gpt2_register_units(&c, &z);
@@ -131,6 +140,7 @@ static void run(int depth) {
     g_depth = depth;
     g_allocs = 0;
     g_alloc_bytes = 0;   // from here on, every allocation is the pool's
+    g_post = bp == ZERO3_BACKWARD_POST;
     expected_order(&c);
     GPT2Passes g = {c, &z, &CHECKING_COMPUTE, create(&c, 1, 1, 0, NULL), NULL, 0};
     int tokens[1] = {0};
@@ -163,15 +173,26 @@ static void run(int depth) {
     CHECK(g_allocs == allocs_before_last, "depth %d: the third step allocated %d more buffers", depth, g_allocs - allocs_before_last);
     CHECK(z.pool.bytes >= g_model_peak, "depth %d: the pool reserves %zu bytes, below the %zu the model says are live", depth,
           z.pool.bytes, g_model_peak);
-    printf("  depth %d: schedule of %d gathers recorded; peak transient %zu bytes = %.2f units of a block (model: %zu); "
-           "pool %d buffers, %zu bytes\n", depth, g_order_len, z.observe.stats.transient_peak,
+    printf("  depth %d %-4s: schedule of %d gathers recorded; peak transient %zu bytes = %.2f units of a block (model: %zu); "
+           "pool %d buffers, %zu bytes\n", depth, g_post ? "post" : "pre", g_order_len, z.observe.stats.transient_peak,
            (double)z.observe.stats.transient_peak / unit_bytes(1), g_model_peak, z.pool.count, z.pool.bytes);
+    const size_t peak = z.observe.stats.transient_peak;
+    g_block_bytes = unit_bytes(gpt2_unit_block(&c, 0));
     destroy(g.state);
     zero3_free(&z);
+    return peak;
 }
 
 int main(void) {
-    for (int depth = 0; depth <= 3; depth++) run(depth);
+    for (int depth = 0; depth <= 3; depth++) {
+        size_t pre = run(depth, ZERO3_BACKWARD_PRE), post = run(depth, ZERO3_BACKWARD_POST);
+        // post never holds more; where the backward holds the peak (depths 1, 2 here; at 3 it is the end of
+        // the forward, the same under both) it holds one gathered block fewer; at depth 0 nothing moves
+        CHECK(post <= pre, "depth %d: post's peak %zu bytes is above pre's %zu", depth, post, pre);
+        if (depth <= 2)
+            CHECK(pre - post == (depth > 0 ? g_block_bytes : 0), "depth %d: pre's peak %zu - post's %zu bytes is not %s",
+                  depth, pre, post, depth > 0 ? "one block's params" : "0 (nothing prefetched)");
+    }
     printf("test_engine_schedule: %s (%d failures)\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }
