@@ -4,7 +4,7 @@
 // without USE_MPI it is a one-rank backend where every collective is a copy.
 #include "backend_cpu.h"
 #include "../proc/proc.h"
-#include "bf16.h"
+#include "../proc/bf16.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -745,7 +745,7 @@ static void cpu_copy_bytes(void *ctx, void *dst, const void *src, size_t bytes) 
 
 // ZeRO++'s block quantization (zero3.h): each block's scale from its largest magnitude, then the
 // codes; blocks split over the threads.
-// bf16 spans to and from fp32 (one rounding each way, cpu/bf16.h's)
+// bf16 spans to and from fp32 (one rounding each way, proc/bf16.h's)
 static inline void f32_from_bf16_span(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
 }

@@ -63,7 +63,7 @@ shapes, so results are bitwise the same for any number of OpenMP threads. Stack 
 
 #include <stdint.h>
 #include <string.h>
-#include "bf16.h"
+#include "../proc/bf16.h"
 #include "kernels.h"   // ck_vec, MM_STORE/MM_BIAS/MM_ADD
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
