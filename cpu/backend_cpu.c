@@ -35,7 +35,8 @@
 //
 // The worker starts exactly the MPI calls the compute thread would (MPI_Iallgather,
 // MPI_Ireduce_scatter_block, MPI_Iallreduce, for scalars too), in the same order, so the results are
-// bitwise those without it. (A scalar's non-blocking sum need not add in MPI_Allreduce's order: with
+// bitwise those without it (a bf16 sum is made of an all-to-all and, for an all-reduce, an
+// all-gather: see bf16_sum_start). (A scalar's non-blocking sum need not add in MPI_Allreduce's order: with
 // Open MPI here both agree at 2, 3, 4, 6 and 8 ranks and differ in the last bit at 5.) MPI is initialized with MPI_THREAD_SERIALIZED: only one
 // thread at a time calls MPI, and during training that is the worker alone (every collective,
 // all_reduce_scalar included, goes through it). A library without that level, or
@@ -88,11 +89,14 @@ typedef struct {
 #ifdef USE_MPI
     MPI_Request req;
 #endif
-    // an in-place reduce-scatter lands at the start of the buffer (MPI's convention); once complete
-    // it is moved to where the engine expects it (rank*n, NCCL's convention)
+    // an in-place fp32 reduce-scatter lands at the start of the buffer (MPI's convention); once
+    // complete it is moved to where the engine expects it (rank*n, NCCL's); a bf16 one is summed there
     void *move_dst;
     const void *move_src;
     size_t move_bytes;
+    // a bf16 sum made of moves (bf16_sum_start): the parts that arrived, the all-reduce's split
+    // (bf16_sum_split), and the phase: BF16_SUM_PARTS, BF16_SUM_GATHER, BF16_SUM_DONE
+    struct { uint16_t *parts; int *split; int phase; } sum;
 } CpuOp;
 
 typedef struct {
@@ -230,22 +234,6 @@ static MPI_Datatype mpi_type(Zero3DType t) {
     return t == ZERO3_BF16 ? MPI_UINT16_T : MPI_FLOAT;
 }
 
-// The sum of bf16 buffers (mixed precision's gradients): each pair of elements is widened, added in
-// fp32 and rounded once to bf16. MPI combines the ranks' contributions pairwise, so an element of a
-// sum over N ranks is rounded N - 1 times (the test's tolerance counts them).
-static void bf16_sum_op(void *in, void *inout, int *len, MPI_Datatype *type) {
-    const uint16_t *a = in;
-    uint16_t *b = inout;
-    for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
-    (void)type;
-}
-// MPI_SUM for fp32; for bf16 the op above, made on first use by the thread that calls MPI.
-static MPI_Op mpi_sum(Zero3DType t) {
-    static MPI_Op bf16_sum = MPI_OP_NULL;
-    if (t != ZERO3_BF16) return MPI_SUM;
-    if (bf16_sum == MPI_OP_NULL) MPI_Op_create(bf16_sum_op, 1, &bf16_sum);
-    return bf16_sum;
-}
 static void check_mpi(int rc, const char *what) {
     if (rc != MPI_SUCCESS) fatal_local("MPI %s failed (code %d)", what, rc);
 }
@@ -257,9 +245,103 @@ static MPI_Comm op_comm(const CpuGroups *g, const CpuOp *o) {
     return o->group == IN_NODE_GROUP ? g->node : o->group == IN_CROSS_GROUP ? g->cross : g->shard;
 }
 
+// ---- bf16 sums, made of moves ----
+// MPI's reductions combine the ranks' contributions pairwise in an order of the library's choosing
+// (ring, recursive halving, ..., picked by size and rank count), and a bf16 operator would round
+// after every combine: N - 1 roundings, in an order that changes with the algorithm. So a bf16 sum
+// moves bf16 and adds where it lands:
+//   reduce-scatter  an all-to-all sends chunk r of every rank's buffer to rank r; each rank adds
+//                   its N parts in fp32 in rank order and rounds once, into its shard
+//   all-reduce      the same over N near-equal chunks of the buffer (the first n % N one longer),
+//                   then an all-gather of the rounded chunks into every rank's buffer
+// Each phase a rank sends (N - 1)/N of the buffer, as a ring does, so the bytes are the ring
+// model's, and on the wire they are bf16; each element's sum depends only on the contributions.
+enum { BF16_SUM_PARTS, BF16_SUM_GATHER, BF16_SUM_DONE };
+
+static int bf16_sum_by_moves(const CpuOp *o) {
+    return o->t == ZERO3_BF16 && (o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALL_REDUCE);
+}
+
+// dst[i] = the fp32 sum of parts[r*n + i] over r = 0..N-1, in rank order, rounded once to bf16
+// (in blocks of fp32 sums, so that the adds vectorize; each element's order is the same).
+#define BF16_SUM_BLOCK 1024
+static void bf16_add_parts(uint16_t *dst, const uint16_t *parts, int N, size_t n) {
+    float sum[BF16_SUM_BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += BF16_SUM_BLOCK) {
+        const size_t len = n - i0 < BF16_SUM_BLOCK ? n - i0 : BF16_SUM_BLOCK;
+        for (size_t i = 0; i < len; i++) sum[i] = bf16_to_f32(parts[i0 + i]);
+        for (int r = 1; r < N; r++) {
+            const uint16_t *part = parts + (size_t)r * n + i0;
+            for (size_t i = 0; i < len; i++) sum[i] += bf16_to_f32(part[i]);
+        }
+        for (size_t i = 0; i < len; i++) dst[i0 + i] = f32_to_bf16(sum[i]);
+    }
+}
+
+// The all-reduce's split of an n-element buffer over N ranks, 4N ints: each rank's chunk (count,
+// offset) as sent, then this rank's parts as received (N of its own count, one after another).
+static int *bf16_sum_split(size_t n, int N, int me) {
+    int *split = xmalloc(4 * (size_t)N * sizeof(int));
+    int *count = split, *offset = split + N, *rcount = split + 2 * N, *roffset = split + 3 * N;
+    for (int r = 0, at = 0; r < N; r++) {
+        count[r] = (int)(n / (size_t)N) + (r < (int)(n % (size_t)N));
+        offset[r] = at;
+        at += count[r];
+    }
+    for (int r = 0; r < N; r++) { rcount[r] = count[me]; roffset[r] = r * count[me]; }
+    return split;
+}
+
+// The first phase: every rank's parts of this rank's chunk on their way here.
+static void bf16_sum_start(const CpuGroups *g, CpuOp *o) {
+    MPI_Comm comm = op_comm(g, o);
+    int N, me;
+    MPI_Comm_size(comm, &N);
+    MPI_Comm_rank(comm, &me);
+    o->sum.phase = BF16_SUM_PARTS;
+    if (o->kind == OP_REDUCE_SCATTER) {
+        o->sum.parts = xmalloc((size_t)N * o->n * sizeof(uint16_t));
+        check_mpi(MPI_Ialltoall(o->src, (int)o->n, MPI_UINT16_T, o->sum.parts, (int)o->n, MPI_UINT16_T, comm, &o->req),
+                  "all-to-all (a bf16 reduce-scatter)");
+        return;
+    }
+    int *split = o->sum.split = bf16_sum_split(o->n, N, me);
+    o->sum.parts = xmalloc(((size_t)N * (size_t)split[me] + 1) * sizeof(uint16_t));
+    check_mpi(MPI_Ialltoallv(o->dst, split, split + N, MPI_UINT16_T, o->sum.parts, split + 2 * N, split + 3 * N,
+                             MPI_UINT16_T, comm, &o->req), "all-to-all (a bf16 all-reduce)");
+}
+
+// A phase's transfer is done: the parts are added and rounded, and an all-reduce's rounded chunks
+// start on their way to every rank. Returns 1 when it started another transfer (to be driven too).
+static int bf16_sum_next(const CpuGroups *g, CpuOp *o) {
+    if (!bf16_sum_by_moves(o) || o->sum.phase == BF16_SUM_DONE) return 0;
+    MPI_Comm comm = op_comm(g, o);
+    int N, me;
+    MPI_Comm_size(comm, &N);
+    MPI_Comm_rank(comm, &me);
+    int *split = o->sum.split;
+    if (o->sum.phase == BF16_SUM_PARTS) {
+        uint16_t *mine = o->kind == OP_REDUCE_SCATTER ? o->dst : (uint16_t *)o->dst + split[N + me];
+        bf16_add_parts(mine, o->sum.parts, N, o->kind == OP_REDUCE_SCATTER ? o->n : (size_t)split[me]);
+        free(o->sum.parts);
+        o->sum.parts = NULL;
+        if (o->kind == OP_ALL_REDUCE) {
+            o->sum.phase = BF16_SUM_GATHER;
+            check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, o->dst, split, split + N, MPI_UINT16_T, comm,
+                                      &o->req), "all-gather (a bf16 all-reduce)");
+            return 1;
+        }
+    }
+    free(split);
+    o->sum.split = NULL;
+    o->sum.phase = BF16_SUM_DONE;
+    return 0;
+}
+
 // Starts the MPI call of a collective (whichever thread runs the collectives); all of them are
 // non-blocking, so that every wait for one can be bounded (drive).
 static void op_start(const CpuGroups *g, CpuOp *o) {
+    if (bf16_sum_by_moves(o)) { bf16_sum_start(g, o); return; }
     MPI_Comm group = op_comm(g, o);
     switch (o->kind) {
     case OP_GATHER:
@@ -271,14 +353,14 @@ static void op_start(const CpuGroups *g, CpuOp *o) {
         break;
     case OP_REDUCE_SCATTER:
         if (o->in_place)
-            check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)o->src, (int)o->n, mpi_type(o->t), mpi_sum(o->t),
+            check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)o->src, (int)o->n, mpi_type(o->t), MPI_SUM,
                                                 g->shard, &o->req), "reduce-scatter");
         else
-            check_mpi(MPI_Ireduce_scatter_block(o->src, o->dst, (int)o->n, mpi_type(o->t), mpi_sum(o->t),
+            check_mpi(MPI_Ireduce_scatter_block(o->src, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM,
                                                 g->shard, &o->req), "reduce-scatter");
         break;
     case OP_ALL_REDUCE:
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), mpi_sum(o->t), group, &o->req),
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, o->dst, (int)o->n, mpi_type(o->t), MPI_SUM, group, &o->req),
                   "all-reduce");
         break;
     default:   // OP_SCALAR
@@ -303,6 +385,12 @@ static void drive(const CpuBackend *b, const CpuOp *o, MPI_Request *req) {
             nanosleep(&ts, NULL);
         }
     }
+}
+
+// Drives collective o through every transfer it is made of (a bf16 sum: two or three, in turn).
+static void drive_op(const CpuBackend *b, CpuOp *o) {
+    do drive(b, o, &o->req);
+    while (bf16_sum_next(&b->groups, o));
 }
 
 // The ring a collective runs on (its communicator, and its ranks as first, stride, count) and the
@@ -481,7 +569,7 @@ static void *comm_thread_main(void *arg) {
         op_arm(b, o);
         pthread_mutex_unlock(&c->mu);
         op_start(&b->groups, o);
-        drive(b, o, &o->req);
+        drive_op(b, o);
         op_report_stall(b, o);
         double begin = op_complete(b, o), t = now_seconds();
         pthread_mutex_lock(&c->mu);
@@ -566,7 +654,7 @@ static void *cpu_reduce_scatter_start(void *ctx, const void *full, void *shard, 
     size_t bytes = n * zero3_dtype_size(t);
     o->kind = OP_REDUCE_SCATTER; o->src = full; o->dst = shard; o->n = n; o->t = t;
     o->in_place = (shard == (const char *)full + (size_t)b->groups.shard_rank * bytes);
-    if (o->in_place && b->groups.shard_size > 1) { o->move_dst = shard; o->move_src = full; o->move_bytes = bytes; }
+    if (o->in_place && b->groups.shard_size > 1 && t != ZERO3_BF16) { o->move_dst = shard; o->move_src = full; o->move_bytes = bytes; }
     return op_issue(b, s);
 }
 
@@ -662,7 +750,7 @@ static void cpu_wait(void *ctx, void *handle) {
         pthread_mutex_unlock(&c->mu);
     } else if (o->state != SLOT_DONE) {
 #ifdef USE_MPI
-        drive(b, o, &o->req);
+        drive_op(b, o);
         op_report_stall(b, o);
 #endif
         stamp_set_to(c, o, 0, op_complete(b, o));

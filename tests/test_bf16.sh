@@ -8,8 +8,8 @@
 #     reduction (the vocabulary's softmax sum, V = 1024 terms; gamma_K = K u / (1 - K u), u = 2^-24,
 #     about 6.1e-5 relative), which covers every matmul's (K <= 4C = 288) too.
 #   - later steps: a gradient element one bf16 rounding apart (u_b = 2^-8; the two round in
-#     different places: the tied wte once per use here, once a step there; a sum over N ranks N - 1
-#     times here) moves that weight's Adam step by up to about u_b of lr. No bound on the loss from
+#     different places: the tied wte once per use here, once a step there; a sum over N ranks once
+#     per collective here, each rank's share once there) moves that weight's Adam step by up to about u_b of lr. No bound on the loss from
 #     that is tighter than the distance fp32 itself lies from the bf16 reference (the effect of
 #     rounding every weight and gradient), so the check is relative to it: at every step the
 #     trainer's loss is within 1.5x the fp32 reference's distance from the bf16 reference, and
