@@ -112,6 +112,8 @@ typedef struct {
     int waiting;                  // the compute thread is blocked in wait (atomic)
     long poll_ns;
     // stamps
+    uint16_t *parts;              // the worker's buffer for a bf16 sum's parts (bf16_parts_buffer)
+    size_t parts_cap;
     double *stamps;
     int nstamps, stamp_cap;
     unsigned gen;
@@ -292,28 +294,45 @@ static int *bf16_sum_split(size_t n, int N, int me) {
     return split;
 }
 
+// The buffer the parts arrive in: the worker's own, kept and grown (it runs one collective at a
+// time, and a fresh buffer of a unit's size each time would be zeroed by the kernel page by page),
+// or, where collectives start on the compute thread and several may be in flight, one of their own.
+static uint16_t *bf16_parts_buffer(CpuComm *c, size_t n) {
+    if (!c->threaded) return xmalloc(n * sizeof(uint16_t));
+    if (n > c->parts_cap) {
+        free(c->parts);
+        c->parts = xmalloc(n * sizeof(uint16_t));
+        c->parts_cap = n;
+    }
+    return c->parts;
+}
+static void bf16_parts_done(CpuComm *c, CpuOp *o) {
+    if (!c->threaded) free(o->sum.parts);
+    o->sum.parts = NULL;
+}
+
 // The first phase: every rank's parts of this rank's chunk on their way here.
-static void bf16_sum_start(const CpuGroups *g, CpuOp *o) {
+static void bf16_sum_start(const CpuGroups *g, CpuComm *c, CpuOp *o) {
     MPI_Comm comm = op_comm(g, o);
     int N, me;
     MPI_Comm_size(comm, &N);
     MPI_Comm_rank(comm, &me);
     o->sum.phase = BF16_SUM_PARTS;
     if (o->kind == OP_REDUCE_SCATTER) {
-        o->sum.parts = xmalloc((size_t)N * o->n * sizeof(uint16_t));
+        o->sum.parts = bf16_parts_buffer(c, (size_t)N * o->n);
         check_mpi(MPI_Ialltoall(o->src, (int)o->n, MPI_UINT16_T, o->sum.parts, (int)o->n, MPI_UINT16_T, comm, &o->req),
                   "all-to-all (a bf16 reduce-scatter)");
         return;
     }
     int *split = o->sum.split = bf16_sum_split(o->n, N, me);
-    o->sum.parts = xmalloc(((size_t)N * (size_t)split[me] + 1) * sizeof(uint16_t));
+    o->sum.parts = bf16_parts_buffer(c, (size_t)N * (size_t)split[me] + 1);
     check_mpi(MPI_Ialltoallv(o->dst, split, split + N, MPI_UINT16_T, o->sum.parts, split + 2 * N, split + 3 * N,
                              MPI_UINT16_T, comm, &o->req), "all-to-all (a bf16 all-reduce)");
 }
 
 // A phase's transfer is done: the parts are added and rounded, and an all-reduce's rounded chunks
 // start on their way to every rank. Returns 1 when it started another transfer (to be driven too).
-static int bf16_sum_next(const CpuGroups *g, CpuOp *o) {
+static int bf16_sum_next(const CpuGroups *g, CpuComm *c, CpuOp *o) {
     if (!bf16_sum_by_moves(o) || o->sum.phase == BF16_SUM_DONE) return 0;
     MPI_Comm comm = op_comm(g, o);
     int N, me;
@@ -323,8 +342,7 @@ static int bf16_sum_next(const CpuGroups *g, CpuOp *o) {
     if (o->sum.phase == BF16_SUM_PARTS) {
         uint16_t *mine = o->kind == OP_REDUCE_SCATTER ? o->dst : (uint16_t *)o->dst + split[N + me];
         bf16_add_parts(mine, o->sum.parts, N, o->kind == OP_REDUCE_SCATTER ? o->n : (size_t)split[me]);
-        free(o->sum.parts);
-        o->sum.parts = NULL;
+        bf16_parts_done(c, o);
         if (o->kind == OP_ALL_REDUCE) {
             o->sum.phase = BF16_SUM_GATHER;
             check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, o->dst, split, split + N, MPI_UINT16_T, comm,
@@ -340,8 +358,9 @@ static int bf16_sum_next(const CpuGroups *g, CpuOp *o) {
 
 // Starts the MPI call of a collective (whichever thread runs the collectives); all of them are
 // non-blocking, so that every wait for one can be bounded (drive).
-static void op_start(const CpuGroups *g, CpuOp *o) {
-    if (bf16_sum_by_moves(o)) { bf16_sum_start(g, o); return; }
+static void op_start(CpuBackend *b, CpuOp *o) {
+    const CpuGroups *g = &b->groups;
+    if (bf16_sum_by_moves(o)) { bf16_sum_start(g, &b->comm, o); return; }
     MPI_Comm group = op_comm(g, o);
     switch (o->kind) {
     case OP_GATHER:
@@ -388,9 +407,9 @@ static void drive(const CpuBackend *b, const CpuOp *o, MPI_Request *req) {
 }
 
 // Drives collective o through every transfer it is made of (a bf16 sum: two or three, in turn).
-static void drive_op(const CpuBackend *b, CpuOp *o) {
+static void drive_op(CpuBackend *b, CpuOp *o) {
     do drive(b, o, &o->req);
-    while (bf16_sum_next(&b->groups, o));
+    while (bf16_sum_next(&b->groups, &b->comm, o));
 }
 
 // The ring a collective runs on (its communicator, and its ranks as first, stride, count) and the
@@ -503,9 +522,9 @@ static void op_arm(const CpuBackend *b, CpuOp *o) {
     o->ready = now_seconds();
     o->deadline = b->watch.timeout_s > 0.0 ? o->ready + b->watch.timeout_s : INFINITY;
 }
-static void op_begin(const CpuBackend *b, CpuOp *o) {
+static void op_begin(CpuBackend *b, CpuOp *o) {
     op_arm(b, o);
-    op_start(&b->groups, o);
+    op_start(b, o);
 }
 
 static int stop_signalled(void) { return g_proc.stop_signal && *g_proc.stop_signal; }
@@ -568,7 +587,7 @@ static void *comm_thread_main(void *arg) {
         c->qlen--;
         op_arm(b, o);
         pthread_mutex_unlock(&c->mu);
-        op_start(&b->groups, o);
+        op_start(b, o);
         drive_op(b, o);
         op_report_stall(b, o);
         double begin = op_complete(b, o), t = now_seconds();
@@ -789,9 +808,26 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
 
 // Sum of squares in fixed 4096-element chunks, each summed in double, chunks added in order: the
 // result does not depend on the number of threads. The spans of one norm add up in sum_squares.
+// An fp32 chunk is one running sum; a bf16 chunk (each element widened exactly) is eight, element i
+// in lane i % 8, added in lane order at the chunk's end: as fixed an order, and it vectorizes.
+static double chunk_squares_bf16(const uint16_t *x, size_t n) {
+    double lane[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            double v = bf16_to_f32(x[i + l]);
+            lane[l] += v * v;
+        }
+    for (int l = 0; i < n; i++, l++) {
+        double v = bf16_to_f32(x[i]);
+        lane[l] += v * v;
+    }
+    double s = 0.0;
+    for (int l = 0; l < 8; l++) s += lane[l];
+    return s;
+}
 static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType t) {
     const float *x = xv;
-    const uint16_t *xb = xv;   // bf16 gradients: each widened exactly to fp32, squared in double
     const int is_bf16 = t == ZERO3_BF16;
     size_t nchunks = (n + 4095) / 4096;
     double total = 0.0;
@@ -799,10 +835,9 @@ static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType 
     for (size_t c = 0; c < nchunks; c++) {
         double s = 0.0;
         size_t end = (c + 1) * 4096 < n ? (c + 1) * 4096 : n;
-        for (size_t i = c * 4096; i < end; i++) {
-            double xi = is_bf16 ? bf16_to_f32(xb[i]) : x[i];
-            s += xi * xi;
-        }
+        if (is_bf16) s = chunk_squares_bf16((const uint16_t *)xv + c * 4096, end - c * 4096);
+        else
+            for (size_t i = c * 4096; i < end; i++) s += (double)x[i] * x[i];
         #pragma omp ordered
         total += s;
     }
@@ -883,18 +918,37 @@ static void cpu_cast_from_f32(void *ctx, void *dst, Zero3DType t, const float *s
 }
 
 // AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW).
-// One stretch of a segment with fp32 gradients g: the update of every element, in place.
+// One stretch of a segment with fp32 gradients g: the update of every element, in place. The
+// constants are copied out of the struct and the arrays are restrict, so that the loop can be
+// vectorized (16 lanes; the file is compiled with -fno-math-errno, so sqrtf can be the vector
+// square root: the same IEEE results, lane by lane). Two copies of it are compiled:
+//   adamw_stretch_scalar  fp32 runs: one element at a time, bitwise the results fp32 runs have
+//                         always had (a vectorized loop may fuse a multiply and an add that the
+//                         scalar one does not, and that changes a last bit)
+//   adamw_stretch_vector  bf16 runs: 16 elements at a time (a fifth of a bf16 step otherwise)
 typedef struct { float lr, beta1, beta2, eps, grad_scale, weight_decay, bc1, bc2; } AdamStep;
-static inline void adamw_stretch(const AdamStep *a, float *master, float *m, float *v, const float *grad, size_t n) {
+static inline __attribute__((always_inline)) void adamw_stretch(const AdamStep *a, float *restrict master,
+                                                                float *restrict m, float *restrict v,
+                                                                const float *restrict grad, size_t n) {
+    const float lr = a->lr, beta1 = a->beta1, beta2 = a->beta2, eps = a->eps, grad_scale = a->grad_scale;
+    const float decay = fmaf(-a->lr, a->weight_decay, 1.0f), bc1 = a->bc1, bc2 = a->bc2;
     for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * a->grad_scale;
-        float mi = a->beta1 * m[i] + (1.0f - a->beta1) * g;
-        float vi = a->beta2 * v[i] + (1.0f - a->beta2) * g * g;
+        float g = grad[i] * grad_scale;
+        float mi = fmaf(beta1, m[i], (1.0f - beta1) * g);
+        float vi = fmaf(beta2, v[i], (1.0f - beta2) * g * g);
         m[i] = mi;
         v[i] = vi;
-        float p = master[i] * (1.0f - a->lr * a->weight_decay);
-        master[i] = p - a->lr * (mi / a->bc1) / (sqrtf(vi / a->bc2) + a->eps);
+        float p = master[i] * decay;
+        master[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
     }
+}
+// (the scalar copy fuses exactly the three fmaf above, which is where the compiler fused before)
+__attribute__((optimize("no-tree-vectorize", "fp-contract=off")))
+static void adamw_stretch_scalar(const AdamStep *a, float *master, float *m, float *v, const float *grad, size_t n) {
+    adamw_stretch(a, master, m, v, grad, n);
+}
+static void adamw_stretch_vector(const AdamStep *a, float *master, float *m, float *v, const float *grad, size_t n) {
+    adamw_stretch(a, master, m, v, grad, n);
 }
 
 // Segment after segment, each in stretches of ADAM_STRETCH elements split over the threads: bf16
@@ -919,7 +973,8 @@ static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3D
                 f32_from_bf16_span(wide, (const uint16_t *)grad + i0, len);
                 g = wide;
             }
-            adamw_stretch(&a, master + i0, m + i0, v + i0, g, len);
+            if (gt == ZERO3_BF16) adamw_stretch_vector(&a, master + i0, m + i0, v + i0, g, len);
+            else adamw_stretch_scalar(&a, master + i0, m + i0, v + i0, g, len);
             if (params) bf16_from_f32_span(params + i0, master + i0, len);
         }
     }
@@ -1107,6 +1162,7 @@ void backend_cpu_finish(Zero3Backend *be) {
     pthread_cond_destroy(&b->comm.work);
     pthread_cond_destroy(&b->comm.done);
     free(b->comm.stamps);
+    free(b->comm.parts);
     free(b->watch.nodes);
     free(b);
     be->ctx = NULL;
