@@ -62,8 +62,10 @@ shapes, so results are bitwise the same for any number of OpenMP threads. Stack 
 #define CPU_KERNELS_BF16_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include "bf16.h"
+#include "../proc/bf16.h"
 #include "kernels.h"   // ck_vec, MM_STORE/MM_BIAS/MM_ADD
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -357,27 +359,42 @@ static inline void bk_tile(Bf16Path path, float *out, size_t ldo, const uint32_t
 // ------------------------------------------------------------------------------------------------
 // The matrix product: out (M,N) fp32 = init + A (M,K) @ B (K,N), strides and init as mm_gemm's
 // (A fp32; B fp32 or bf16, b_bf16 says which; bias fp32). Single-threaded.
+//
+// Packed once (bk_gemm_parallel): an operand that several tasks read is packed before them, and the
+// tasks read its panels (a_pre, b_pre) instead of packing their own copies; the panels are the same
+// words either way, so the results are too.
+//   operand   packed ahead when           layout
+//   A         3 or more column blocks     block (row block rb, depth block kb) at (rb*KB + kb) * BK_A_BLOCK_WORDS
+//   B         3 or more row blocks        panel (depth block kb, column tile ct) at (kb*CT + ct) * BK_B_PANEL_WORDS
+// (the lm head's forward packs its 512 x 768 input once instead of 197 times, its dweight the same
+// input as B once instead of 197 times). a_pre, b_pre point at this task's first block and panel;
+// b_kstride is the words from one depth block's panels to the next (CT * BK_B_PANEL_WORDS).
+#define BK_B_PANEL_WORDS (BK_DEPTH_BLOCK / 2 * BK_TILE_COLS)
+typedef struct { const uint32_t *a_pre, *b_pre; size_t b_kstride; } BkPacked;
 
 static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a, size_t a_rs, size_t a_ks,
                            const void *b, int b_bf16, size_t b_ks, size_t b_ns, const float *bias, int accumulate,
-                           int M, int N, int K) {
+                           int M, int N, int K, BkPacked pre) {
     uint32_t a_block[BK_A_BLOCK_WORDS] __attribute__((aligned(64)));
-    uint32_t b_panel[BK_DEPTH_BLOCK / 2 * BK_TILE_COLS] __attribute__((aligned(64)));
+    uint32_t b_panel[BK_B_PANEL_WORDS] __attribute__((aligned(64)));
     size_t b_elem = b_bf16 ? sizeof(uint16_t) : sizeof(float);
-    for (int r0 = 0; r0 < M; r0 += BK_ROW_BLOCK) {
+    for (int r0 = 0; r0 < M; r0 += BK_ROW_BLOCK) {   // with pre.a_pre, M is one row block
         int rows = M - r0 < BK_ROW_BLOCK ? M - r0 : BK_ROW_BLOCK;
-        for (int k0 = 0; k0 < K; k0 += BK_DEPTH_BLOCK) {
+        for (int k0 = 0, kb = 0; k0 < K; k0 += BK_DEPTH_BLOCK, kb++) {
             int depth = K - k0 < BK_DEPTH_BLOCK ? K - k0 : BK_DEPTH_BLOCK, pairs = (depth + 1) / 2;
             int mode = (accumulate || k0 > 0) ? MM_ADD : bias ? MM_BIAS : MM_STORE;
-            bk_pack_a(a_block, a + (size_t)r0 * a_rs + (size_t)k0 * a_ks, a_rs, a_ks, rows, depth);
+            const uint32_t *a_panels = pre.a_pre ? pre.a_pre + (size_t)kb * BK_A_BLOCK_WORDS : a_block;
+            if (!pre.a_pre) bk_pack_a(a_block, a + (size_t)r0 * a_rs + (size_t)k0 * a_ks, a_rs, a_ks, rows, depth);
             for (int n0 = 0; n0 < N; n0 += BK_TILE_COLS) {
                 int cols = N - n0 < BK_TILE_COLS ? N - n0 : BK_TILE_COLS;
-                const char *b_at = (const char *)b + ((size_t)k0 * b_ks + (size_t)n0 * b_ns) * b_elem;
-                bk_pack_b(b_panel, b_at, b_bf16, b_ks, b_ns, depth, cols);
+                const uint32_t *panel = b_panel;
+                if (pre.b_pre) panel = pre.b_pre + (size_t)kb * pre.b_kstride + (size_t)(n0 / BK_TILE_COLS) * BK_B_PANEL_WORDS;
+                else bk_pack_b(b_panel, (const char *)b + ((size_t)k0 * b_ks + (size_t)n0 * b_ns) * b_elem, b_bf16, b_ks,
+                               b_ns, depth, cols);
                 for (int r = 0; r < rows; r += BK_TILE_ROWS) {
                     int tile_rows = rows - r < BK_TILE_ROWS ? rows - r : BK_TILE_ROWS;
                     bk_tile(path, out + (size_t)(r0 + r) * ldo + n0, ldo,
-                            a_block + (size_t)(r / BK_TILE_ROWS) * bk_a_panel_stride(pairs), b_panel, pairs,
+                            a_panels + (size_t)(r / BK_TILE_ROWS) * bk_a_panel_stride(pairs), panel, pairs,
                             tile_rows, cols, bias ? bias + n0 : NULL, mode);
                 }
             }
@@ -390,14 +407,61 @@ static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a
 __attribute__((noinline))
 static void bk_gemm_into_bf16(Bf16Path path, uint16_t *out, size_t ldo, const float *a, size_t a_rs, size_t a_ks,
                               const void *b, int b_bf16, size_t b_ks, size_t b_ns, int accumulate,
-                              int M, int N, int K) {
+                              int M, int N, int K, BkPacked pre) {
     float sums[BK_ROW_BLOCK * BK_COL_BLOCK];   // M <= BK_ROW_BLOCK, N <= BK_COL_BLOCK: one task
-    bk_gemm(path, sums, N, a, a_rs, a_ks, b, b_bf16, b_ks, b_ns, NULL, 0, M, N, K);
+    bk_gemm(path, sums, N, a, a_rs, a_ks, b, b_bf16, b_ks, b_ns, NULL, 0, M, N, K, pre);
     for (int r = 0; r < M; r++)
         for (int n = 0; n < N; n++) {
             uint16_t *o = out + (size_t)r * ldo + n;
             *o = f32_to_bf16((accumulate ? bf16_to_f32(*o) : 0.0f) + sums[(size_t)r * N + n]);
         }
+}
+
+// The buffers of the operands packed ahead: one for A, one for B, grown as a call needs and kept
+// (the shapes repeat every step); used only by the thread that calls bk_gemm_parallel.
+static inline uint32_t *bk_pack_buffer(int which, size_t words) {
+    static uint32_t *buf[2];
+    static size_t cap[2];
+    if (words > cap[which]) {
+        free(buf[which]);
+        buf[which] = aligned_alloc(64, (words * sizeof(uint32_t) + 63) / 64 * 64);
+        if (!buf[which]) { fprintf(stderr, "error: out of memory (%zu bytes to pack a matmul's operand)\n", words * 4); exit(1); }
+        cap[which] = words;
+    }
+    return buf[which];
+}
+
+// the length of the block that starts at `at` of `total` (a full `block`, or the ragged last one)
+static inline int bk_block_len(int total, int at, int block) { return total - at < block ? total - at : block; }
+
+// Every block of A (row blocks x depth blocks) packed, the blocks split over the threads.
+static inline uint32_t *bk_pack_a_all(const float *a, size_t a_rs, size_t a_ks, int M, int K) {
+    int row_blocks = (M + BK_ROW_BLOCK - 1) / BK_ROW_BLOCK, depth_blocks = (K + BK_DEPTH_BLOCK - 1) / BK_DEPTH_BLOCK;
+    uint32_t *pre = bk_pack_buffer(0, (size_t)row_blocks * depth_blocks * BK_A_BLOCK_WORDS);
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int rb = 0; rb < row_blocks; rb++)
+        for (int kb = 0; kb < depth_blocks; kb++) {
+            const int r0 = rb * BK_ROW_BLOCK, k0 = kb * BK_DEPTH_BLOCK;
+            bk_pack_a(pre + ((size_t)rb * depth_blocks + kb) * BK_A_BLOCK_WORDS, a + (size_t)r0 * a_rs + (size_t)k0 * a_ks,
+                      a_rs, a_ks, bk_block_len(M, r0, BK_ROW_BLOCK), bk_block_len(K, k0, BK_DEPTH_BLOCK));
+        }
+    return pre;
+}
+
+// Every panel of B (depth blocks x column tiles) packed, the panels split over the threads.
+static inline uint32_t *bk_pack_b_all(const void *b, int b_bf16, size_t b_ks, size_t b_ns, int N, int K) {
+    int depth_blocks = (K + BK_DEPTH_BLOCK - 1) / BK_DEPTH_BLOCK, tiles = (N + BK_TILE_COLS - 1) / BK_TILE_COLS;
+    size_t b_elem = b_bf16 ? sizeof(uint16_t) : sizeof(float);
+    uint32_t *pre = bk_pack_buffer(1, (size_t)depth_blocks * tiles * BK_B_PANEL_WORDS);
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int kb = 0; kb < depth_blocks; kb++)
+        for (int ct = 0; ct < tiles; ct++) {
+            const int k0 = kb * BK_DEPTH_BLOCK, n0 = ct * BK_TILE_COLS;
+            bk_pack_b(pre + ((size_t)kb * tiles + ct) * BK_B_PANEL_WORDS,
+                      (const char *)b + ((size_t)k0 * b_ks + (size_t)n0 * b_ns) * b_elem, b_bf16, b_ks, b_ns,
+                      bk_block_len(K, k0, BK_DEPTH_BLOCK), bk_block_len(N, n0, BK_TILE_COLS));
+        }
+    return pre;
 }
 
 // bk_gemm over all threads, out cut into BK_ROW_BLOCK x BK_COL_BLOCK tasks as mm_gemm_parallel's.
@@ -407,7 +471,10 @@ static inline void bk_gemm_parallel(Bf16Path path, float *out_f32, uint16_t *out
                                     size_t b_ks, size_t b_ns, const uint16_t *bias, int accumulate,
                                     int M, int N, int K) {
     int row_blocks = (M + BK_ROW_BLOCK - 1) / BK_ROW_BLOCK, col_blocks = (N + BK_COL_BLOCK - 1) / BK_COL_BLOCK;
+    int depth_blocks = (K + BK_DEPTH_BLOCK - 1) / BK_DEPTH_BLOCK, tiles = (N + BK_TILE_COLS - 1) / BK_TILE_COLS;
     size_t b_elem = b_bf16 ? sizeof(uint16_t) : sizeof(float);
+    const uint32_t *a_pre = col_blocks >= 3 ? bk_pack_a_all(a, a_rs, a_ks, M, K) : NULL;
+    const uint32_t *b_pre = row_blocks >= 3 ? bk_pack_b_all(b, b_bf16, b_ks, b_ns, N, K) : NULL;
     #pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int cb = 0; cb < col_blocks; cb++) {
         for (int rb = 0; rb < row_blocks; rb++) {
@@ -416,14 +483,17 @@ static inline void bk_gemm_parallel(Bf16Path path, float *out_f32, uint16_t *out
             int cols = N - n0 < BK_COL_BLOCK ? N - n0 : BK_COL_BLOCK;
             const float *a_at = a + (size_t)r0 * a_rs;
             const void *b_at = (const char *)b + (size_t)n0 * b_ns * b_elem;
+            BkPacked pre = {a_pre ? a_pre + (size_t)rb * depth_blocks * BK_A_BLOCK_WORDS : NULL,
+                            b_pre ? b_pre + (size_t)(n0 / BK_TILE_COLS) * BK_B_PANEL_WORDS : NULL,
+                            (size_t)tiles * BK_B_PANEL_WORDS};
             if (out_bf16) {
                 bk_gemm_into_bf16(path, out_bf16 + (size_t)r0 * ldo + n0, ldo, a_at, a_rs, a_ks, b_at, b_bf16,
-                                  b_ks, b_ns, accumulate, rows, cols, K);
+                                  b_ks, b_ns, accumulate, rows, cols, K, pre);
             } else {
                 float bias_f32[BK_COL_BLOCK] __attribute__((aligned(64)));
                 for (int n = 0; bias && n < cols; n++) bias_f32[n] = bf16_to_f32(bias[n0 + n]);
                 bk_gemm(path, out_f32 + (size_t)r0 * ldo + n0, ldo, a_at, a_rs, a_ks, b_at, b_bf16, b_ks, b_ns,
-                        bias ? bias_f32 : NULL, accumulate, rows, cols, K);
+                        bias ? bias_f32 : NULL, accumulate, rows, cols, K, pre);
             }
         }
     }

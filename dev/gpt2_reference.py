@@ -398,6 +398,22 @@ def adamw_update(params, grads, m, v, step, lr, weight_decay):
         p.sub_(lr * m_hat / (torch.sqrt(v_hat) + ADAM_EPS))
 
 
+def print_bf16_sensitivity(step, params, grads):
+    """--dtype bfloat16: how much the loss moves when the working weights move by bf16 roundings
+    (tests/test_bf16.sh derives its tolerance from these): sum_g2_ulp = sum of g^2 * ulp(w) and
+    sum_g2 = sum of g^2 over every weight w (a bf16 value) and its gradient g; ulp(w) is the spacing
+    of the bf16 values at w, 2^(e - 8) for |w| in [2^(e-1), 2^e), and 0 for w = 0."""
+    g2_ulp, g2 = 0.0, 0.0
+    with torch.no_grad():
+        for name, w in params.items():
+            g = grads[name].double()
+            _, e = torch.frexp(w.detach().double())
+            ulp = torch.where(w == 0, torch.zeros_like(g), torch.ldexp(torch.ones_like(g), e - 8))
+            g2_ulp += float((g * g * ulp).sum())
+            g2 += float((g * g).sum())
+    print("bf16 sensitivity step %2d: sum_g2_ulp %.6e sum_g2 %.6e" % (step + 1, g2_ulp, g2), flush=True)
+
+
 def train(params32, cfg, tokens, args, dtype, device):
     """Runs args.steps steps from the float32 parameters params32.
     Returns (records of step 0: [(name, numpy array)], per-step numpy arrays of tokens, losses,
@@ -427,6 +443,8 @@ def train(params32, cfg, tokens, args, dtype, device):
         if mixed:   # bf16 gradients (summed in fp32 over the step's uses, rounded once)
             grads = {name: to_bf16(g) for name, g in grads.items()}
         norm = global_grad_norm(grads)
+        if mixed:
+            print_bf16_sensitivity(step, params, grads)
         if step == 0:
             step0_records = step0_dump_records(inputs, targets, acts, grads)
         del acts  # the (B,T,V) logits are large: free them before the optimizer allocates

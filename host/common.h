@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../proc/proc.h"   // the process: g_proc, fatal, agree_or_exit, xmalloc, alloc phases, now_seconds
+#include "../proc/bf16.h"   // bf16_to_f32, f32_to_bf16
 #include "../zero3.h"
 
 #ifdef __cplusplus
@@ -58,25 +59,6 @@ static inline int sample_from(const float *probs, int V, float coin) {
     return V - 1;
 }
 
-// bf16 <-> fp32 on the host (model files, checkpoints and tests read and write bf16). cpu/bf16.h
-// holds the same two functions for the CPU kernels (host sits below cpu/, so it cannot include it):
-// both copies stand under one guard, so a file that includes both gets whichever comes first.
-#ifndef CPU_BF16_H
-#define CPU_BF16_H
-static inline float bf16_to_f32(uint16_t b) {
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-static inline uint16_t f32_to_bf16(float f) {   // round to nearest even
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    if ((bits & 0x7fffffff) > 0x7f800000) return (uint16_t)((bits >> 16) | 0x40);   // NaN stays NaN
-    bits += 0x7fff + ((bits >> 16) & 1);
-    return (uint16_t)(bits >> 16);
-}
-#endif
 
 #ifdef __cplusplus
 }

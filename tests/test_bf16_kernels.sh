@@ -37,7 +37,7 @@ echo "-- -march=native, --portable-only"
 plant() {   # name, file, sed expression, needs AVX512_BF16 (1/0)
   local name=$1 file=$2 expr=$3 needs=$4
   if [ "$needs" = 1 ] && [ "$has_bf16" = 0 ]; then echo "planted bug '$name': skipped (no AVX512_BF16 here)"; return; fi
-  rm -rf "$tmp/m" && mkdir -p "$tmp/m/tests/unit" && cp -r cpu "$tmp/m/" && cp tests/unit/test_bf16_kernels.c "$tmp/m/tests/unit/"
+  rm -rf "$tmp/m" && mkdir -p "$tmp/m/tests/unit" && cp -r cpu proc "$tmp/m/" && cp tests/unit/test_bf16_kernels.c "$tmp/m/tests/unit/"
   sed -i "$expr" "$tmp/m/cpu/$file"
   if cmp -s "cpu/$file" "$tmp/m/cpu/$file"; then echo "test_bf16_kernels: planting '$name' changed nothing" >&2; exit 1; fi
   gcc -O2 -fopenmp -std=gnu11 -march=native -o "$tmp/m/t" "$tmp/m/tests/unit/test_bf16_kernels.c" -lm

@@ -305,7 +305,8 @@ int main(int argc, char **argv) {
     // B, T, C, OC: tiny; odd everything; K = C past one depth block (512) and odd; M past one row
     // block (256) and N past one column block (256), both ragged; K = B*T past a depth block; d12-like
     const int shapes[][4] = {{1, 1, 1, 1}, {2, 3, 7, 5}, {3, 5, 37, 33}, {1, 13, 515, 70}, {2, 150, 24, 291},
-                             {2, 300, 33, 40}, {1, 64, 768, 96}};
+                             {2, 300, 33, 40}, {1, 64, 768, 96},
+                             {2, 300, 40, 600}, {1, 520, 37, 530}};   // operands packed ahead (3 blocks)
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]) && !failures; s++)
         run_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], both);
     if (failures) { printf("test_bf16_kernels: FAIL (%d elements or checks out of bound)\n", failures); return 1; }

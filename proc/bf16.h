@@ -1,13 +1,14 @@
-// cpu/bf16.h: bf16 <-> fp32, one value at a time; the only definition of the rounding the CPU
-// kernels (cpu/kernels_bf16.h) use for every bf16 they make. A leaf: it includes nothing of the
-// project, so any layer may include it.
+// proc/bf16.h: bf16 <-> fp32, one value at a time; the only definition of the rounding the project
+// makes on the host: the CPU kernels (cpu/kernels_bf16.h) and the CPU backend for every bf16 they
+// make, and the host library (host/common.h) for model files, checkpoints and tests. A leaf: it
+// includes nothing of the project, so any layer may include it.
 //
 // bf16 is the top half of an fp32: 1 sign bit, the same 8 exponent bits, 7 stored mantissa bits
 // (8 significant bits). So widening is a shift, and narrowing is rounding away the low 16 bits:
 // to nearest, ties to even (unit roundoff u = 2^-8), values past the largest bf16 go to infinity,
 // and a NaN stays a NaN (its top mantissa bit is set so that dropping low bits cannot make it Inf).
-#ifndef CPU_BF16_H
-#define CPU_BF16_H
+#ifndef PROC_BF16_H
+#define PROC_BF16_H
 
 #include <stdint.h>
 #include <string.h>
