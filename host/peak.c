@@ -108,12 +108,15 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
     return 4.0 * (double)B * T * (kept + once + scratch);
 }
 
-// Rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0 at its root): an
+// fp32: rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0 at its root): an
 // all-reduce keeps one, a reduce-scatter two from 3 ranks on (the sums of two rounds), one on 2.
+// bf16: MPI only moves the parts (an all-to-all); every rank receives its N parts of the unit into
+// one buffer, the unit's size, and sums them itself (cpu/backend_cpu.c): one copy at any N.
 // Under HSDP groups of one rank the shard is the unit, all-reduced across the replica groups.
 static double scratch_bytes(const PeakRun *r, const PeakShapes *s) {
     if (r->world == 1 && r->replicas == 1) return 0.0;
-    const double copies = r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
+    const int summed_by_mpi = r->grad_bytes == 4;
+    const double copies = !summed_by_mpi || r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
     return copies * fmax(s->emb, s->block) * r->grad_bytes;
 }
 

@@ -364,7 +364,8 @@ static void print_peak(const Plan *p) {
            a->prefetch_depth, a->reshard_after_forward, a->recompute, p->G, p->G > 1 ? "s" : "");
     for (int bf16 = 0; bf16 < 2; bf16++) print_peak_table(p, bf16);
     printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: Open MPI's\n"
-           "   non-blocking reduction copies the largest unit's gradients on rank 0, twice for a reduce-scatter on 3+ ranks;\n"
+           "   non-blocking reduction copies the largest unit's gradients on rank 0, twice for an fp32 reduce-scatter on 3+\n"
+           "   ranks; a bf16 sum receives the unit's parts into one buffer of its size on every rank;\n"
            "   stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
     if (a->quant_weights || a->hp_group || a->quant_grads)
         printf("  (exact ZeRO: the ZeRO++ flags' int8 buffers and hpZ's secondary shard are not in these figures)\n");
