@@ -15,6 +15,10 @@
 // process at once, by the signal's default action.
 static volatile sig_atomic_t g_stop_signal = 0;
 
+// After the stop, the shutdown (MPI_Finalize) gets this long; then the rank exits with the stop's
+// status by itself (proc_exit_after): mpirun on SIGTERM no longer serves MPI_Finalize.
+#define STOP_EXIT_GRACE_S 10.0
+
 static void on_stop_signal(int sig) {
     if (g_stop_signal) {   // the second one: stop now, leaving no temp file behind (unlink only: async-signal-safe)
         output_remove_pending();
@@ -84,6 +88,7 @@ static int trainer_stop(Trainer *tr, const TrainLoop *loop, int whole, int statu
     }
     // no rank exits before rank 0 has printed: mpirun ends the job when the first rank exits non-zero
     tr->be->all_reduce_scalar(tr->be->ctx, 0.0);
+    proc_exit_after(STOP_EXIT_GRACE_S, status);   // the checkpoint is complete: the shutdown may not be
     return status;
 }
 

@@ -405,6 +405,9 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
     if (args.plan_world) return plan_main(&args, build->align);   // -plan: on paper only, nothing allocated, no data read
     install_stop_handlers();
     if (be->collective_timeout) be->collective_timeout(be->ctx, args.collective_timeout_s);   // -ct: the watchdog
+    else if (be->world > 1 && be->rank == 0)   // a flag never means nothing silently
+        fprintf(stderr, "warning: -ct %g is not applied: this trainer's collectives (NCCL) have no watchdog, so a peer "
+                "or link that is down hangs the run until its launcher or scheduler ends it\n", args.collective_timeout_s);
     Trainer *tr = trainer_create(&args, be, build);
     if (tr->args.clip_local && be->rank == 0)
         fprintf(stderr, "warning: -clip local: each rank clips by the norm of its own gradient shard, so the ranks scale "

@@ -1,5 +1,6 @@
 // proc.c: the process's rank, its errors, its checked allocation and its clock (proc.h).
 #include "proc.h"
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <dirent.h>
+#include <unistd.h>
 
 ProcessInfo g_proc = {0, 1, NULL, NULL, NULL, 0, NULL};
 
@@ -45,6 +47,31 @@ void agree_or_exit(const Zero3Backend *be, const char *err) {
     fflush(stderr);
     if (g_proc.shutdown) g_proc.shutdown(g_proc.transport);
     exit(1);
+}
+
+// proc_exit_after's watch: a detached thread that sleeps to the deadline (monotonic), then exits.
+static struct { struct timespec deadline; int status; } g_exit_after;
+
+static void *exit_after_main(void *unused) {
+    (void)unused;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &g_exit_after.deadline, NULL) != 0) {}   // EINTR: sleep on
+    fflush(stdout);
+    fflush(stderr);
+    _exit(g_exit_after.status);
+}
+
+void proc_exit_after(double seconds, int status) {
+    double until = now_seconds() + seconds;
+    g_exit_after.deadline.tv_sec = (time_t)until;
+    g_exit_after.deadline.tv_nsec = (long)((until - (double)(time_t)until) * 1e9);
+    g_exit_after.status = status;
+    pthread_t watch;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&watch, &attr, exit_after_main, NULL) != 0)   // then the launcher's own kill ends it
+        fprintf(stderr, "warning (rank %d): cannot start the stop's exit watch; the launcher ends this rank\n", g_proc.rank);
+    pthread_attr_destroy(&attr);
 }
 
 // The current allocation phase (alloc_phase_begin): what the memory is for, and the backend whose

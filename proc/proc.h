@@ -1,7 +1,8 @@
 // proc.h: the process, the bottom layer every other part may include (it includes only zero3.h, for
 // the backend table that the all-ranks agreement calls). Four things:
 //   who am I     g_proc: this rank, the world size, and how the transport shuts down or aborts
-//   how I end    fatal (an error every rank finds), fatal_local (one rank's), agree_or_exit
+//   how I end    fatal (an error every rank finds), fatal_local (one rank's), agree_or_exit,
+//                proc_exit_after (a stopped rank's bounded shutdown)
 //   my memory    xmalloc / xcalloc, allocation phases, alloc_failed (one "out of memory" line)
 //   my clock     now_seconds (and proc_open_files, the open file descriptors)
 // The backends (cpu/, gpu/) install g_proc's hooks and report failed allocations here; the host
@@ -43,6 +44,13 @@ void fatal_local(const char *fmt, ...) __attribute__((noreturn, format(printf, 1
 // prints (the usual case: every rank read the same file), otherwise each failing rank prints its
 // own line with its rank. Two scalar all-reduces; a collective, so every rank must reach it.
 void agree_or_exit(const Zero3Backend *be, const char *err);
+
+// A stopped run's last resort (host/stop.c): the launcher that sent the stop signal may be taking
+// the job down already and no longer serve the transport's shutdown (Open MPI's mpirun on SIGTERM:
+// its daemons stop answering MPI_Finalize's exchange and SIGKILL the ranks odls_base_sigkill_timeout
+// seconds after their SIGTERM). `seconds` from now the process exits with `status` by itself, its
+// output flushed, unless it has ended before.
+void proc_exit_after(double seconds, int status);
 
 // ------------------------------------------------------------------------------------------------
 // Memory.

@@ -185,17 +185,16 @@ cmd_up() {
 # ---------------------------------------------------------------------------------------------
 # down: every step runs whatever the earlier ones did; nothing it removes needs to exist.
 
-kill_pids() {   # TERM, up to 3 s, then KILL
-  local p t
+kill_pids() {   # TERM, up to 3 s, then KILL, and up to 3 s more until every one is gone
+  local t
   [ $# -gt 0 ] || return 0
   kill -TERM "$@" 2>/dev/null
-  for ((t = 0; t < 30; t++)); do
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && break; p=; done
-    [ -z "${p:-}" ] && return 0
-    sleep 0.1
-  done
-  kill -KILL "$@" 2>/dev/null; return 0
+  for ((t = 0; t < 30; t++)); do any_alive "$@" || return 0; sleep 0.1; done
+  kill -KILL "$@" 2>/dev/null
+  for ((t = 0; t < 30; t++)); do any_alive "$@" || return 0; sleep 0.1; done
+  return 0
 }
+any_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 
 slurm_teardown() {
   local f pids=()
@@ -255,11 +254,15 @@ cmd_exec() {
 }
 
 # The mpirun options that make a run use the cluster as a real one: its hosts, its login agent, and
-# TCP on its subnet only (within a node, shared memory).
+# TCP on its subnet only (within a node, shared memory). On SIGTERM mpirun's daemons send their ranks
+# SIGCONT, then SIGTERM odls_base_sigkill_timeout seconds later, then SIGKILL as long again; Open
+# MPI's 1 s is shorter than a step and its checkpoint; STOP_GRACE_S lets the ranks stop with one
+# (and a job whose rank died takes twice as long to be ended).
+STOP_GRACE_S=10
 mpirun_cluster_args() {
   local i hosts=""
   for ((i = 1; i <= K; i++)); do hosts+="${hosts:+,}$HOST_PREFIX$i:$R"; done
-  echo "-H $hosts --mca plm rsh --mca plm_rsh_agent $RUN/agent --mca btl self,vader,tcp --mca btl_tcp_if_include $NET.0/24 --mca oob_tcp_if_include $NET.0/24"
+  echo "-H $hosts --mca plm rsh --mca plm_rsh_agent $RUN/agent --mca btl self,vader,tcp --mca btl_tcp_if_include $NET.0/24 --mca oob_tcp_if_include $NET.0/24 --mca odls_base_sigkill_timeout $STOP_GRACE_S"
 }
 
 cmd_mpirun() {
@@ -303,6 +306,8 @@ ReturnToService=2
 SlurmdParameters=config_overrides
 KillWait=10
 MinJobAge=60
+# a node whose slurmd stops answering is DOWN after 10 s (default 300), and its jobs requeued or ended
+SlurmdTimeout=10
 EOF
   for ((i = 1; i <= K; i++)); do
     echo "NodeName=$HOST_PREFIX$i NodeAddr=$NET.$i CPUs=$R RealMemory=1024 State=UNKNOWN" >>"$SLURM_CONF"

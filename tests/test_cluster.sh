@@ -7,10 +7,11 @@
 #   - Slurm: an sbatch job (scripts/slurm/train.sbatch, mpirun inside the allocation) and one launched
 #     with srun --mpi=pmix give those losses too; SIGUSR1 to the batch script stops the ranks with a
 #     checkpoint, and so does scancel --signal=TERM to a job launched with srun; a job requeued mid-run (scontrol requeue) resumes
-#     from its checkpoint and ends with the model.bin and losses of an uninterrupted run;
+#     from its checkpoint and ends with the model.bin and losses of an uninterrupted run; node2's slurmd
+#     stopped mid-job: the job is requeued with no rank left, and resumes once slurmd is back;
 #   - faults: node2's link down 3 s (the run goes on, the stall reported), down for good (-ct 10: every
 #     rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
-#     ranks SIGKILLed (the job ends, no rank left);
+#     ranks SIGKILLed (the job ends, no rank left), SIGTERM to mpirun (the ranks stop with a checkpoint);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
 #   - down leaves no namespace, bridge, daemon or rank.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
@@ -114,10 +115,11 @@ wait_for() {   # wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail
   return 1
 }
 ranks_on() { for p in $(ip netns pids "z3$1"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = train_gpt2_zero ] && echo "$p"; done; }
+no_ranks() { [ -z "$(ranks_on node1)$(ranks_on node2)" ]; }   # (a rank the orted killed is gone a moment after mpirun)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 # node2's link down for 3 s: the run goes on, and both ranks report the stall (which collective, how long)
 timeout 120 bash $CL mpirun "${FAULT[@]}" -x 16 -ct 30 >"$work/blip.out" 2>&1 & mp=$!
-wait_for 60 grep -q "^step *3/16" "$work/blip.out" || { kill $mp; tail "$work/blip.out"; fail "the blip run did not reach step 3"; }
+wait_for 60 grep -qs "^step *3/16" "$work/blip.out" || { kill $mp; tail "$work/blip.out"; fail "the blip run did not reach step 3"; }
 ip link set z3veth2 down; sleep 3; ip link set z3veth2 up
 wait $mp || { tail "$work/blip.out"; fail "the run with node2's link down for 3 s failed"; }
 stall='stall: the [a-z -]* \(of unit [a-z0-9.]* \)\?in step [0-9]* waited \([3-9]\|1[0-9]\)\.[0-9] s for its peers'
@@ -143,7 +145,7 @@ for n in node1 node2; do awk -v s="${ended[$n]}" 'BEGIN { exit !(s >= 9.5 && s <
 ip link set z3veth2 up; t1=$(date +%s.%N)
 wait $mp; rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail "$work/dead.out"; fail "mpirun ended with $rc after the link came back"; }
-timeout_line="collective timeout: the [a-z -]* of unit [a-z0-9.]* in step [0-9]* has not completed 10 s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank"
+timeout_line="collective timeout: the [a-z -]*\( of unit [a-z0-9.]*\)\? in step [0-9]* has not completed 10 s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank"
 grep -q "^error (rank 0 on node1): $timeout_line" "$work/dead.out" || { grep -E "err|warn" "$work/dead.out"; fail "rank 0 did not say which collective timed out"; }
 [ "$(grep -c "collective timeout" "$work/dead.out")" -le 2 ] || fail "more than one timeout line a rank"
 ck=$(cat "$shared/dead/latest"); at=$(echo "$ck" | sed -E 's/ckpt_0*([0-9]+)_.*/\1/')
@@ -157,22 +159,41 @@ echo "  $(grep -o "^error (rank 0 on node1): collective timeout: [^;]*" "$work/d
 
 # node2's ranks SIGKILLed mid-step: mpirun ends the job, no rank is left
 timeout 120 bash $CL mpirun -np 4 "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0 -x 500 >"$work/kill.out" 2>&1 & mp=$!
-wait_for 60 grep -q "^step *3/500" "$work/kill.out" || { kill $mp; tail "$work/kill.out"; fail "the kill run did not reach step 3"; }
+wait_for 60 grep -qs "^step *3/500" "$work/kill.out" || { kill $mp; tail "$work/kill.out"; fail "the kill run did not reach step 3"; }
 # shellcheck disable=SC2046
 kill -9 $(ranks_on node2); t0=$(date +%s.%N)
 wait $mp; rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "mpirun ended with $rc after node2's ranks were killed"
-[ -z "$(ranks_on node1)$(ranks_on node2)" ] || fail "a rank outlived the killed node's job"
+wait_for 5 no_ranks || fail "a rank outlived the killed node's job by 5 s"
 echo "node2's ranks SIGKILLed at step 3: mpirun ended the job $(since "$t0") s later (exit $rc), no rank left"
+
+# SIGTERM to mpirun (a user's kill, a launcher's timeout): its daemons send the ranks SIGCONT, then
+# SIGTERM odls_base_sigkill_timeout seconds later, then SIGKILL as long again (cluster.sh: 10 s; Open
+# MPI's 1 s is shorter than a step and its checkpoint): the ranks stop after the step with a complete
+# checkpoint, and no rank outlives the SIGKILL
+timeout 120 bash $CL mpirun "${FAULT[@]}" -x 500 -o "$shared/mpterm" >"$work/mpterm.out" 2>&1 & mp=$!
+wait_for 60 grep -qs "^2," "$shared/mpterm/log.csv" || { kill $mp; tail "$work/mpterm.out"; fail "the SIGTERM run did not reach step 3"; }
+kill -TERM "$(pgrep -P $mp -x mpirun)"; t0=$(date +%s.%N)
+wait $mp; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail "$work/mpterm.out"; fail "mpirun ended with $rc after its SIGTERM"; }
+wait_for 5 no_ranks || fail "a rank outlived mpirun's SIGTERM by 5 s"
+stop=$(grep -o "^stopped by SIGTERM after step [0-9]* of 500: checkpoint [^ ]* is complete" "$work/mpterm.out") ||
+  { tail "$work/mpterm.out"; fail "SIGTERM to mpirun did not stop the ranks with a checkpoint"; }
+[ "$(cat "$shared/mpterm/latest")" = "$(basename "$(echo "$stop" | awk '{print $10}')")" ] || fail "latest does not name the stop checkpoint"
+echo "SIGTERM to mpirun across 2 nodes: $stop; mpirun ended $(since "$t0") s later (exit $rc), no rank left"
 
 # ---- Slurm
 bash $CL slurm up || fail "slurm up failed"
 export SLURM_CONF=/run/zero3-cluster/slurm/slurm.conf
+SLURM_DIR_LOG=/run/zero3-cluster/slurm/log   # the daemons' logs, shown when a job ends unlike it should
 [ "$(sinfo -h -N -t idle -o %N | sort -u | tr '\n' ' ')" = "node1 node2 " ] || fail "sinfo does not show node1 and node2 idle"
-wait_job() {   # wait_job ID SECONDS: until the job has left the queue; then its ExitCode
-  local t
+wait_job() {   # wait_job ID SECONDS: until the job has ended for good; then its ExitCode
+  local t info
   for ((t = 0; t < $2 * 2; t++)); do
-    [ -z "$(squeue -h -j "$1" -o %T 2>/dev/null)" ] && { scontrol show job "$1" | grep -o 'ExitCode=[0-9:]*' | head -1; return 0; }
+    # by the job's state (a requeued job passes COMPLETING and PENDING; a busy slurmctld may not answer)
+    info=$(scontrol show job "$1" 2>/dev/null)
+    echo "$info" | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)' &&
+      { echo "$info" | grep -o 'ExitCode=[0-9:]*' | head -1; return 0; }
     sleep 0.5
   done
   scancel "$1"; fail "job $1 still in the queue after $2 s"
@@ -230,7 +251,7 @@ for ((t = 0; t < 40; t++)); do
   sleep 0.25
 done
 ec=$(wait_job "$j" 180)
-[ "$ec" = ExitCode=0:0 ] || { tail "$shared/rq.log"; fail "the requeued job ended with $ec"; }
+[ "$ec" = ExitCode=0:0 ] || { tail "$shared/rq.log"; grep "JobId=$j[ ]" "$SLURM_DIR_LOG/slurmctld.log" | tail; fail "the requeued job ended with $ec"; }
 grep -q "^train.sbatch: job $j (restart 1)" "$shared/rq.log" || { tail -30 "$shared/rq.log"; fail "the job did not run a second time"; }
 grep -q "^train.sbatch: resuming the unfinished run in $shared/rq: its checkpoint is at step [3-9] of the 12" "$shared/rq.log" ||
   { grep train.sbatch "$shared/rq.log"; fail "the requeued job did not resume from its checkpoint"; }
@@ -238,6 +259,28 @@ cmp -s "$shared/ref_requeue/model.bin" "$shared/rq/model.bin" || fail "the reque
 diff <(losses "$shared/ref_requeue") <(losses "$shared/rq") >/dev/null ||
   { diff <(losses "$shared/ref_requeue") <(losses "$shared/rq"); fail "the requeued job's losses differ from the uninterrupted run's"; }
 echo "slurm: a job requeued after step $(grep -o 'checkpoint is at step [0-9]*' "$shared/rq.log" | grep -o '[0-9]*$') resumed: model.bin and losses of the uninterrupted run"
+
+# node2's slurmd stopped mid-job (the daemon gone, its job's processes left running): slurmctld finds
+# the node not responding after SlurmdTimeout (cluster.sh: 10 s), marks it DOWN and requeues the job
+# (train.sbatch asks --requeue), ending its ranks. Nothing hangs: no rank is left, the job waits in the
+# queue for the node. Nothing is lost: the last checkpoint (-n 1) resumes, here on the cluster by mpirun.
+j=$(sbatch --parsable -N 2 --ntasks-per-node=1 --output="$shared/sd.log" scripts/slurm/train.sbatch --srun \
+    --out "$shared/sd" -e d2c64h2t64 -b 2 -t 32 -x 500 -v 0 -n 1 -ct 10) || fail "sbatch (slurmd) refused"
+for ((t = 0; t < 240; t++)); do grep -qs ckpt_00000003 "$shared/sd/latest" && break; sleep 0.25; done
+grep -qs ckpt_00000003 "$shared/sd/latest" || { tail "$shared/sd.log"; fail "the slurmd job wrote no checkpoint of step 3 in 60 s"; }
+kill -TERM "$(cat /run/zero3-cluster/slurm/slurmd.node2.pid)"; t0=$(date +%s.%N)
+for ((t = 0; t < 360; t++)); do
+  [ "$(squeue -h -j "$j" -o %T 2>/dev/null)" = PENDING ] && [ -z "$(ranks_on node1)$(ranks_on node2)" ] && break
+  sleep 0.25
+done
+[ "$(squeue -h -j "$j" -o %T)" = PENDING ] || { tail "$shared/sd.log"; fail "the job is not requeued 90 s after node2's slurmd stopped"; }
+[ -z "$(ranks_on node1)$(ranks_on node2)" ] || fail "a rank is alive 90 s after node2's slurmd stopped"
+ended=$(since "$t0"); scancel "$j"
+ck=$(cat "$shared/sd/latest"); at=$(echo "$ck" | sed -E 's/ckpt_0*([0-9]+)_.*/\1/')
+timeout 120 bash $CL mpirun "${FAULT[@]}" -x $((at + 2)) -o "$shared/sd" -y 1 >"$work/sd_resume.out" 2>&1 ||
+  { tail "$work/sd_resume.out"; fail "resuming $ck of the job whose node's slurmd stopped failed"; }
+grep -q "^step *$((at + 2))/$((at + 2))" "$work/sd_resume.out" || { tail "$work/sd_resume.out"; fail "the resumed run did not run to step $((at + 2))"; }
+echo "slurm: node2's slurmd stopped at step 3: the job requeued, every rank ended after $ended s; its $ck resumed (mpirun, 2 nodes)"
 
 # ---- down: nothing left
 left=$(for ns in z3node1 z3node2; do ip netns pids $ns; done; cat /run/zero3-cluster/*.pid /run/zero3-cluster/slurm/*.pid /run/zero3-cluster/munge/munged.pid 2>/dev/null)
