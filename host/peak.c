@@ -43,9 +43,12 @@ static double at_most(double a, double b) { return a < b ? a : b; }
 // the embedding again), released after it, gathered again for its backward; the embedding's gradient
 // buffer stays open from the LM head's backward to the encoder's, and one unit's reduction (the one
 // above) is in flight beside the block being computed. With -ra 0 every unit stays gathered from its
-// forward until its backward is done. Returns the count written into m.
+// forward until its backward is done. In the backward, -bp post starts a unit's prefetch after its
+// gradient compute, so while it computes only the next -pd - 1 are on their way (db). Returns the
+// count written into m.
 static int step_moments(const PeakRun *r, const PeakShapes *s, PeakMoment *m) {
     const int d = r->prefetch_depth, nu = s->units_per_group, groups = s->block_units / nu, keep = !r->reshard_after_forward;
+    const int db = r->backward_prefetch_post && d > 0 ? d - 1 : d;
     int n = 0;
     m[n++] = (PeakMoment){.emb_p = 1, .block_p = at_most(d, s->block_units), .name = "embedding forward"};
     for (int i = 0; i < groups; i++) {   // group i's forward: its units, the kept ones below, the next -pd ahead
@@ -59,10 +62,10 @@ static int step_moments(const PeakRun *r, const PeakShapes *s, PeakMoment *m) {
     m[n++] = (PeakMoment){.emb_p = 1, .emb_g = 1, .head_p = keep, .block_p = keep ? s->block_units : 0,
                           .name = "LM head backward"};
     m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .head_p = 1, .head_g = 1,
-                          .block_p = keep ? s->block_units : at_most(d, s->block_units), .name = "final layernorm backward"};
+                          .block_p = keep ? s->block_units : at_most(db, s->block_units), .name = "final layernorm backward"};
     for (int i = 0; i < groups; i++) {   // group i from the top: the units below still kept or the next -pd
         const double below = s->block_units - (i + 1) * nu;
-        m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .head_g = i == 0, .block_p = nu + (keep ? below : at_most(d, below)),
+        m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .head_g = i == 0, .block_p = nu + (keep ? below : at_most(db, below)),
                               .block_g = nu + (i > 0), .name = "block backward"};
     }
     m[n++] = (PeakMoment){.emb_p = keep, .emb_g = 1, .block_g = groups > 0, .name = "encoder backward"};

@@ -334,7 +334,7 @@ static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf1
     const TrainArgs *a = p->a;
     PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = p->G, .replicas = p->R, .stage = stage, .prefetch_depth = a->prefetch_depth,
                  .reshard_after_forward = a->reshard_after_forward, .recompute = a->recompute,
-                 .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
+                 .backward_prefetch_post = a->backward_prefetch == ZERO3_BACKWARD_POST, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
     r.cfg.wrap = a->wrap;
     return r;
 }
@@ -360,8 +360,9 @@ static void print_peak(const Plan *p) {
     }
     const TrainArgs *a = p->a;
     printf("peak memory per rank (host/peak.h): model state + gathered units + gradient buffers + the pool's fragmentation\n"
-           "+ activations + MPI scratch, at -b %d -t %d -pd %d -ra %d -rc %d, on %d rank%s sharding the state\n", a->B, a->T,
-           a->prefetch_depth, a->reshard_after_forward, a->recompute, p->G, p->G > 1 ? "s" : "");
+           "+ activations + MPI scratch, at -b %d -t %d -pd %d%s -ra %d -rc %d, on %d rank%s sharding the state\n", a->B, a->T,
+           a->prefetch_depth, a->backward_prefetch == ZERO3_BACKWARD_POST ? " -bp post" : "", a->reshard_after_forward,
+           a->recompute, p->G, p->G > 1 ? "s" : "");
     for (int bf16 = 0; bf16 < 2; bf16++) print_peak_table(p, bf16);
     printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: Open MPI's\n"
            "   non-blocking reduction copies the largest unit's gradients on rank 0, twice for an fp32 reduce-scatter on 3+\n"

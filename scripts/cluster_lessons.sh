@@ -4,7 +4,9 @@
 # then the same ranks on one machine with the link emulated (-linkx G/8 GB/s), and tabulates the step
 # time each measured beside the planner's prediction for that link (-bwx, -rpn):
 #   exercise 6   ZeRO-2 against ZeRO-3 -pd 1, 1 rank a node
+#   pitfall 2    -wrap 2 against -wrap half (13 collectives against 31 a step), 1 rank a node
 #   HSDP         full sharding (-z 3) against -hs 2 (shard inside a node, replicate across), 2 ranks a node
+#   ZeRO++       full sharding against -qw 8, -hp 2, -qg 8 and all three, 2 ranks a node
 #   scripts/cluster_lessons.sh [--gbit G] [-e MODEL] [-x STEPS]     defaults: 1, d12c256h4t64, 5
 # Needs root (the cluster); takes it down at the end, also when interrupted.
 set -uo pipefail
@@ -34,7 +36,10 @@ GBS=$(awk -v g="$G" 'BEGIN { printf "%g", g / 8 }')   # Gbit/s to GB/s
 FLAGS="-e $MODEL -b 2 -t 64 -x $STEPS -v 0 -l 1e-3"
 tmp=$(mktemp -d); trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$tmp"' EXIT; trap 'exit 130' INT TERM
 CONFIGS=("exercise 6: ZeRO-2|1|-z 2" "exercise 6: ZeRO-3 -pd 1|1|-z 3 -pd 1"
-         "full sharding -z 3, 4 ranks|2|-z 3" "HSDP -hs 2, 4 ranks|2|-z 3 -hs 2")
+         "pitfall 2: -wrap 2, 2 ranks|1|-z 3 -wrap 2" "pitfall 2: -wrap half, 2 ranks|1|-z 3 -wrap half"
+         "full sharding -z 3, 4 ranks|2|-z 3" "HSDP -hs 2, 4 ranks|2|-z 3 -hs 2"
+         "ZeRO++ -qw 8, 4 ranks|2|-z 3 -qw 8" "ZeRO++ -hp 2, 4 ranks|2|-z 3 -hp 2" "ZeRO++ -qg 8, 4 ranks|2|-z 3 -qg 8"
+         "ZeRO++ all three, 4 ranks|2|-z 3 -qw 8 -hp 2 -qg 8")
 step_ms() { sed -n "s/^time: $1 .* step *\([0-9.]*\) ms.*/\1/p" "$2" | tail -1; }
 exposed_ms() { sed -n "s/^time: $1 .*exposed *\([0-9.]*\) ms.*/\1/p" "$2" | tail -1; }
 echo "# cluster_lessons: $FLAGS; links $G Gbit/s ($GBS GB/s) across 2 nodes; $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
