@@ -4,16 +4,21 @@
 # with a high latency, emulated by the CPU backend), and tabulates what each run printed: its
 # measured step time and exposed communication beside the planner's prediction (plan_predict_step)
 # and the replay of its own calibration steps over the links (host/predict.h).
-#   scripts/validate_planner.sh [--ci | --docs] [-o TABLE.md]
+#   scripts/validate_planner.sh [--ci | --docs] [--tcp GBIT] [-o TABLE.md]
 # --ci (default): a tiny model, 4 steps a row (a few seconds each); --docs: a larger model, 10 steps.
+# --tcp GBIT (root; no cluster up): two more rows a configuration, its ranks split over 2 nodes:
+# real TCP between namespace nodes shaped to GBIT Gbit/s (scripts/cluster.sh, brought up here and
+# taken down at the end), and the same split emulated on one machine (-linkx GBIT/8 GB/s -rpn R);
+# the planner and the replay of both are given that link (-bwx, -rpn).
 # -o TABLE.md is checked before the first run; one that exists is kept, the table goes to a numbered
 # sibling (TABLE.1.md), and the last line names it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-MODE=ci; OUT=""
-USAGE="usage: $0 [--ci | --docs] [-o TABLE.md]"
+MODE=ci; OUT=""; TCP=""
+USAGE="usage: $0 [--ci | --docs] [--tcp GBIT] [-o TABLE.md]"
 while [ $# -gt 0 ]; do case $1 in --ci) MODE=ci;; --docs) MODE=docs;;
+  --tcp) [ $# -ge 2 ] || die "--tcp: missing its link speed in Gbit/s ($USAGE)"; TCP=$2; shift;;
   -o) [ $# -ge 2 ] && [ -n "$2" ] || die "-o: missing its file name ($USAGE)"; OUT=$2; shift;;
   *) die "$1: unknown argument ($USAGE)";; esac; shift; done
 if [ -n "$OUT" ]; then
@@ -22,16 +27,46 @@ if [ -n "$OUT" ]; then
   need_writable_folder -o "$(dirname "$OUT")"
   OUT=$(free_name "$OUT")
 fi
+if [ -n "$TCP" ]; then
+  awk -v g="$TCP" 'BEGIN { exit !(g ~ /^[0-9]+(\.[0-9]+)?$/ && g >= 0.01 && g <= 100) }' ||
+    die "--tcp: $TCP is not a link speed in [0.01, 100] Gbit/s"
+  ! bash scripts/cluster.sh status >/dev/null 2>&1 ||
+    die "--tcp: a cluster is up (scripts/cluster.sh status): take it down first; this script makes its own"
+  GBS=$(awk -v g="$TCP" 'BEGIN { printf "%g", g / 8 }')   # Gbit/s to GB/s
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 make -s train_gpt2_zero3 >/dev/null
 if [ $MODE = ci ]; then MODEL="-e d2c48h2t32 -b 2 -t 32 -x 4"; SLOW=0.2; LAT=2ms
 else MODEL="-e d2c64h2t64 -b 4 -t 64 -x 10"; SLOW=0.1; LAT=5ms; fi
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d)
+if [ -n "$TCP" ]; then trap 'bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf "$tmp"' EXIT; trap 'exit 130' INT TERM
+else trap 'rm -rf "$tmp"' EXIT; fi
 CONFIGS=("stage 0 (DDP)|2|-z 0" "stage 1|2|-z 1" "stage 2|2|-z 2" "stage 3 -pd 1|2|-z 3 -pd 1" "stage 3 -pd 0|2|-z 3 -pd 0"
          "stage 3 -wrap 2 (coarse)|2|-z 3 -wrap 2" "stage 3 -wrap half (fine)|2|-z 3 -wrap half" "HSDP -hs 2, 4 ranks|4|-z 3 -hs 2")
 LINKS=("unlimited|" "slow|-link $SLOW" "slow + latency|-link $SLOW,$LAT")
-echo "# validate_planner ($MODE): $MODEL; links: unlimited, -link $SLOW, -link $SLOW,$LAT; $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# validate_planner ($MODE): $MODEL; links: unlimited, -link $SLOW, -link $SLOW,$LAT${TCP:+, TCP $TCP Gbit/s and -linkx $GBS across 2 nodes}; $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+# tcp_rows LABEL NP FLAGS: the configuration over real TCP (its ranks split over 2 nodes, NP/2 a node)
+# and the same split emulated on one machine; the cluster is brought up again when NP/2 changes
+up_r=0
+tcp_rows() {
+  local label=$1 np=$2 flags=$3 r=$(($2 / 2))
+  if [ "$up_r" != "$r" ]; then
+    bash scripts/cluster.sh down >/dev/null 2>&1 || true   # "nothing is up" the first time
+    bash scripts/cluster.sh up 2 --ranks-per-node "$r" --gbit "$TCP" >/dev/null || die "--tcp: the cluster did not come up"
+    up_r=$r
+  fi
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  bash scripts/cluster.sh mpirun -np "$np" ./train_gpt2_zero3 $MODEL -v 0 -l 1e-3 $flags -bwx "$GBS" -rpn "$r" >"$tmp/$i.out" 2>&1 ||
+    die "$label, TCP: the run across the cluster failed: $(grep -m1 '^error' "$tmp/$i.out" || tail -1 "$tmp/$i.out")"
+  printf '%s\t%s\t%s\n' "$label" "TCP $TCP Gbit/s, 2 nodes" "$tmp/$i.out" >>"$tmp/index"
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  mpirun -np "$np" ./train_gpt2_zero3 $MODEL -v 0 -l 1e-3 $flags -linkx "$GBS" -rpn "$r" >"$tmp/$i.out" 2>&1 ||
+    die "$label, -linkx $GBS: the run failed: $(grep -m1 '^error' "$tmp/$i.out" || tail -1 "$tmp/$i.out")"
+  printf '%s\t%s\t%s\n' "$label" "-linkx $GBS -rpn $r (emulated)" "$tmp/$i.out" >>"$tmp/index"
+}
 i=0
 for c in "${CONFIGS[@]}"; do
   IFS='|' read -r label np flags <<<"$c"
@@ -43,6 +78,7 @@ for c in "${CONFIGS[@]}"; do
       || { sed '/^error/d' "$tmp/$i.out" >&2; echo "error: $label, $lname: the run failed: $(grep -m1 '^error' "$tmp/$i.out" || echo "exit status $?")" >&2; exit 1; }
     printf '%s\t%s\t%s\n' "$label" "$lname" "$tmp/$i.out" >>"$tmp/index"
   done
+  if [ -n "$TCP" ]; then tcp_rows "$label" "$np" "$flags"; fi
 done
 $PY - "$tmp/index" "${OUT:-/dev/null}" <<'EOF'
 import os, re, sys
@@ -69,9 +105,14 @@ for label, links, t in rows:
                  f"| {ms[2]:.1f} | {pl[2]:.1f} | {rp[2]:.1f} |")
 table = "\n".join(lines)
 print(table)
-within = lambda who: sum(abs(t[who][3] / t["measured"][3] - 1) <= 0.15 for _, l, t in rows if l != "unlimited")
-n = sum(1 for _, l, _ in rows if l != "unlimited")
-summary = f"step time within 15% on emulated links: planner {within('planner')} of {n} rows, replay {within('replay')} of {n}"
+emulated = lambda l: l != "unlimited" and not l.startswith("TCP")
+within = lambda who, kind: sum(abs(t[who][3] / t["measured"][3] - 1) <= 0.15 for _, l, t in rows if kind(l))
+n = sum(1 for _, l, _ in rows if emulated(l))
+summary = f"step time within 15% on emulated links: planner {within('planner', emulated)} of {n} rows, replay {within('replay', emulated)} of {n}"
+tcp = lambda l: l.startswith("TCP")
+n_tcp = sum(1 for _, l, _ in rows if tcp(l))
+if n_tcp:
+    summary += f"; on real TCP: planner {within('planner', tcp)} of {n_tcp} rows, replay {within('replay', tcp)} of {n_tcp}"
 print(summary)
 if sys.argv[2] != "/dev/null":
     tmp = f"{sys.argv[2]}.{os.getpid()}.tmp"   # beside, then renamed: never a partial table

@@ -95,6 +95,7 @@ bad scripts/lessons_bp.sh input "^error: REPEATS: expected an integer" scripts/l
 bad scripts/translate_config.py arg "^error: --model: missing" $P scripts/translate_config.py docs/examples/deepspeed/ds_zero3.json
 bad scripts/translate_config.py input "^error: .*truncated.csv: not JSON" $P scripts/translate_config.py --model d12 "$keep/truncated.csv"
 bad scripts/validate_planner.sh arg "^error: --bogus: unknown argument" scripts/validate_planner.sh --bogus
+bad scripts/validate_planner.sh arg "^error: --tcp: 0 is not a link speed" scripts/validate_planner.sh --tcp 0
 bad scripts/validate_planner.sh input "^error: -o: .*run is a folder" scripts/validate_planner.sh -o "$keep/run"
 bad scripts/figures.sh arg "^error: bogus: not a part" scripts/figures.sh text bogus
 bad scripts/launch.sh arg "^error: -n: expects a number of ranks" scripts/launch.sh -n 0 true
