@@ -37,7 +37,7 @@ ENGINE_SRC = proc/proc.c zero3.c observe/zero3_observe.c
 HOST_SRC = $(wildcard host/*.c)
 # the trainer's own files (host/trainer.h): what a program without the train loop leaves out
 TRAINER_SRC = host/train.c host/outdir.c host/report.c host/evaluate.c host/stop.c
-HOST_HEADERS = proc/proc.h proc/bf16.h zero3.h observe/zero3_observe.h $(wildcard host/*.h)
+HOST_HEADERS = proc/proc.h proc/bf16.h proc/mpi_sum.h zero3.h observe/zero3_observe.h $(wildcard host/*.h)
 CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h)
 # host code and the engine are compiled once into build/obj and linked into every binary
 OBJDIR = build/obj

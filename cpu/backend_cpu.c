@@ -5,6 +5,7 @@
 #include "backend_cpu.h"
 #include "../proc/proc.h"
 #include "../proc/bf16.h"
+#include "../proc/mpi_sum.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -251,7 +252,7 @@ static MPI_Comm op_comm(const CpuGroups *g, const CpuOp *o) {
 // MPI's reductions combine the ranks' contributions pairwise in an order of the library's choosing
 // (ring, recursive halving, ..., picked by size and rank count), and a bf16 operator would round
 // after every combine: N - 1 roundings, in an order that changes with the algorithm. So a bf16 sum
-// moves bf16 and adds where it lands:
+// moves bf16 and adds where it lands (proc/mpi_sum.h: the rule, which the peak planner reads too):
 //   reduce-scatter  an all-to-all sends chunk r of every rank's buffer to rank r; each rank adds
 //                   its N parts in fp32 in rank order and rounds once, into its shard
 //   all-reduce      the same over N near-equal chunks of the buffer (the first n % N one longer),
@@ -261,7 +262,7 @@ static MPI_Comm op_comm(const CpuGroups *g, const CpuOp *o) {
 enum { BF16_SUM_PARTS, BF16_SUM_GATHER, BF16_SUM_DONE };
 
 static int bf16_sum_by_moves(const CpuOp *o) {
-    return o->t == ZERO3_BF16 && (o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALL_REDUCE);
+    return !mpi_sums(o->t) && (o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALL_REDUCE);
 }
 
 // dst[i] = the fp32 sum of parts[r*n + i] over r = 0..N-1, in rank order, rounded once to bf16

@@ -34,12 +34,6 @@ static uint16_t *to_bf16(const float *x, size_t n) {
     return b;
 }
 
-#define BEST_TIME(best, reps, call) do { \
-    call; (best) = 1e30; \
-    for (int rep_ = 0; rep_ < (reps); rep_++) { \
-        double t0_ = peak_now(threads); call; double dt_ = peak_now(threads) - t0_; \
-        if (dt_ < (best)) (best) = dt_; } } while (0)
-
 typedef struct { const char *name; int C, OC; } LinearShape;
 
 int main(int argc, char **argv) {
@@ -80,13 +74,13 @@ int main(int argc, char **argv) {
             for (int i = 0; i < OC; i++) db16[i] = 0;
             int reps = OC > 10000 ? 3 : 10;
             double flops = 2.0 * BT * C * OC, t[6];
-            BEST_TIME(t[0], reps, matmul_forward(out, inp, w, bias, B, T, C, OC));
-            BEST_TIME(t[1], reps, matmul_backward(dinp, dw, db, dout, inp, w, B, T, C, OC));
+            BEST_TIME(t[0], reps, threads, matmul_forward(out, inp, w, bias, B, T, C, OC));
+            BEST_TIME(t[1], reps, threads, matmul_backward(dinp, dw, db, dout, inp, w, B, T, C, OC));
             for (int p = 0; p < 2; p++) {
                 Bf16Path path = p == 0 ? BF16_PATH_AVX512 : BF16_PATH_PORTABLE;
                 if (!bf16_path_available(path)) { t[2 + 2 * p] = t[3 + 2 * p] = 0; continue; }
-                BEST_TIME(t[2 + 2 * p], reps, matmul_forward_bf16(path, out, inp, w16, b16, B, T, C, OC));
-                BEST_TIME(t[3 + 2 * p], reps, matmul_backward_bf16(path, dinp, dw16, db16, dout, inp, w16, B, T, C, OC));
+                BEST_TIME(t[2 + 2 * p], reps, threads, matmul_forward_bf16(path, out, inp, w16, b16, B, T, C, OC));
+                BEST_TIME(t[3 + 2 * p], reps, threads, matmul_backward_bf16(path, dinp, dw16, db16, dout, inp, w16, B, T, C, OC));
             }
             double peaks[6] = {peak_fma, peak_fma, peak_dp, peak_dp, peak_fma, peak_fma};
             printf("%-8s %5d %6d |", shapes[s].name, C, OC);

@@ -7,21 +7,16 @@ Build and run (from the repository root):
     ./dev/bench_cpu_kernels            # 1 and 2 threads
     ./dev/bench_cpu_kernels 1 4 8      # any list of thread counts
 Prints, per kernel and thread count, the best time of a few runs and GFLOP/s, then the share of each
-kind of kernel in one whole block's forward and backward. A matmul forward
+kind of kernel in one whole block's forward and backward. Times are taken by the peaks' clock
+(dev/bench_peak.h: the wall clock, or BENCH_CLOCK=cpu for one thread on a busy machine). A matmul forward
 is 2*BT*C*OC flops; its backward twice that (dinp and dweight; dbias is negligible). Attention
 counts the causal half of its products: forward 2 products, backward 4, each 2*B*NH*(T*T/2)*hs.
 */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <omp.h>
 #include "../cpu/kernels.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
+#include "bench_peak.h"
 
 // a buffer of n floats, uniform in [-1, 1), from a fixed xorshift sequence
 static float *random_floats(size_t n, unsigned long long *state) {
@@ -33,13 +28,6 @@ static float *random_floats(size_t n, unsigned long long *state) {
     }
     return x;
 }
-
-// the best of `reps` timed runs, after one untimed warm-up run
-#define BEST_TIME(best, reps, call) do { \
-    call; (best) = 1e30; \
-    for (int rep_ = 0; rep_ < (reps); rep_++) { \
-        double t0_ = now_seconds(); call; double dt_ = now_seconds() - t0_; \
-        if (dt_ < (best)) (best) = dt_; } } while (0)
 
 typedef struct { const char *name; int C, OC; } LinearShape;
 
@@ -77,10 +65,11 @@ int main(int argc, char **argv) {
         int reps = OC > 10000 ? 2 : 5;
         double flops = 2.0 * BT * C * OC;
         for (int tc = 0; tc < n_counts; tc++) {
-            omp_set_num_threads(thread_counts[tc]);
+            const int threads = thread_counts[tc];
+            omp_set_num_threads(threads);
             double t_fwd, t_bwd;
-            BEST_TIME(t_fwd, reps, matmul_forward(out, inp, weight, bias, B, T, C, OC));
-            BEST_TIME(t_bwd, reps, matmul_backward(dinp, dweight, dbias, dout, inp, weight, B, T, C, OC));
+            BEST_TIME(t_fwd, reps, threads, matmul_forward(out, inp, weight, bias, B, T, C, OC));
+            BEST_TIME(t_bwd, reps, threads, matmul_backward(dinp, dweight, dbias, dout, inp, weight, B, T, C, OC));
             printf("%-10s %7d %7d %8d | %10.2f %9.1f | %10.2f %9.1f\n", shapes[s].name, C, OC, thread_counts[tc],
                    1e3 * t_fwd, flops / t_fwd * 1e-9, 1e3 * t_bwd, 2 * flops / t_bwd * 1e-9);
         }
@@ -97,10 +86,11 @@ int main(int argc, char **argv) {
         float *dpreatt = random_floats(tt, &rng), *datt = random_floats(tt, &rng);
         double product = 2.0 * B * NH * ((double)T * T / 2) * hs;
         for (int tc = 0; tc < n_counts; tc++) {
-            omp_set_num_threads(thread_counts[tc]);
+            const int threads = thread_counts[tc];
+            omp_set_num_threads(threads);
             double t_fwd, t_bwd;
-            BEST_TIME(t_fwd, 3, attention_forward(out, preatt, att, qkv, B, T, C, NH));
-            BEST_TIME(t_bwd, 3, attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH));
+            BEST_TIME(t_fwd, 3, threads, attention_forward(out, preatt, att, qkv, B, T, C, NH));
+            BEST_TIME(t_bwd, 3, threads, attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH));
             printf("%-10s %7d %7s %8d | %10.2f %9.1f | %10.2f %9.1f\n", "attention", C, "T=1024", thread_counts[tc],
                    1e3 * t_fwd, 2 * product / t_fwd * 1e-9, 1e3 * t_bwd, 4 * product / t_bwd * 1e-9);
         }
@@ -132,9 +122,10 @@ int main(int argc, char **argv) {
         enum { K_MATMUL, K_ATTENTION, K_LAYERNORM, K_GELU, K_RESIDUAL, K_COUNT };
         const char *names[K_COUNT] = {"matmul", "attention", "layernorm", "gelu", "residual"};
         for (int tc = 0; tc < n_counts; tc++) {
-            omp_set_num_threads(thread_counts[tc]);
+            const int threads = thread_counts[tc];
+            omp_set_num_threads(threads);
             double ms[K_COUNT] = {0}, t0;
-            #define TIMED(kind, call) do { t0 = now_seconds(); call; ms[kind] += 1e3 * (now_seconds() - t0); } while (0)
+            #define TIMED(kind, call) do { t0 = peak_now(threads); call; ms[kind] += 1e3 * (peak_now(threads) - t0); } while (0)
             for (int rep = 0; rep < 2; rep++) {
                 if (rep == 1) for (int k = 0; k < K_COUNT; k++) ms[k] = 0;   // the first pass warms up
                 TIMED(K_LAYERNORM, layernorm_forward(ln1, mean1, rstd1, x, lnw, lnb, B, T, C));
@@ -161,7 +152,7 @@ int main(int argc, char **argv) {
             #undef TIMED
             double total = 0;
             for (int k = 0; k < K_COUNT; k++) total += ms[k];
-            printf("one d12 block, forward + backward, %d thread(s): %.1f ms =", thread_counts[tc], total);
+            printf("one d12 block, forward + backward, %d thread(s): %.1f ms =", threads, total);
             for (int k = 0; k < K_COUNT; k++)
                 printf(" %s %.0f%%%s", names[k], 100 * ms[k] / total, k + 1 < K_COUNT ? "," : "\n");
         }

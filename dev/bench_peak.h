@@ -1,6 +1,7 @@
 /*
 dev/bench_peak.h: the measured peak of one core's vector multiply-add instructions, for
-dev/bench_peak.c and dev/bench_bf16_kernels.c (which prints each kernel's fraction of it).
+dev/bench_peak.c and dev/bench_bf16_kernels.c (which prints each kernel's fraction of it), and the
+clock every CPU benchmark times with (peak_now, BEST_TIME: dev/bench_cpu_kernels.c's too).
 
 Each thread runs 12 independent dependency chains of one 512-bit instruction (12 chains hide a
 latency of up to 12 cycles at one instruction a cycle; Zen 4's FMA has 4, VDPBF16PS 6), for a fixed
@@ -32,7 +33,7 @@ typedef enum { PEAK_FP32_FMA, PEAK_BF16_DP } PeakInstruction;
 #define PEAK_ROUNDS 5000000L    // of 12 instructions: 60M instructions, about 0.02-0.06 s a core
 
 // seconds: of the wall clock, or (BENCH_CLOCK=cpu) of this process's CPU time over `threads`
-static double peak_now(int threads) {
+static inline double peak_now(int threads) {
     const char *clock_name = getenv("BENCH_CLOCK");
     int cpu = clock_name && !strcmp(clock_name, "cpu");
     struct timespec ts;
@@ -40,10 +41,18 @@ static double peak_now(int threads) {
     return (ts.tv_sec + 1e-9 * ts.tv_nsec) / (cpu ? threads : 1);
 }
 
+// best = the least seconds of `reps` timed runs of `call` on `threads` threads, after one untimed
+// warm-up run
+#define BEST_TIME(best, reps, threads, call) do { \
+    call; (best) = 1e30; \
+    for (int rep_ = 0; rep_ < (reps); rep_++) { \
+        double t0_ = peak_now(threads); call; double dt_ = peak_now(threads) - t0_; \
+        if (dt_ < (best)) (best) = dt_; } } while (0)
+
 #if defined(__x86_64__)
 // acc = acc * x + y on each chain (x < 1: it settles at y / (1 - x), never overflows); returns a lane
 // of the chains' sum so that nothing can be optimized away
-__attribute__((target("avx512f,fma"), noinline))
+__attribute__((target("avx512f,fma"), noinline, unused))
 static float peak_run_fma(long rounds) {
     __m512 acc[PEAK_CHAINS];
     for (int c = 0; c < PEAK_CHAINS; c++) acc[c] = _mm512_set1_ps((float)c);
@@ -55,7 +64,7 @@ static float peak_run_fma(long rounds) {
     return _mm512_reduce_add_ps(s);
 }
 // acc += a . b on each chain, a and b pairs of small bf16 (2^-10: 1.6e8 steps add under 2e3)
-__attribute__((target("avx512f,avx512bf16"), noinline))
+__attribute__((target("avx512f,avx512bf16"), noinline, unused))
 static float peak_run_dpbf16(long rounds) {
     __m512 acc[PEAK_CHAINS];
     for (int c = 0; c < PEAK_CHAINS; c++) acc[c] = _mm512_set1_ps((float)c);
@@ -68,7 +77,7 @@ static float peak_run_dpbf16(long rounds) {
 }
 #endif
 
-static int peak_available(PeakInstruction which) {
+static inline int peak_available(PeakInstruction which) {
 #if defined(__x86_64__)
     if (!__builtin_cpu_supports("avx512f")) return 0;
     return which == PEAK_FP32_FMA ? __builtin_cpu_supports("fma") : __builtin_cpu_supports("avx512bf16");
@@ -80,7 +89,7 @@ static int peak_available(PeakInstruction which) {
 
 // GFLOP/s of `threads` threads together running the instruction (0 where the CPU lacks it);
 // the best of `tries`
-static double peak_gflops(PeakInstruction which, int threads, int tries) {
+static inline double peak_gflops(PeakInstruction which, int threads, int tries) {
     if (!peak_available(which)) return 0.0;
     double flops_per_instruction = which == PEAK_FP32_FMA ? 32.0 : 64.0, best = 0.0;
     for (int t = 0; t < tries; t++) {

@@ -7,6 +7,7 @@
 #include "peak.h"
 #include "passes.h"
 #include "../observe/zero3_observe.h"
+#include "../proc/mpi_sum.h"
 
 const char *const PEAK_TERM_NAMES[PEAK_TERMS] = {"model state", "gathered", "gradients", "fragmentation", "activations",
                                                  "MPI scratch"};
@@ -43,12 +44,12 @@ static double at_most(double a, double b) { return a < b ? a : b; }
 // the embedding again), released after it, gathered again for its backward; the embedding's gradient
 // buffer stays open from the LM head's backward to the encoder's, and one unit's reduction (the one
 // above) is in flight beside the block being computed. With -ra 0 every unit stays gathered from its
-// forward until its backward is done. In the backward, -bp post starts a unit's prefetch after its
-// gradient compute, so while it computes only the next -pd - 1 are on their way (db). Returns the
-// count written into m.
+// forward until its backward is done. In the backward, while a unit computes, the units whose gathers
+// are on their way are the engine's prefetch rule under -bp (db: zero3_theory_backward_ahead, pre -pd,
+// post -pd - 1). Returns the count written into m.
 static int step_moments(const PeakRun *r, const PeakShapes *s, PeakMoment *m) {
     const int d = r->prefetch_depth, nu = s->units_per_group, groups = s->block_units / nu, keep = !r->reshard_after_forward;
-    const int db = r->backward_prefetch_post && d > 0 ? d - 1 : d;
+    const int db = zero3_theory_backward_ahead(d, r->backward_prefetch);
     int n = 0;
     m[n++] = (PeakMoment){.emb_p = 1, .block_p = at_most(d, s->block_units), .name = "embedding forward"};
     for (int i = 0; i < groups; i++) {   // group i's forward: its units, the kept ones below, the next -pd ahead
@@ -114,12 +115,12 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
 // fp32: rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0 at its root): an
 // all-reduce keeps one, a reduce-scatter two from 3 ranks on (the sums of two rounds), one on 2.
 // bf16: MPI only moves the parts (an all-to-all); every rank receives its N parts of the unit into
-// one buffer, the unit's size, and sums them itself (cpu/backend_cpu.c): one copy at any N.
-// Under HSDP groups of one rank the shard is the unit, all-reduced across the replica groups.
-static double scratch_bytes(const PeakRun *r, const PeakShapes *s) {
+// one buffer, the unit's size, and sums them itself: one copy at any N (which sums are MPI's:
+// proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced across the
+// replica groups.
+static double scratch_bytes(const PeakRun *r, const PeakShapes *s, Zero3DType grad_type) {
     if (r->world == 1 && r->replicas == 1) return 0.0;
-    const int summed_by_mpi = r->grad_bytes == 4;
-    const double copies = !summed_by_mpi || r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
+    const double copies = !mpi_sums(grad_type) || r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
     return copies * fmax(s->emb, s->block) * r->grad_bytes;
 }
 
@@ -133,7 +134,7 @@ PeakBytes peak_bytes(const PeakRun *r) {
     out.bytes[PEAK_STATE] = zero3_theory_state_bytes(r->stage, psi, r->world, pt, gt);
     pool_terms(r, &s, &out);
     out.bytes[PEAK_ACTIVATIONS] = peak_activation_bytes(&r->cfg, r->B, r->T, r->recompute);
-    out.bytes[PEAK_SCRATCH] = scratch_bytes(r, &s);
+    out.bytes[PEAK_SCRATCH] = scratch_bytes(r, &s, gt);
     for (int k = 0; k < PEAK_TERMS; k++) out.total += out.bytes[k];
     return out;
 }

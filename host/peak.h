@@ -37,7 +37,7 @@ typedef struct {
     int replicas;                    // HSDP's replica groups (N / G; 1 without -hs)
     int stage;                       // 0..3
     int prefetch_depth, reshard_after_forward, recompute;   // -pd -ra -rc
-    int backward_prefetch_post;      // -bp post: a unit computing its backward has one prefetch fewer in flight
+    Zero3BackwardPrefetch backward_prefetch;   // -bp pre|post: when a unit's backward gathers ahead
     int param_bytes, grad_bytes;     // 4 and 4 (fp32), 2 and 2 (-p bf16)
 } PeakRun;
 

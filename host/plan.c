@@ -334,7 +334,7 @@ static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf1
     const TrainArgs *a = p->a;
     PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = p->G, .replicas = p->R, .stage = stage, .prefetch_depth = a->prefetch_depth,
                  .reshard_after_forward = a->reshard_after_forward, .recompute = a->recompute,
-                 .backward_prefetch_post = a->backward_prefetch == ZERO3_BACKWARD_POST, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
+                 .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
     r.cfg.wrap = a->wrap;
     return r;
 }

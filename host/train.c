@@ -189,6 +189,21 @@ static void trainer_theory_ledger(Trainer *tr) {
         tr->measure.ledger_theory.row[ZERO3_COLL_NORM] = (Zero3LedgerRow){0};
 }
 
+// The heap from the first step on holds what the run holds (the peak a run prints is the process's,
+// tests/test_peak.sh). The setup's freed temporaries (the init's host buffers, the recording pass's
+// engine) are given back. And glibc's threshold for mapping a buffer on its own, given back to the
+// kernel when freed, is fixed: left to itself glibc raises it past the largest such buffer freed so
+// far (the setup's), and MPI's non-blocking reductions, which allocate a copy of the unit they sum
+// and free it when done, would take their copies from the heap, where a freed copy stays resident
+// and the next may land beside it. So each copy is resident only while its reduction runs, as the
+// peak planner counts it (host/peak.c's MPI scratch; docs/time.md).
+enum { HEAP_OWN_MAPPING = 128 * 1024 };   // glibc's own starting threshold
+static void trainer_settle_heap(void) {
+    malloc_trim(0);
+    mallopt(M_MMAP_THRESHOLD, HEAP_OWN_MAPPING);
+    mallopt(M_TRIM_THRESHOLD, HEAP_OWN_MAPPING);   // raised with it: the heap's free top given back past this
+}
+
 // Everything before the first step, for flags already parsed: the output folder, model, data,
 // resume, the params published where the stage needs them, what the run measures against.
 Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const TrainBuild *build) {
@@ -206,10 +221,7 @@ Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const Tra
     predict_links(&tr->measure.predict, &tr->args, be);   // the engine's groups are made: the links can be set
     trainer_publish(tr);
     trainer_theory_ledger(tr);
-    // the setup's temporaries (the init's host buffers, the recording pass's engine) are freed, but
-    // glibc keeps freed heap pages resident for reuse: give them back, so that what stays resident
-    // is the run's own memory (the peak the run prints is the process's, tests/test_peak.sh)
-    malloc_trim(0);
+    trainer_settle_heap();
     tr->measure.unit_exposed_sum = (double *)xcalloc((size_t)tr->z.nunits, sizeof(double));
     tr->measure.open_files = -1;
     if (tr->args.clip_local) tr->clip_probe = clip_probe_create(&tr->z);
