@@ -414,6 +414,228 @@ def print_bf16_sensitivity(step, params, grads):
     print("bf16 sensitivity step %2d: sum_g2_ulp %.6e sum_g2 %.6e" % (step + 1, g2_ulp, g2), flush=True)
 
 
+# -----------------------------------------------------------------------------
+# ZeRO++ under --dtype bfloat16 (docs/zeropp.md), for tests/test_bf16.sh's derived bound.
+#   --qw: qwZ's working weights, an independent implementation of the documented layout: the
+#     tensors of a unit (embedding: wte wpe; each block: its 12; head: lnfw lnfb) side by side in one
+#     flat buffer, each starting at a multiple of --align elements, zero padded to whole blocks of
+#     256; per block scale = amax / 127 (fp32), code = round(x / scale) (half to even) in
+#     [-127, 127], and the compute sees code * scale rounded to bf16. The master stays exact.
+#   --zeropp-bound SPEC: per step, the variance of the loss difference tests/test_bf16.sh's header
+#     derives for a run with these flags, from per-element bounds on the masters' difference (SPEC
+#     "exact": an exact reduction; "N:G:A": qgZ over N ranks in node groups of G, A micro-steps).
+
+QUANT_BLOCK, QUANT_MAX = 256, 127
+UNIT_OF = {"wte": 0, "wpe": 0, "lnfw": -1, "lnfb": -1}   # the others: block l is unit l + 1
+
+
+def unit_layout(cfg, align):
+    """[[(name, layer or None, offset, numel)] per unit, padded length] in the engine's unit order."""
+    block = PARAM_NAMES[2:14]
+    units = [[("wte", None), ("wpe", None)]] + [[(n, l) for n in block] for l in range(cfg.L)] + \
+            [[("lnfw", None), ("lnfb", None)]]
+    shapes = dict(cfg.param_shapes())
+    layout = []
+    for tensors in units:
+        offset, placed = 0, []
+        for name, layer in tensors:
+            numel = math.prod(shapes[name][1:] if layer is not None else shapes[name])
+            placed.append((name, layer, offset, numel))
+            offset = (offset + numel + align - 1) // align * align
+        layout.append((placed, (offset + QUANT_BLOCK - 1) // QUANT_BLOCK * QUANT_BLOCK))
+    return layout
+
+
+def to_flat(tensors, layout, dtype=None):
+    """{name: tensor} -> one flat buffer of every unit side by side (padding 0), in dtype."""
+    dtype = dtype or next(iter(tensors.values())).dtype
+    parts = []
+    for placed, padded in layout:
+        flat = torch.zeros(padded, dtype=dtype)
+        for name, layer, offset, numel in placed:
+            t = tensors[name] if layer is None else tensors[name][layer]
+            flat[offset:offset + numel] = t.detach().reshape(-1).to(dtype)
+        parts.append(flat)
+    return torch.cat(parts)
+
+
+def from_flat(flat, layout, tensors):
+    """Writes the flat buffer's values back into {name: tensor}, in place."""
+    base = 0
+    for placed, padded in layout:
+        for name, layer, offset, numel in placed:
+            t = tensors[name] if layer is None else tensors[name][layer]
+            t.copy_(flat[base + offset:base + offset + numel].view(t.shape))
+        base += padded
+
+
+def block_absmax(flat):
+    return flat.abs().view(-1, QUANT_BLOCK).amax(dim=1)
+
+
+def block_quantize(flat):
+    """qwZ's round trip of a float32 flat buffer: (dequantized values, each block's scale)."""
+    x = flat.view(-1, QUANT_BLOCK)
+    scale = x.abs().amax(dim=1, keepdim=True) / QUANT_MAX
+    code = torch.where(scale > 0, torch.round(x / scale).clamp(-QUANT_MAX, QUANT_MAX), torch.zeros_like(x))
+    return (code * scale).view(-1), scale.view(-1)
+
+
+def quantize_working(params, layout):
+    """--qw: the working weights (bf16 values) replaced by their block-quantized copy, rounded to bf16."""
+    with torch.no_grad():
+        dequantized, _ = block_quantize(to_flat(params, layout, torch.float32))
+        from_flat(to_bf16(dequantized), layout, params)
+
+
+def per_block(values):   # one value a block -> one a element
+    return values.repeat_interleave(QUANT_BLOCK)
+
+
+def bf16_ulp(x):
+    # the spacing of the bf16 values at x: 2^(e - 8) for |x| in [2^(e-1), 2^e), 0 at x = 0
+    _, e = torch.frexp(x)
+    return torch.where(x == 0, torch.zeros_like(x), torch.ldexp(torch.ones_like(x), e - 8))
+
+
+def loss_difference_var(D, x, w, g, quantized):
+    """The variance bound of sum g e, e the working weights' difference when the masters are D
+    (rms, per element) apart; x the masters rounded to bf16, w the working weights (flat float64).
+    Without qwZ sum g^2 (3 D ulp(x) + D^2), the header's; with it the step s = amax / 127 of x's
+    block in place of ulp, and where the block's amax may differ between the runs (chance P, at most
+    damax apart), the whole block rescaled by rel = damax / amax (one term a block: the rescaling is
+    correlated) and re-rounded where it moved (rel |x| in place of D): each part's variance, 3 x."""
+    if not quantized:
+        return float((g * g * (3 * D * bf16_ulp(x) + D * D)).sum())
+    amax = block_absmax(x)
+    s = per_block(amax / QUANT_MAX)
+    own = (g * g * (3 * D * s + D * D)).sum()
+    Dmax = D.view(-1, QUANT_BLOCK).amax(dim=1)
+    damax = Dmax + bf16_ulp(amax)                    # |bf16(x') - bf16(x)| <= D + ulp
+    may_be_max = (x.abs() >= per_block(amax - 2 * Dmax - bf16_ulp(amax))) & (bf16_ulp(x) > 0)
+    flip = torch.where(may_be_max, D / bf16_ulp(x).clamp(min=1e-300), torch.zeros_like(D))
+    P = flip.view(-1, QUANT_BLOCK).sum(dim=1).clamp(max=1.0)
+    rel = torch.where(amax > damax, damax / (amax - damax).clamp(min=1e-300), torch.ones_like(amax))
+    rescaled = P * (rel * (g * w).view(-1, QUANT_BLOCK).sum(dim=1)) ** 2
+    shift = x.abs() * per_block(rel)
+    rerounded = per_block(P) * g * g * (3 * shift * s + shift * shift)
+    if float(P.sum()) == 0:
+        return float(own)
+    return float(3 * (own + rescaled.sum() + rerounded.sum()))
+
+def slice_gradients(params, cfg, inputs, targets, parts):
+    """The gradients each of `parts` equal slices of the batch's rows gives (slice j = rank j % N's
+    micro-step j // N: its tokens' share of the step's mean loss), rounded to bf16, as flat float64."""
+    b = inputs.shape[0] // parts
+    names = list(params)
+    grads = []
+    for j in range(parts):
+        loss, _ = forward(params, cfg, inputs[j * b:(j + 1) * b], targets[j * b:(j + 1) * b])
+        g = torch.autograd.grad(loss * (b / inputs.shape[0]), [params[n] for n in names])
+        grads.append({n: to_bf16(x) for n, x in zip(names, g)})
+    return grads
+
+
+def qg_error(slices, N, G, A, rho):
+    """qgZ's worst error per gradient element (flat float64): per micro-step, half a step of each
+    rank's block in hop 1 and of each node sum's block in hop 2, the trainer's block amax taken
+    rho (relative) above the reference's; and the bf16 adds of the dequantized bundles into the
+    shard (G of them with one node group, else X), each within u_b of the partial sums."""
+    X, u_b = N // G, 2.0 ** -8
+    total = torch.zeros_like(slices[0])
+    for k in range(A):
+        ranks = slices[k * N:(k + 1) * N]
+        half1 = [per_block(block_absmax(g) * (1 + rho) / QUANT_MAX) / 2 for g in ranks]
+        err = sum(half1)
+        if X > 1:
+            for x in range(X):
+                node = range(x * G, (x + 1) * G)
+                node_sum = sum(ranks[r] for r in node)
+                amax = per_block(block_absmax(node_sum)) * (1 + rho) + sum(half1[r] for r in node)
+                err = err + amax / QUANT_MAX / 2
+        partial = sum(g.abs() + h for g, h in zip(ranks, half1))
+        total += err + (G if X == 1 else X) * u_b * partial
+    return total
+
+
+class ZeroppBound:
+    """--zeropp-bound SPEC: per element, D bounds |master - the run's master| (float64, flat);
+    M, V are Adam's first and second moments of the gradient difference bound eta."""
+
+    def __init__(self, spec, layout, quantized, roundings):
+        self.spec, self.layout, self.quantized = spec, layout, quantized
+        self.qg = None if spec == "exact" else tuple(int(x) for x in spec.split(":"))
+        self.sigma_g = math.sqrt(roundings / 3) * 2.0 ** -8      # the header's relative spread
+        self.rho = (1 + 2.0 ** -8) ** roundings - 1              # and its worst case
+        self.D = self.M = self.V = None
+
+    def parts(self):
+        return 0 if self.qg is None or self.qg[0] == 1 else self.qg[0] * self.qg[2]
+
+    def loss_var(self, master, params, grads):
+        """The variance bound of the loss difference at this step: sum g^2 E[e^2]."""
+        g = to_flat(grads, self.layout, torch.float64)
+        if self.D is None:
+            self.D, self.M, self.V = (torch.zeros_like(g) for _ in range(3))
+        x = to_flat({n: to_bf16(t) for n, t in master.items()}, self.layout, torch.float64)
+        return loss_difference_var(self.D, x, to_flat(params, self.layout, torch.float64), g, self.quantized)
+
+    def gradient_error(self, grads, slices, coef):
+        """eta: the bound on |the run's clipped gradient - the reference's|, per element."""
+        g = to_flat(grads, self.layout, torch.float64)
+        if not slices:
+            return coef * self.sigma_g * g.abs()
+        N, G, A = self.qg
+        flat_slices = [to_flat(s, self.layout, torch.float64) for s in slices]
+        err = qg_error(flat_slices, N, G, A, self.rho)
+        norm_rel = float(err.norm() / g.norm()) if coef < 1.0 else 0.0   # the clip coefficient's share
+        return coef * ((self.sigma_g + norm_rel) * g.abs() + err)
+
+    def after_update(self, eta, clipped, m, v, t, lr):
+        """D grows by lr times the bound on the two runs' Adam steps' difference (clipped: the
+        reference's gradients as AdamW took them)."""
+        b1, b2 = ADAM_BETA1, ADAM_BETA2
+        self.M = b1 * self.M + (1 - b1) * eta
+        self.V = b2 * self.V + (1 - b2) * eta * eta
+        if t == 1:   # lr sign(g): differs only where the error may flip the sign
+            g = to_flat(clipped, self.layout, torch.float64).abs()
+            du = torch.where((eta >= g) & (eta > 0), 2 * torch.ones_like(g), torch.zeros_like(g))
+        else:
+            mhat = to_flat(m, self.layout, torch.float64) / (1 - b1 ** t)
+            root = (to_flat(v, self.layout, torch.float64) / (1 - b2 ** t)).sqrt()
+            M, V = self.M / (1 - b1 ** t), (self.V / (1 - b2 ** t)).sqrt()
+            u = mhat.abs() / (root + ADAM_EPS)
+            den = root - V
+            du = torch.where(den > 0, (M + u * V) / den.clamp(min=1e-300), torch.full_like(u, math.inf))
+            du = torch.where(M == 0, torch.zeros_like(du), du)   # no error so far: the same step
+            du = torch.minimum(du, u + adam_ratio(t))
+        self.D = self.D + lr * du
+
+
+def adam_ratio(t):
+    """A_t, the largest |m^ / sqrt(v^)| after t gradients: sqrt(sum_k a_k^2 / b_k), a_k and b_k
+    gradient k's bias-corrected weights in m^ and v^ (Cauchy-Schwarz)."""
+    b1, b2 = ADAM_BETA1, ADAM_BETA2
+    a = [(1 - b1) * b1 ** (t - k) / (1 - b1 ** t) for k in range(1, t + 1)]
+    b = [(1 - b2) * b2 ** (t - k) / (1 - b2 ** t) for k in range(1, t + 1)]
+    return math.sqrt(sum(x * x / y for x, y in zip(a, b)))
+
+
+def zeropp_bounds_at_step(bounds, step, cfg, params, master, grads, norm, clip, inputs, targets):
+    """Prints each bound's loss variance at this step; returns each one's gradient error eta."""
+    coef = clip / (float(norm) + CLIP_EPS) if clip > 0 else 1.0
+    coef = min(coef, 1.0)
+    slices, etas = {}, []
+    for bound in bounds:
+        print("zeropp bound %s step %2d: var %.6e" % (bound.spec, step + 1, bound.loss_var(master, params, grads)),
+              flush=True)
+        parts = bound.parts()
+        if parts and parts not in slices:
+            slices[parts] = slice_gradients(params, cfg, inputs, targets, parts)
+        etas.append(bound.gradient_error(grads, slices.get(parts), coef))
+    return etas
+
+
 def train(params32, cfg, tokens, args, dtype, device):
     """Runs args.steps steps from the float32 parameters params32.
     Returns (records of step 0: [(name, numpy array)], per-step numpy arrays of tokens, losses,
@@ -427,13 +649,17 @@ def train(params32, cfg, tokens, args, dtype, device):
     master = {name: p.detach().clone() for name, p in params.items()} if mixed else params
     m = {name: torch.zeros_like(p) for name, p in params.items()}
     v = {name: torch.zeros_like(p) for name, p in params.items()}
+    layout = unit_layout(cfg, args.align) if mixed else None
+    bounds = [ZeroppBound(spec, layout, args.qw, args.roundings) for spec in args.zeropp_bound]
     step0_records = []
     step_tokens, losses, norms, lrs = [], [], [], []
     for step in range(args.steps):
-        if mixed:   # the working copy: the fp32 master rounded to bf16
+        if mixed:   # the working copy: the fp32 master rounded to bf16 (under --qw, then quantized)
             with torch.no_grad():
                 for name, p in params.items():
                     p.copy_(to_bf16(master[name]))
+            if args.qw:
+                quantize_working(params, layout)
         window = step_window(tokens, B, T, step)
         batch = torch.from_numpy(window).to(device)
         inputs, targets = batch[:-1].view(B, T), batch[1:].view(B, T)
@@ -445,6 +671,7 @@ def train(params32, cfg, tokens, args, dtype, device):
         norm = global_grad_norm(grads)
         if mixed:
             print_bf16_sensitivity(step, params, grads)
+        etas = zeropp_bounds_at_step(bounds, step, cfg, params, master, grads, norm, args.clip, inputs, targets)
         if step == 0:
             step0_records = step0_dump_records(inputs, targets, acts, grads)
         del acts  # the (B,T,V) logits are large: free them before the optimizer allocates
@@ -452,6 +679,8 @@ def train(params32, cfg, tokens, args, dtype, device):
         with torch.no_grad():
             clip_gradients(grads, norm, args.clip)
             adamw_update(master, grads, m, v, step, lr, args.wd)
+            for bound, eta in zip(bounds, etas):
+                bound.after_update(eta, grads, m, v, step + 1, lr)
         for p in params.values():
             p.grad = None
         step_tokens.append(window.astype(np.int32))
@@ -567,6 +796,15 @@ def parse_args(argv):
     parser.add_argument("--dtype", choices=("float64", "float32", "bfloat16"), default="float64",
                         help="compute precision (default float64; bfloat16: bf16 weights and gradients from an "
                              "fp32 master, fp32 activations, as the trainer's -p bf16)")
+    parser.add_argument("--qw", action="store_true",
+                        help="with bfloat16: the working weights quantized as the trainer's -qw 8 (int8 blocks of 256)")
+    parser.add_argument("--align", type=int, default=64,
+                        help="with --qw: the element alignment of a tensor in its unit (default 64, the CPU trainer's)")
+    parser.add_argument("--zeropp-bound", action="append", default=[], metavar="exact|N:G:A",
+                        help="with bfloat16: print tests/test_bf16.sh's ZeRO++ loss variance bound each step for an "
+                             "exact reduction or qgZ over N ranks, node groups of G, A micro-steps (repeatable)")
+    parser.add_argument("--roundings", type=int, default=6,
+                        help="with --zeropp-bound: R, the bf16 roundings of a gradient the runs do not share (default 6)")
     parser.add_argument("--device", default=None, help="cpu (default) or cuda[:N]; preset d12: cuda if present")
     args = parser.parse_args(argv)
     apply_preset(args)
@@ -604,8 +842,25 @@ def check_args(args):
                              % (flag.replace("_", "-"), value))
     if not 0 <= args.seed < 2 ** 31:
         raise InputError("--seed must be in [0, 2^31), got %d" % args.seed)  # an int32 in the dump
+    check_zeropp_args(args)
     if args.device is not None and args.device.split(":")[0] not in ("cpu", "cuda"):
         raise InputError("--device must be cpu or cuda[:N], got %r" % args.device)
+
+
+def check_zeropp_args(args):
+    if (args.qw or args.zeropp_bound) and args.dtype != "bfloat16":
+        raise InputError("--qw and --zeropp-bound need --dtype bfloat16")
+    if args.align < 1 or args.roundings < 0:
+        raise InputError("--align must be >= 1 and --roundings >= 0")
+    for spec in args.zeropp_bound:
+        if spec == "exact":
+            continue
+        try:
+            N, G, A = (int(x) for x in spec.split(":"))
+        except ValueError:
+            raise InputError("--zeropp-bound %r: expected exact or N:G:A (three integers)" % spec)
+        if N < 1 or G < 1 or A < 1 or N % G or args.B % (N * A):
+            raise InputError("--zeropp-bound %s: want G dividing N and N*A dividing --B %d" % (spec, args.B))
 
 
 def build_model(args):
