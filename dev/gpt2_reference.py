@@ -498,34 +498,44 @@ def bf16_ulp(x):
     return torch.where(x == 0, torch.zeros_like(x), torch.ldexp(torch.ones_like(x), e - 8))
 
 
+def block_amax_shift(D, x, amax):
+    """Per block: how far the two runs' block amax may lie apart, and the chance that they differ.
+    The amax of the other run lies in [amax - D at the max, max of |x| + D] give or take one
+    rounding (ulp(amax)); it differs only if an element that may be the max rounds differently
+    (chance D / ulp(x) each)."""
+    ulp_amax = bf16_ulp(amax)
+    at_max = (x.abs() == per_block(amax)).to(D.dtype)
+    down = (D * at_max).view(-1, QUANT_BLOCK).amax(dim=1)
+    up = (x.abs() + D).view(-1, QUANT_BLOCK).amax(dim=1) - amax
+    damax = torch.maximum(down, up) + ulp_amax
+    may_be_max = (x.abs() + D >= per_block(amax - damax)) & (bf16_ulp(x) > 0)
+    flip = torch.where(may_be_max, D / bf16_ulp(x).clamp(min=1e-300), torch.zeros_like(D))
+    return damax, flip.view(-1, QUANT_BLOCK).sum(dim=1).clamp(max=1.0)
+
+
 def loss_difference_var(D, x, w, g, quantized):
     """The variance bound of sum g e, e the working weights' difference when the masters are D
     (rms, per element) apart; x the masters rounded to bf16, w the working weights (flat float64).
     Without qwZ sum g^2 (3 D ulp(x) + D^2), the header's; with it the step s = amax / 127 of x's
-    block in place of ulp, and where the block's amax may differ between the runs (chance P, at most
-    damax apart), the whole block rescaled by rel = damax / amax (one term a block: the rescaling is
-    correlated) and re-rounded where it moved (rel |x| in place of D): each part's variance, 3 x."""
+    block in place of ulp, and where the block's amax may differ (chance P, damax apart) the whole
+    block rescaled by rel = damax / amax (correlated: one term a block) and re-rounded where it
+    moved (rel |x| in place of D). The three parts' spreads add."""
     if not quantized:
         return float((g * g * (3 * D * bf16_ulp(x) + D * D)).sum())
     amax = block_absmax(x)
     s = per_block(amax / QUANT_MAX)
-    own = (g * g * (3 * D * s + D * D)).sum()
-    Dmax = D.view(-1, QUANT_BLOCK).amax(dim=1)
-    damax = Dmax + bf16_ulp(amax)                    # |bf16(x') - bf16(x)| <= D + ulp
-    may_be_max = (x.abs() >= per_block(amax - 2 * Dmax - bf16_ulp(amax))) & (bf16_ulp(x) > 0)
-    flip = torch.where(may_be_max, D / bf16_ulp(x).clamp(min=1e-300), torch.zeros_like(D))
-    P = flip.view(-1, QUANT_BLOCK).sum(dim=1).clamp(max=1.0)
+    own = float((g * g * (3 * D * s + D * D)).sum())
+    damax, P = block_amax_shift(D, x, amax)
     rel = torch.where(amax > damax, damax / (amax - damax).clamp(min=1e-300), torch.ones_like(amax))
-    rescaled = P * (rel * (g * w).view(-1, QUANT_BLOCK).sum(dim=1)) ** 2
+    rescaled = float((P * (rel * (g * w).view(-1, QUANT_BLOCK).sum(dim=1)) ** 2).sum())
     shift = x.abs() * per_block(rel)
-    rerounded = per_block(P) * g * g * (3 * shift * s + shift * shift)
-    if float(P.sum()) == 0:
-        return float(own)
-    return float(3 * (own + rescaled.sum() + rerounded.sum()))
+    rerounded = float((per_block(P) * g * g * (3 * shift * s + shift * shift)).sum())
+    return (math.sqrt(own) + math.sqrt(rescaled) + math.sqrt(rerounded)) ** 2
+
 
 def slice_gradients(params, cfg, inputs, targets, parts):
     """The gradients each of `parts` equal slices of the batch's rows gives (slice j = rank j % N's
-    micro-step j // N: its tokens' share of the step's mean loss), rounded to bf16, as flat float64."""
+    micro-step j // N: its tokens' share of the step's mean loss), rounded to bf16."""
     b = inputs.shape[0] // parts
     names = list(params)
     grads = []
@@ -536,79 +546,83 @@ def slice_gradients(params, cfg, inputs, targets, parts):
     return grads
 
 
-def qg_error(slices, N, G, A, rho):
-    """qgZ's worst error per gradient element (flat float64): per micro-step, half a step of each
-    rank's block in hop 1 and of each node sum's block in hop 2, the trainer's block amax taken
-    rho (relative) above the reference's; and the bf16 adds of the dequantized bundles into the
-    shard (G of them with one node group, else X), each within u_b of the partial sums."""
+def qg_error_var(slices, N, G, A, rho):
+    """qgZ's error of each gradient element, its variance (flat float64): per micro-step, each
+    rank's block in hop 1 and each node sum's block in hop 2 rounds to its step s = amax / 127
+    (uniform error: s^2 / 12, independent), the trainer's block amax taken rho (relative) above
+    the reference's (and a node sum's by hop 1's half steps); and the bf16 adds of the dequantized
+    bundles into the shard (G of them with one node group, else X), each a rounding of the partial
+    sum (u_b^2 / 3 of its square)."""
     X, u_b = N // G, 2.0 ** -8
-    total = torch.zeros_like(slices[0])
+    var = torch.zeros_like(slices[0])
     for k in range(A):
         ranks = slices[k * N:(k + 1) * N]
-        half1 = [per_block(block_absmax(g) * (1 + rho) / QUANT_MAX) / 2 for g in ranks]
-        err = sum(half1)
+        step1 = [per_block(block_absmax(g) * (1 + rho) / QUANT_MAX) for g in ranks]
+        var += sum(s * s for s in step1) / 12
         if X > 1:
             for x in range(X):
                 node = range(x * G, (x + 1) * G)
-                node_sum = sum(ranks[r] for r in node)
-                amax = per_block(block_absmax(node_sum)) * (1 + rho) + sum(half1[r] for r in node)
-                err = err + amax / QUANT_MAX / 2
-        partial = sum(g.abs() + h for g, h in zip(ranks, half1))
-        total += err + (G if X == 1 else X) * u_b * partial
-    return total
+                amax = per_block(block_absmax(sum(ranks[r] for r in node))) * (1 + rho) + sum(step1[r] for r in node) / 2
+                var += (amax / QUANT_MAX) ** 2 / 12
+        partial = sum(g.abs() + s / 2 for g, s in zip(ranks, step1))
+        var += (G if X == 1 else X) * (u_b * partial) ** 2 / 3
+    return var
 
 
 class ZeroppBound:
-    """--zeropp-bound SPEC: per element, D bounds |master - the run's master| (float64, flat);
-    M, V are Adam's first and second moments of the gradient difference bound eta."""
+    """--zeropp-bound SPEC: per element, D is the rms of master - the run's master (float64, flat);
+    Mq, Vq the Adam-weighted sums of the gradient difference's variance (weights a_k^2, b_k)."""
 
     def __init__(self, spec, layout, quantized, roundings):
         self.spec, self.layout, self.quantized = spec, layout, quantized
         self.qg = None if spec == "exact" else tuple(int(x) for x in spec.split(":"))
         self.sigma_g = math.sqrt(roundings / 3) * 2.0 ** -8      # the header's relative spread
         self.rho = (1 + 2.0 ** -8) ** roundings - 1              # and its worst case
-        self.D = self.M = self.V = None
+        self.D = self.Mq = self.Vq = None
+        self.flip = None
 
     def parts(self):
         return 0 if self.qg is None or self.qg[0] == 1 else self.qg[0] * self.qg[2]
 
+    def flat(self, tensors):
+        return to_flat(tensors, self.layout, torch.float64)
+
     def loss_var(self, master, params, grads):
-        """The variance bound of the loss difference at this step: sum g^2 E[e^2]."""
-        g = to_flat(grads, self.layout, torch.float64)
+        """The variance bound of the loss difference at this step."""
+        g = self.flat(grads)
         if self.D is None:
-            self.D, self.M, self.V = (torch.zeros_like(g) for _ in range(3))
-        x = to_flat({n: to_bf16(t) for n, t in master.items()}, self.layout, torch.float64)
-        return loss_difference_var(self.D, x, to_flat(params, self.layout, torch.float64), g, self.quantized)
+            self.D, self.Mq, self.Vq = (torch.zeros_like(g) for _ in range(3))
+        x = self.flat({n: to_bf16(t) for n, t in master.items()})
+        return loss_difference_var(self.D, x, self.flat(params), g, self.quantized)
 
     def gradient_error(self, grads, slices, coef):
-        """eta: the bound on |the run's clipped gradient - the reference's|, per element."""
-        g = to_flat(grads, self.layout, torch.float64)
-        if not slices:
-            return coef * self.sigma_g * g.abs()
-        N, G, A = self.qg
-        flat_slices = [to_flat(s, self.layout, torch.float64) for s in slices]
-        err = qg_error(flat_slices, N, G, A, self.rho)
-        norm_rel = float(err.norm() / g.norm()) if coef < 1.0 else 0.0   # the clip coefficient's share
-        return coef * ((self.sigma_g + norm_rel) * g.abs() + err)
+        """The variance of the run's clipped gradient - the reference's, per element; and qgZ's
+        chance of flipping its sign (Cantelli: var / (var + g^2))."""
+        g = self.flat(grads)
+        var = (coef * self.sigma_g * g) ** 2
+        self.flip = torch.zeros_like(g)
+        if slices:
+            N, G, A = self.qg
+            qg_var = qg_error_var([self.flat(sl) for sl in slices], N, G, A, self.rho)
+            norm_rel = float(qg_var.sum().sqrt() / g.norm()) if coef < 1.0 else 0.0   # the clip coefficient's
+            var = var + coef * coef * (qg_var + (norm_rel * g) ** 2)
+            self.flip = qg_var / (qg_var + g * g).clamp(min=1e-300)
+        return var
 
-    def after_update(self, eta, clipped, m, v, t, lr):
-        """D grows by lr times the bound on the two runs' Adam steps' difference (clipped: the
-        reference's gradients as AdamW took them)."""
+    def after_update(self, var, m, v, t, lr):
+        """D grows by lr times the rms of the two runs' Adam steps' difference."""
         b1, b2 = ADAM_BETA1, ADAM_BETA2
-        self.M = b1 * self.M + (1 - b1) * eta
-        self.V = b2 * self.V + (1 - b2) * eta * eta
-        if t == 1:   # lr sign(g): differs only where the error may flip the sign
-            g = to_flat(clipped, self.layout, torch.float64).abs()
-            du = torch.where((eta >= g) & (eta > 0), 2 * torch.ones_like(g), torch.zeros_like(g))
+        self.Mq = b1 * b1 * self.Mq + (1 - b1) ** 2 * var
+        self.Vq = b2 * self.Vq + (1 - b2) * var
+        if t == 1:   # lr sign(g): differs, by 2 lr, only where qgZ's error flips the sign
+            du = 2 * self.flip.sqrt()
         else:
-            mhat = to_flat(m, self.layout, torch.float64) / (1 - b1 ** t)
-            root = (to_flat(v, self.layout, torch.float64) / (1 - b2 ** t)).sqrt()
-            M, V = self.M / (1 - b1 ** t), (self.V / (1 - b2 ** t)).sqrt()
-            u = mhat.abs() / (root + ADAM_EPS)
-            den = root - V
-            du = torch.where(den > 0, (M + u * V) / den.clamp(min=1e-300), torch.full_like(u, math.inf))
-            du = torch.where(M == 0, torch.zeros_like(du), du)   # no error so far: the same step
-            du = torch.minimum(du, u + adam_ratio(t))
+            root = (self.flat(v) / (1 - b2 ** t)).sqrt()
+            u = (self.flat(m) / (1 - b1 ** t)).abs() / (root + ADAM_EPS)
+            M, V = self.Mq.sqrt() / (1 - b1 ** t), (self.Vq / (1 - b2 ** t)).sqrt()
+            cap = u + adam_ratio(t)
+            du = torch.where(2 * V < root, (M + u * V) / (root - V).clamp(min=1e-300), cap)
+            du = torch.minimum(torch.where(M == 0, torch.zeros_like(du), du), cap)
         self.D = self.D + lr * du
 
 
@@ -622,18 +636,18 @@ def adam_ratio(t):
 
 
 def zeropp_bounds_at_step(bounds, step, cfg, params, master, grads, norm, clip, inputs, targets):
-    """Prints each bound's loss variance at this step; returns each one's gradient error eta."""
+    """Prints each bound's loss variance at this step; returns the variance of each one's gradient difference."""
     coef = clip / (float(norm) + CLIP_EPS) if clip > 0 else 1.0
     coef = min(coef, 1.0)
-    slices, etas = {}, []
+    slices, grad_vars = {}, []
     for bound in bounds:
         print("zeropp bound %s step %2d: var %.6e" % (bound.spec, step + 1, bound.loss_var(master, params, grads)),
               flush=True)
         parts = bound.parts()
         if parts and parts not in slices:
             slices[parts] = slice_gradients(params, cfg, inputs, targets, parts)
-        etas.append(bound.gradient_error(grads, slices.get(parts), coef))
-    return etas
+        grad_vars.append(bound.gradient_error(grads, slices.get(parts), coef))
+    return grad_vars
 
 
 def train(params32, cfg, tokens, args, dtype, device):
@@ -671,7 +685,7 @@ def train(params32, cfg, tokens, args, dtype, device):
         norm = global_grad_norm(grads)
         if mixed:
             print_bf16_sensitivity(step, params, grads)
-        etas = zeropp_bounds_at_step(bounds, step, cfg, params, master, grads, norm, args.clip, inputs, targets)
+        grad_vars = zeropp_bounds_at_step(bounds, step, cfg, params, master, grads, norm, args.clip, inputs, targets)
         if step == 0:
             step0_records = step0_dump_records(inputs, targets, acts, grads)
         del acts  # the (B,T,V) logits are large: free them before the optimizer allocates
@@ -679,8 +693,8 @@ def train(params32, cfg, tokens, args, dtype, device):
         with torch.no_grad():
             clip_gradients(grads, norm, args.clip)
             adamw_update(master, grads, m, v, step, lr, args.wd)
-            for bound, eta in zip(bounds, etas):
-                bound.after_update(eta, grads, m, v, step + 1, lr)
+            for bound, var in zip(bounds, grad_vars):
+                bound.after_update(var, m, v, step + 1, lr)
         for p in params.values():
             p.grad = None
         step_tokens.append(window.astype(np.int32))
