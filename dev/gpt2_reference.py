@@ -421,12 +421,15 @@ def print_bf16_sensitivity(step, params, grads):
 #     flat buffer, each starting at a multiple of --align elements, zero padded to whole blocks of
 #     256; per block scale = amax / 127 (fp32), code = round(x / scale) (half to even) in
 #     [-127, 127], and the compute sees code * scale rounded to bf16. The master stays exact.
-#   --zeropp-bound SPEC: per step, the variance of the loss difference tests/test_bf16.sh's header
-#     derives for a run with these flags, from per-element bounds on the masters' difference (SPEC
-#     "exact": an exact reduction; "N:G:A": qgZ over N ranks in node groups of G, A micro-steps).
+#   --qg N:G:A: qgZ's reduction over N ranks in node groups of G, A micro-steps, also its own
+#     implementation of docs/zeropp.md: rank r's micro-step k is the batch's slice k N + r (the data
+#     order), its gradient (rounded to bf16) quantized on the same blocks; in one node group each
+#     rank's dequantized bundle added into the bf16 gradient in rank order, else summed in fp32 per
+#     node, requantized, and each node's added in node order.
+#   --zeropp-bound: per step, the variance of the loss difference that tests/test_bf16.sh's header
+#     derives for a run with these flags, from per-element rms differences of the two masters.
 
 QUANT_BLOCK, QUANT_MAX = 256, 127
-UNIT_OF = {"wte": 0, "wpe": 0, "lnfw": -1, "lnfb": -1}   # the others: block l is unit l + 1
 
 
 def unit_layout(cfg, align):
@@ -546,67 +549,92 @@ def slice_gradients(params, cfg, inputs, targets, parts):
     return grads
 
 
-def qg_error_var(slices, N, G, A, rho):
-    """qgZ's error of each gradient element, its variance (flat float64): per micro-step, each
-    rank's block in hop 1 and each node sum's block in hop 2 rounds to its step s = amax / 127
-    (uniform error: s^2 / 12, independent), the trainer's block amax taken rho (relative) above
-    the reference's (and a node sum's by hop 1's half steps); and the bf16 adds of the dequantized
-    bundles into the shard (G of them with one node group, else X), each a rounding of the partial
-    sum (u_b^2 / 3 of its square)."""
+def qg_reduce(slices, N, G, A):
+    """--qg: the step's gradient (flat, bf16 values) from the ranks' micro-step gradients."""
+    X = N // G
+    shard = torch.zeros_like(slices[0])
+    for k in range(A):
+        ranks = [block_quantize(g)[0] for g in slices[k * N:(k + 1) * N]]
+        if X == 1:
+            for bundle in ranks:
+                shard = to_bf16(shard + bundle)
+            continue
+        for x in range(X):
+            node = torch.zeros_like(shard)
+            for bundle in ranks[x * G:(x + 1) * G]:
+                node = node + bundle
+            shard = to_bf16(shard + block_quantize(node)[0])
+    return shard
+
+
+def crossing_var(d, s):
+    """E[(q(y) - q(x))^2] for values d (rms) apart rounded to a grid of step s at a random place:
+    3 d s + d^2 (the header's), and at most d^2 + s^2 / 6 (two independent roundings)."""
+    return torch.where(s > 0, torch.minimum(3 * d * s + d * d, d * d + s * s / 6), d * d)
+
+
+def qg_difference(slices, N, G, A, sigma_g):
+    """qgZ's share of the two runs' gradient difference, per element (flat float64): its variance,
+    and the chance that any code differs. A rank's partial gradient differs by 2 sigma_g of itself
+    (its roundings and its block amax's), and each rounding to a block's grid crosses a boundary
+    the other run's does not by crossing_var; a node sum (hop 2) differs by its bundles' spread."""
     X, u_b = N // G, 2.0 ** -8
-    var = torch.zeros_like(slices[0])
+    var, change = torch.zeros_like(slices[0]), torch.zeros_like(slices[0])
     for k in range(A):
         ranks = slices[k * N:(k + 1) * N]
-        step1 = [per_block(block_absmax(g) * (1 + rho) / QUANT_MAX) for g in ranks]
-        var += sum(s * s for s in step1) / 12
-        if X > 1:
-            for x in range(X):
-                node = range(x * G, (x + 1) * G)
-                amax = per_block(block_absmax(sum(ranks[r] for r in node))) * (1 + rho) + sum(step1[r] for r in node) / 2
-                var += (amax / QUANT_MAX) ** 2 / 12
-        partial = sum(g.abs() + s / 2 for g, s in zip(ranks, step1))
+        hop1 = []
+        for g in ranks:
+            d, s = 2 * sigma_g * g.abs(), per_block(block_absmax(g) / QUANT_MAX)
+            hop1.append(crossing_var(d, s))
+            change += torch.where(s > 0, d / s.clamp(min=1e-300), torch.zeros_like(d))
+        if X == 1:
+            var += sum(hop1)
+        for x in range(X if X > 1 else 0):
+            node = sum(block_quantize(g)[0] for g in ranks[x * G:(x + 1) * G])
+            d = sum(hop1[x * G:(x + 1) * G]).sqrt() + 2 * sigma_g * node.abs()
+            s = per_block(block_absmax(node) / QUANT_MAX)
+            var += crossing_var(d, s)
+            change += torch.where(s > 0, d / s.clamp(min=1e-300), torch.zeros_like(d))
+        partial = sum(block_quantize(g)[0].abs() for g in ranks)   # the bf16 adds into the shard
         var += (G if X == 1 else X) * (u_b * partial) ** 2 / 3
-    return var
+    return var, change.clamp(max=1.0)
 
 
 class ZeroppBound:
-    """--zeropp-bound SPEC: per element, D is the rms of master - the run's master (float64, flat);
-    Mq, Vq the Adam-weighted sums of the gradient difference's variance (weights a_k^2, b_k)."""
+    """--zeropp-bound: per element, D is the rms of master - the run's master (float64, flat); Mq,
+    Vq the Adam-weighted sums of the gradient difference's variance (weights a_k^2, b_k); changed
+    the chance that some qgZ code of the element has differed so far."""
 
-    def __init__(self, spec, layout, quantized, roundings):
-        self.spec, self.layout, self.quantized = spec, layout, quantized
-        self.qg = None if spec == "exact" else tuple(int(x) for x in spec.split(":"))
+    def __init__(self, layout, quantized, qg, roundings):
+        self.layout, self.quantized, self.qg = layout, quantized, qg
         self.sigma_g = math.sqrt(roundings / 3) * 2.0 ** -8      # the header's relative spread
-        self.rho = (1 + 2.0 ** -8) ** roundings - 1              # and its worst case
-        self.D = self.Mq = self.Vq = None
+        self.D = self.Mq = self.Vq = self.changed = None
         self.flip = None
-
-    def parts(self):
-        return 0 if self.qg is None or self.qg[0] == 1 else self.qg[0] * self.qg[2]
 
     def flat(self, tensors):
         return to_flat(tensors, self.layout, torch.float64)
 
     def loss_var(self, master, params, grads):
-        """The variance bound of the loss difference at this step."""
+        """The variance bound of the loss difference at this step (grads: the loss's own)."""
         g = self.flat(grads)
         if self.D is None:
-            self.D, self.Mq, self.Vq = (torch.zeros_like(g) for _ in range(3))
+            self.D, self.Mq, self.Vq, self.changed = (torch.zeros_like(g) for _ in range(4))
         x = self.flat({n: to_bf16(t) for n, t in master.items()})
         return loss_difference_var(self.D, x, self.flat(params), g, self.quantized)
 
     def gradient_error(self, grads, slices, coef):
-        """The variance of the run's clipped gradient - the reference's, per element; and qgZ's
-        chance of flipping its sign (Cantelli: var / (var + g^2))."""
+        """The variance of the run's clipped gradient - the reference's (grads: as AdamW gets them,
+        before clipping), per element; and the chance that the step-1 sign differs."""
         g = self.flat(grads)
         var = (coef * self.sigma_g * g) ** 2
         self.flip = torch.zeros_like(g)
-        if slices:
-            N, G, A = self.qg
-            qg_var = qg_error_var([self.flat(sl) for sl in slices], N, G, A, self.rho)
+        if self.qg:
+            qg_var, change = qg_difference([s.double() for s in slices], *self.qg, self.sigma_g)
             norm_rel = float(qg_var.sum().sqrt() / g.norm()) if coef < 1.0 else 0.0   # the clip coefficient's
             var = var + coef * coef * (qg_var + (norm_rel * g) ** 2)
-            self.flip = qg_var / (qg_var + g * g).clamp(min=1e-300)
+            self.changed = (self.changed + change).clamp(max=1.0)
+            # a sign flip (2 lr) by Cantelli's chance; where g = 0, a step from 0 (lr) if a code differs
+            self.flip = torch.where(g != 0, 4 * qg_var / (qg_var + g * g), change)
         return var
 
     def after_update(self, var, m, v, t, lr):
@@ -614,14 +642,16 @@ class ZeroppBound:
         b1, b2 = ADAM_BETA1, ADAM_BETA2
         self.Mq = b1 * b1 * self.Mq + (1 - b1) ** 2 * var
         self.Vq = b2 * self.Vq + (1 - b2) * var
-        if t == 1:   # lr sign(g): differs, by 2 lr, only where qgZ's error flips the sign
-            du = 2 * self.flip.sqrt()
+        if t == 1:   # lr sign(g): differs only where qgZ's error changes the sign
+            du = self.flip.sqrt()
         else:
             root = (self.flat(v) / (1 - b2 ** t)).sqrt()
             u = (self.flat(m) / (1 - b1 ** t)).abs() / (root + ADAM_EPS)
             M, V = self.Mq.sqrt() / (1 - b1 ** t), (self.Vq / (1 - b2 ** t)).sqrt()
             cap = u + adam_ratio(t)
-            du = torch.where(2 * V < root, (M + u * V) / (root - V).clamp(min=1e-300), cap)
+            # past first order: the cap, where some code may have differed, plus sigma_g's share
+            far = cap * (self.changed.sqrt() + 2 * self.sigma_g)
+            du = torch.where(2 * V < root, (M + u * V) / (root - V).clamp(min=1e-300), far)
             du = torch.minimum(torch.where(M == 0, torch.zeros_like(du), du), cap)
         self.D = self.D + lr * du
 
@@ -635,19 +665,17 @@ def adam_ratio(t):
     return math.sqrt(sum(x * x / y for x, y in zip(a, b)))
 
 
-def zeropp_bounds_at_step(bounds, step, cfg, params, master, grads, norm, clip, inputs, targets):
-    """Prints each bound's loss variance at this step; returns the variance of each one's gradient difference."""
-    coef = clip / (float(norm) + CLIP_EPS) if clip > 0 else 1.0
-    coef = min(coef, 1.0)
-    slices, grad_vars = {}, []
-    for bound in bounds:
-        print("zeropp bound %s step %2d: var %.6e" % (bound.spec, step + 1, bound.loss_var(master, params, grads)),
-              flush=True)
-        parts = bound.parts()
-        if parts and parts not in slices:
-            slices[parts] = slice_gradients(params, cfg, inputs, targets, parts)
-        grad_vars.append(bound.gradient_error(grads, slices.get(parts), coef))
-    return grad_vars
+def mixed_gradients(params, cfg, inputs, targets, args, layout):
+    """--dtype bfloat16, after the step's backward: (the gradients, rounded to bf16 once; those
+    AdamW gets, through --qg's reduction; the ranks' micro-step gradients, flat, or None)."""
+    grads = {name: to_bf16(p.grad) for name, p in params.items()}
+    if not args.qg:
+        return grads, grads, None
+    N, G, A = args.qg
+    slices = [to_flat(g, layout, torch.float32) for g in slice_gradients(params, cfg, inputs, targets, N * A)]
+    reduced = {name: torch.zeros_like(g) for name, g in grads.items()}
+    from_flat(qg_reduce(slices, N, G, A), layout, reduced)
+    return grads, reduced, slices
 
 
 def train(params32, cfg, tokens, args, dtype, device):
@@ -664,7 +692,7 @@ def train(params32, cfg, tokens, args, dtype, device):
     m = {name: torch.zeros_like(p) for name, p in params.items()}
     v = {name: torch.zeros_like(p) for name, p in params.items()}
     layout = unit_layout(cfg, args.align) if mixed else None
-    bounds = [ZeroppBound(spec, layout, args.qw, args.roundings) for spec in args.zeropp_bound]
+    bound = ZeroppBound(layout, args.qw, args.qg, args.roundings) if args.zeropp_bound else None
     step0_records = []
     step_tokens, losses, norms, lrs = [], [], [], []
     for step in range(args.steps):
@@ -681,11 +709,13 @@ def train(params32, cfg, tokens, args, dtype, device):
         loss.backward()
         grads = {name: p.grad for name, p in params.items()}
         if mixed:   # bf16 gradients (summed in fp32 over the step's uses, rounded once)
-            grads = {name: to_bf16(g) for name, g in grads.items()}
+            own, grads, slices = mixed_gradients(params, cfg, inputs, targets, args, layout)
+            print_bf16_sensitivity(step, params, own)
         norm = global_grad_norm(grads)
-        if mixed:
-            print_bf16_sensitivity(step, params, grads)
-        grad_vars = zeropp_bounds_at_step(bounds, step, cfg, params, master, grads, norm, args.clip, inputs, targets)
+        if bound:
+            print("zeropp bound step %2d: var %.6e" % (step + 1, bound.loss_var(master, params, own)), flush=True)
+            grad_var = bound.gradient_error(grads, slices, min(1.0, args.clip / (float(norm) + CLIP_EPS))
+                                            if args.clip > 0 else 1.0)
         if step == 0:
             step0_records = step0_dump_records(inputs, targets, acts, grads)
         del acts  # the (B,T,V) logits are large: free them before the optimizer allocates
@@ -693,8 +723,8 @@ def train(params32, cfg, tokens, args, dtype, device):
         with torch.no_grad():
             clip_gradients(grads, norm, args.clip)
             adamw_update(master, grads, m, v, step, lr, args.wd)
-            for bound, var in zip(bounds, grad_vars):
-                bound.after_update(var, m, v, step + 1, lr)
+            if bound:
+                bound.after_update(grad_var, m, v, step + 1, lr)
         for p in params.values():
             p.grad = None
         step_tokens.append(window.astype(np.int32))
@@ -814,9 +844,11 @@ def parse_args(argv):
                         help="with bfloat16: the working weights quantized as the trainer's -qw 8 (int8 blocks of 256)")
     parser.add_argument("--align", type=int, default=64,
                         help="with --qw: the element alignment of a tensor in its unit (default 64, the CPU trainer's)")
-    parser.add_argument("--zeropp-bound", action="append", default=[], metavar="exact|N:G:A",
-                        help="with bfloat16: print tests/test_bf16.sh's ZeRO++ loss variance bound each step for an "
-                             "exact reduction or qgZ over N ranks, node groups of G, A micro-steps (repeatable)")
+    parser.add_argument("--qg", metavar="N:G:A",
+                        help="with bfloat16: gradients reduced as the trainer's -qg 8 over N ranks in node groups of G "
+                             "(-hp G; G = N without it), A micro-steps")
+    parser.add_argument("--zeropp-bound", action="store_true",
+                        help="with bfloat16: print tests/test_bf16.sh's loss variance bound for a run with --qw/--qg's flags")
     parser.add_argument("--roundings", type=int, default=6,
                         help="with --zeropp-bound: R, the bf16 roundings of a gradient the runs do not share (default 6)")
     parser.add_argument("--device", default=None, help="cpu (default) or cuda[:N]; preset d12: cuda if present")
@@ -862,19 +894,18 @@ def check_args(args):
 
 
 def check_zeropp_args(args):
-    if (args.qw or args.zeropp_bound) and args.dtype != "bfloat16":
-        raise InputError("--qw and --zeropp-bound need --dtype bfloat16")
+    if (args.qw or args.qg or args.zeropp_bound) and args.dtype != "bfloat16":
+        raise InputError("--qw, --qg and --zeropp-bound need --dtype bfloat16")
     if args.align < 1 or args.roundings < 0:
         raise InputError("--align must be >= 1 and --roundings >= 0")
-    for spec in args.zeropp_bound:
-        if spec == "exact":
-            continue
+    if args.qg is not None:
         try:
-            N, G, A = (int(x) for x in spec.split(":"))
+            N, G, A = (int(x) for x in args.qg.split(":"))
         except ValueError:
-            raise InputError("--zeropp-bound %r: expected exact or N:G:A (three integers)" % spec)
+            raise InputError("--qg %r: expected N:G:A, three integers" % args.qg)
         if N < 1 or G < 1 or A < 1 or N % G or args.B % (N * A):
-            raise InputError("--zeropp-bound %s: want G dividing N and N*A dividing --B %d" % (spec, args.B))
+            raise InputError("--qg %s: want G dividing N and N*A dividing --B %d" % (args.qg, args.B))
+        args.qg = (N, G, A) if N > 1 else None   # one rank reduces nothing
 
 
 def build_model(args):

@@ -45,18 +45,22 @@
 #         d / ulp(x) over the elements that may be the max; damax apart), the whole block is
 #         rescaled by rel = damax / amax, one correlated move (P (rel sum_block g w)^2) and
 #         re-rounded where it moved (rel |x| in place of d): sigma_s is the three spreads' sum;
-#       * -qg 8: each hop's blocks are a rank's (or a node's) partial sums, which the reference
-#         would have to be the trainer to copy, so it bounds them: it computes each rank's
-#         micro-batch gradient (its rows of the batch, the data order's) and each hop's step s
-#         (the block amax, rho = (1 + u_b)^R - 1 above the reference's; a node sum's also hop 1's
-#         half steps above), takes a rounding to that grid as uniform noise (s^2 / 12, independent
-#         over ranks and hops), and adds each bf16 add of a dequantized bundle into the shard (G of
-#         them in one node group, else X; u_b^2 / 3 of the partial sum squared) and the clip
-#         coefficient's change (the norm's relative spread). That variance joins sigma_g's in
-#         Adam's step: at step 1 (lr sign(g)) it moves by 2 lr where the noise flips g's sign,
-#         chance <= var / (var + g^2) (Cantelli); later by (M + |u| V) / (sqrt(v^) - V), M =
-#         sqrt(sum a_k^2 var_k) and V = sqrt(sum b_k var_k) the spreads of m^ and sqrt(v^), u the
-#         reference's step, capped at |u| + A_t, which is also the step where V >= sqrt(v^) / 2;
+#       * -qg 8: the reference reduces its gradients as qgZ does (--qg N:G:A, its own code of the
+#         documented hops: each rank's micro-batch gradient, its rows of the batch in the data
+#         order, quantized on the same blocks, the bundles added into the bf16 gradient in rank
+#         order, or summed in fp32 per node group, requantized and added in node order), so what
+#         is left is where a rank's partial sum, 2 sigma_g of itself apart in the two runs (its
+#         roundings and its block amax's), rounds to another code: E[(q(y) - q(x))^2] <=
+#         min(3 d s + d^2, d^2 + s^2 / 6) (the argument above, or two independent roundings), per
+#         rank in hop 1, and per node sum in hop 2 with hop 1's spread added to d; plus each bf16
+#         add into the shard (u_b^2 / 3 of the partial sum squared) and the clip coefficient's
+#         change (the norm's relative spread). That variance joins sigma_g's in Adam's step: at
+#         step 1 (lr sign(g)) it moves by 2 lr where g's sign may flip, chance <= var / (var + g^2)
+#         (Cantelli), and by lr from g = 0 where a code may differ (chance d / s); later by
+#         (M + |u| V) / (sqrt(v^) - V), M = sqrt(sum a_k^2 var_k) and V = sqrt(sum b_k var_k) the
+#         spreads of m^ and sqrt(v^), u the reference's step; where V >= sqrt(v^) / 2, by at most
+#         |u| + A_t times the square root of the chance that one of the element's codes has
+#         differed so far (plus 2 sigma_g of it);
 #     so again |loss_s - reference_s| <= 6 sqrt(K) u |reference_s| + 5 sigma_s, the reference with
 #     -qw's quantization where the run has it;
 #   - the portable path and the AVX512_BF16 path (ZERO3_BF16_PATH) agree within the step-1 bound;
@@ -78,26 +82,29 @@ MODEL=dev/ref/small_model.bin    # L=3 C=72 NH=3 V=1024 maxT=64
 TOKENS=dev/ref/small_tokens.bin
 STEPS=6
 REFARGS=(--load $MODEL --tokens $TOKENS --B 8 --T 32 --steps $STEPS)
-# the bf16 reference (and the qgZ bound of 2 ranks), the same with qwZ's quantized working weights
-# (and the bounds of -qw 8 alone and of -qw 8 -hp 2 -qg 8 on 4 ranks), and fp32: side by side
-$PY dev/gpt2_reference.py "${REFARGS[@]}" --dtype bfloat16 --zeropp-bound 2:2:1 > "$work/ref_bf16.txt" 2>&1 &
-$PY dev/gpt2_reference.py "${REFARGS[@]}" --dtype bfloat16 --qw --zeropp-bound exact --zeropp-bound 4:2:1 > "$work/ref_qw.txt" 2>&1 &
+# the bf16 reference; the same with the ZeRO++ flags' quantization applied by the reference itself
+# (qwZ alone; qgZ on 2 ranks; all three on 4, node groups of 2), each with its bound; and fp32
+ZPP=(--dtype bfloat16 --zeropp-bound)
+$PY dev/gpt2_reference.py "${REFARGS[@]}" --dtype bfloat16 > "$work/ref_bf16.txt" 2>&1 &
+$PY dev/gpt2_reference.py "${REFARGS[@]}" "${ZPP[@]}" --qw > "$work/ref_qw.txt" 2>&1 &
+wait -n && wait -n || { cat "$work"/ref_*.txt; fail "bf16 reference"; }
+$PY dev/gpt2_reference.py "${REFARGS[@]}" "${ZPP[@]}" --qg 2:2:1 > "$work/ref_qg.txt" 2>&1 &
+$PY dev/gpt2_reference.py "${REFARGS[@]}" "${ZPP[@]}" --qw --qg 4:2:1 > "$work/ref_zpp.txt" 2>&1 &
+wait -n && wait -n || { cat "$work"/ref_*.txt; fail "ZeRO++ bf16 reference"; }
 $PY dev/gpt2_reference.py "${REFARGS[@]}" --dtype float32 > "$work/ref_f32.txt" 2>&1 || { cat "$work/ref_f32.txt"; fail "fp32 reference"; }
-for job in $(jobs -p); do wait "$job" || { cat "$work"/ref_*.txt; fail "bf16 reference"; }; done
 losses_ref() { sed -n 's/^step *[0-9]*\/[0-9]*: loss \([0-9.]*\) .*/\1/p' "$1"; }
 # the reference's per-step lr and bf16 sensitivities (S_s, G_s of the header), one line a step
 sens_ref() { paste -d' ' <(sed -n 's/^step .* lr \([0-9.e+-]*\)$/\1/p' "$1") <(sed -n 's/^bf16 sensitivity .*sum_g2_ulp \([0-9.e+-]*\) sum_g2 \([0-9.e+-]*\)$/\1 \2/p' "$1"); }
 losses_ref "$work/ref_bf16.txt" > "$work/ref_bf16.l"
-losses_ref "$work/ref_qw.txt" > "$work/ref_qw.l"
-# the ZeRO++ bounds' loss variance per step (the header's sigma_s^2 from per-element differences)
-zpp_var() { sed -n "s/^zeropp bound $2 step *[0-9]*: var \([0-9.e+-]*\)$/\1/p" "$1"; }
-zpp_var "$work/ref_bf16.txt" 2:2:1 > "$work/var_qg.v"
-zpp_var "$work/ref_qw.txt" exact > "$work/var_qw.v"
-zpp_var "$work/ref_qw.txt" 4:2:1 > "$work/var_zpp.v"
-for v in qg qw zpp; do [ "$(wc -l < "$work/var_$v.v")" = $STEPS ] || fail "the reference printed no ZeRO++ bound for $v"; done
 losses_ref "$work/ref_f32.txt" > "$work/ref_f32.l"
 sens_ref "$work/ref_bf16.txt" > "$work/ref_bf16.s"
 [ "$(wc -l < "$work/ref_bf16.s")" = $STEPS ] || fail "the bf16 reference printed no sensitivities"
+# the ZeRO++ bounds' loss variance per step (the header's sigma_s^2 from per-element differences)
+for v in qw qg zpp; do
+  losses_ref "$work/ref_$v.txt" > "$work/ref_$v.l"
+  sed -n 's/^zeropp bound step *[0-9]*: var \([0-9.e+-]*\)$/\1/p' "$work/ref_$v.txt" > "$work/var_$v.v"
+  [ "$(wc -l < "$work/var_$v.v")" = $STEPS ] || fail "the reference printed no ZeRO++ bound for $v"
+done
 TRAIN=(-e $MODEL -i $TOKENS -t 32 -x $STEPS -l 1e-3 -u 2 -q 0.1 -c 0.1 -gc 1 -v 0 -s 0 -d 256)
 
 # run NAME NRANKS ARGS...: the trainer, its step losses into NAME.l, its log.csv kept
@@ -108,10 +115,10 @@ run() {
   sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$work/$name.log" > "$work/$name.l"
   grep -q "^ledger: measured = theory" "$work/$name.log" || fail "$name: the ledger differs from its theory"
 }
-# compare NAME [REF VAR]: the checks of the header against the two references; a ZeRO++ run against
-# the bf16 reference REF (ref_bf16 or ref_qw) with the reference's loss variance bound VAR per step
+# compare NAME [ZPP]: the checks of the header against the two references; a ZeRO++ run against the
+# bf16 reference with the same flags (ref_ZPP) and its loss variance bound per step (var_ZPP)
 compare() {
-  local ref=${2:-ref_bf16} var=${3:+$work/var_$3.v}
+  local ref=ref_${2:-bf16} var=${2:+$work/var_$2.v}
   $PY - "$work/$1.l" "$work/$ref.l" "$work/ref_f32.l" "$work/ref_bf16.s" "${var:-}" "$1" <<'PY' || exit 1
 import math, sys
 got, ref, f32 = ([float(x) for x in open(p)] for p in sys.argv[1:4])
@@ -152,9 +159,9 @@ run acc 2 -b 2 -p bf16;                    compare acc          # A = 2 micro-st
 run r4 4 -b 2 -p bf16;                     compare r4
 run hsdp 4 -b 2 -hs 2 -p bf16;             compare hsdp
 run hp 4 -b 2 -hp 2 -p bf16;               compare hp           # hpZ moves the same values
-run qw 2 -b 4 -qw 8 -p bf16;               compare qw ref_qw qw
-run qg 2 -b 4 -qg 8 -p bf16;               compare qg ref_bf16 qg
-run zpp 4 -b 2 -qw 8 -hp 2 -qg 8 -p bf16;  compare zpp ref_qw zpp
+run qw 2 -b 4 -qw 8 -p bf16;               compare qw qw
+run qg 2 -b 4 -qg 8 -p bf16;               compare qg qg
+run zpp 4 -b 2 -qw 8 -hp 2 -qg 8 -p bf16;  compare zpp zpp
 ZERO3_BF16_PATH=portable run portable 1 -b 8 -p bf16
 $PY - "$work/portable.l" "$work/r1.l" <<'PY' || exit 1
 import sys
