@@ -626,16 +626,21 @@ class ZeroppBound:
         """The variance of the run's clipped gradient - the reference's (grads: as AdamW gets them,
         before clipping), per element; and the chance that the step-1 sign differs."""
         g = self.flat(grads)
-        var = (coef * self.sigma_g * g) ** 2
+        var = (self.sigma_g * g) ** 2
         self.flip = torch.zeros_like(g)
+        norm = float(g.norm())
         if self.qg:
             qg_var, change = qg_difference([s.double() for s in slices], *self.qg, self.sigma_g)
-            norm_rel = float(qg_var.sum().sqrt() / g.norm()) if coef < 1.0 else 0.0   # the clip coefficient's
-            var = var + coef * coef * (qg_var + (norm_rel * g) ** 2)
+            var = var + qg_var
+        # the norm's difference while the weights are the same (step 1): first order, and the rest
+        self.norm, self.dnorm = norm, 5 * float((g * g * var).sum().sqrt()) / norm + float(var.sum()) / norm
+        if self.qg:
+            norm_rel = float(qg_var.sum().sqrt()) / norm if coef < 1.0 else 0.0   # the clip coefficient's
+            var = var + (norm_rel * g) ** 2
             self.changed = (self.changed + change).clamp(max=1.0)
             # a sign flip (2 lr) by Cantelli's chance; where g = 0, a step from 0 (lr) if a code differs
             self.flip = torch.where(g != 0, 4 * qg_var / (qg_var + g * g), change)
-        return var
+        return coef * coef * var
 
     def after_update(self, var, m, v, t, lr):
         """D grows by lr times the rms of the two runs' Adam steps' difference."""
@@ -713,9 +718,11 @@ def train(params32, cfg, tokens, args, dtype, device):
             print_bf16_sensitivity(step, params, own)
         norm = global_grad_norm(grads)
         if bound:
-            print("zeropp bound step %2d: var %.6e" % (step + 1, bound.loss_var(master, params, own)), flush=True)
+            loss_var = bound.loss_var(master, params, own)
             grad_var = bound.gradient_error(grads, slices, min(1.0, args.clip / (float(norm) + CLIP_EPS))
                                             if args.clip > 0 else 1.0)
+            print("zeropp bound step %2d: var %.6e norm %.9e dnorm %.3e" % (step + 1, loss_var, bound.norm,
+                                                                            bound.dnorm), flush=True)
         if step == 0:
             step0_records = step0_dump_records(inputs, targets, acts, grads)
         del acts  # the (B,T,V) logits are large: free them before the optimizer allocates

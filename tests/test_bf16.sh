@@ -62,7 +62,9 @@
 #         |u| + A_t times the square root of the chance that one of the element's codes has
 #         differed so far (plus 2 sigma_g of it);
 #     so again |loss_s - reference_s| <= 6 sqrt(K) u |reference_s| + 5 sigma_s, the reference with
-#     -qw's quantization where the run has it;
+#     the run's flags; and at step 1, where both runs have the same weights, the gradient norms
+#     differ by the gradients' differences alone: |N' - N| <= 5 sqrt(sum g^2 var) / N + sum var / N
+#     (first order in them, and the rest), var = (sigma_g g)^2 and qgZ's above;
 #   - the portable path and the AVX512_BF16 path (ZERO3_BF16_PATH) agree within the step-1 bound;
 #   - the state per rank from log.csv's mem_states_bytes: 2/2/12 bytes a (padded) parameter as each
 #     stage divides them, against fp32's 4/4/8 of the same run shape;
@@ -72,9 +74,10 @@
 # Planted by hand (a copy of the trainer, ZERO3_TRAINER=...), each fails at r1's step 2, 2-3x past the
 # bound: the layernorm bias gradient dropped (cpu/gpt2_cpu.c), and the working copy truncated from
 # the master after AdamW instead of rounded (cpu/backend_cpu.c, bf16_from_f32_span). The
-# quantization step twice what it is (zero3_quant_scale returning 2 amax / 127) fails qw at step 2,
-# 2.8e-4 apart against a bound of 7.9e-5, where 1e-2 passed it; its qgZ half alone is not caught
-# (qg at most 0.66 of its bound), nor is it in zpp (0.99: step 1's qwZ).
+# quantization step twice what it is (zero3_quant_scale returning 2 amax / 127), which 1e-2 passed:
+# qw fails at step 1's norm (1.5e-2 apart, bound 3.6e-3) and step 2's loss (2.8e-4, bound 7.9e-5),
+# zpp at step 1's norm (1.8e-2 apart, bound 1.2e-2); its qgZ half alone is not caught (qg's norm
+# 1.7e-3 apart, bound 7.6e-3; its losses at most 0.51 of their bound).
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 make -s dumps >/dev/null || fail "make dumps"
@@ -102,7 +105,8 @@ sens_ref "$work/ref_bf16.txt" > "$work/ref_bf16.s"
 # the ZeRO++ bounds' loss variance per step (the header's sigma_s^2 from per-element differences)
 for v in qw qg zpp; do
   losses_ref "$work/ref_$v.txt" > "$work/ref_$v.l"
-  sed -n 's/^zeropp bound step *[0-9]*: var \([0-9.e+-]*\)$/\1/p' "$work/ref_$v.txt" > "$work/var_$v.v"
+  sed -n 's/^zeropp bound step *[0-9]*: var \([0-9.e+-]*\) norm \([0-9.e+-]*\) dnorm \([0-9.e+-]*\)$/\1 \2 \3/p' \
+    "$work/ref_$v.txt" > "$work/var_$v.v"
   [ "$(wc -l < "$work/var_$v.v")" = $STEPS ] || fail "the reference printed no ZeRO++ bound for $v"
 done
 TRAIN=(-e $MODEL -i $TOKENS -t 32 -x $STEPS -l 1e-3 -u 2 -q 0.1 -c 0.1 -gc 1 -v 0 -s 0 -d 256)
@@ -119,12 +123,20 @@ run() {
 # bf16 reference with the same flags (ref_ZPP) and its loss variance bound per step (var_ZPP)
 compare() {
   local ref=ref_${2:-bf16} var=${2:+$work/var_$2.v}
-  $PY - "$work/$1.l" "$work/$ref.l" "$work/ref_f32.l" "$work/ref_bf16.s" "${var:-}" "$1" <<'PY' || exit 1
-import math, sys
+  $PY - "$work/$1.l" "$work/$ref.l" "$work/ref_f32.l" "$work/ref_bf16.s" "${var:-}" "$1" "$work/$1/log.csv" <<'PY' || exit 1
+import csv, math, sys
 got, ref, f32 = ([float(x) for x in open(p)] for p in sys.argv[1:4])
 sens = [[float(x) for x in line.split()] for line in open(sys.argv[4])]   # lr, S, G per step
-zpp_var = [float(x) for x in open(sys.argv[5])] if sys.argv[5] else None
+zpp = [[float(x) for x in line.split()] for line in open(sys.argv[5])] if sys.argv[5] else None
+zpp_var = [row[0] for row in zpp] if zpp else None   # per step; and step 1's norm and its bound
 name = sys.argv[6]
+if zpp:   # step 1's gradient norm: the same weights in both runs, so only the gradients' differences
+    norm = float(next(csv.DictReader(open(sys.argv[7])))["grad_norm"])
+    _, ref_norm, dnorm = zpp[0]
+    if abs(norm - ref_norm) > dnorm:
+        sys.exit(f"FAIL: {name}: step 1 gradient norm {norm:.7f}, bf16 reference {ref_norm:.7f}: "
+                 f"{abs(norm - ref_norm):.2e} apart, bound {dnorm:.2e}")
+    print(f"     {name} step 1 norm: {abs(norm - ref_norm):.1e} apart, bound {dnorm:.1e}")
 K, u, u_b, R, beta1, beta2 = 1024, 2.0 ** -24, 2.0 ** -8, 6, 0.9, 0.95
 sums = 6 * math.sqrt(K) * u          # the step's own fp32 sums, relative to the loss
 sigma_g = math.sqrt(R / 3) * u_b     # the spread of the two runs' relative gradient differences
