@@ -624,7 +624,8 @@ class ZeroppBound:
 
     def gradient_error(self, grads, slices, coef):
         """The variance of the run's clipped gradient - the reference's (grads: as AdamW gets them,
-        before clipping), per element; and the chance that the step-1 sign differs."""
+        before clipping), per element. Also kept: step 1's norm and the bound on its difference, and
+        the mean square of step 1's change of sign(g) (flip)."""
         g = self.flat(grads)
         var = (self.sigma_g * g) ** 2
         self.flip = torch.zeros_like(g)

@@ -30,9 +30,10 @@
 #     by rounding.) A run that trained in fp32, or rounded where the reference does not, also
 #     lands nearer the fp32 reference: the loss must be nearer the bf16 one at all steps but one;
 #   on 1, 2 and 4 ranks, stages 0-3 on 2, with accumulation and HSDP;
-#   - the ZeRO++ flags' int8 blocks (256 elements of a unit's flat buffer, step s = amax / 127, every
-#     value within s / 2), held to the same bound with d per element: dev/gpt2_reference.py
-#     --zeropp-bound keeps, per element, the rms d of the two masters' difference and prints the
+#   - the ZeRO++ flags (-qw 8 and -qg 8 on 2 ranks; -qw 8 -hp 2 -qg 8 on 4, where hpZ's secondary
+#     shards feed the backward), whose int8 blocks (256 elements of a unit's flat buffer, step
+#     s = amax / 127, every value within s / 2) are held to the same bound with d per element:
+#     dev/gpt2_reference.py --zeropp-bound keeps the rms d of the two masters' difference and prints the
 #     step's sigma_s^2 (a tighter form of the above: its own Adam moments, not A_t);
 #       * -qw 8: the reference quantizes its working weights itself (--qw: its own implementation
 #         of docs/zeropp.md's layout, tensors at multiples of 64 in their unit, blocks from the
