@@ -568,16 +568,18 @@ def qg_reduce(slices, N, G, A):
 
 
 def crossing_var(d, s):
-    """E[(q(y) - q(x))^2] for values d (rms) apart rounded to a grid of step s at a random place:
-    3 d s + d^2 (the header's), and at most d^2 + s^2 / 6 (two independent roundings)."""
-    return torch.where(s > 0, torch.minimum(3 * d * s + d * d, d * d + s * s / 6), d * d)
+    """What rounding to a grid of step s adds to the difference of two values d (rms) apart against
+    the grid, at a random place: 3 d s (beyond the difference itself, the header's 3 d s + d^2),
+    and at most s^2 / 6 (two independent roundings)."""
+    return torch.where(s > 0, torch.minimum(3 * d * s, s * s / 6), torch.zeros_like(d))
 
 
 def qg_difference(slices, N, G, A, sigma_g):
     """qgZ's share of the two runs' gradient difference, per element (flat float64): its variance,
-    and the chance that any code differs. A rank's partial gradient differs by 2 sigma_g of itself
-    (its roundings and its block amax's), and each rounding to a block's grid crosses a boundary
-    the other run's does not by crossing_var; a node sum (hop 2) differs by its bundles' spread."""
+    and the chance that any code differs. A rank's partial gradient moves against its block's grid
+    by 2 sigma_g of itself (its roundings and its block amax's): crossing_var, and its block
+    scale's own sigma_g; a node sum (hop 2) moves by its bundles' spread more. The difference a
+    value brings in passes through (the roundings of sigma_g, which gradient_error adds)."""
     X, u_b = N // G, 2.0 ** -8
     var, change = torch.zeros_like(slices[0]), torch.zeros_like(slices[0])
     for k in range(A):
@@ -585,15 +587,14 @@ def qg_difference(slices, N, G, A, sigma_g):
         hop1 = []
         for g in ranks:
             d, s = 2 * sigma_g * g.abs(), per_block(block_absmax(g) / QUANT_MAX)
-            hop1.append(crossing_var(d, s))
+            hop1.append(crossing_var(d, s) + (sigma_g * g) ** 2)
             change += torch.where(s > 0, d / s.clamp(min=1e-300), torch.zeros_like(d))
-        if X == 1:
-            var += sum(hop1)
+        var += sum(hop1)
         for x in range(X if X > 1 else 0):
             node = sum(block_quantize(g)[0] for g in ranks[x * G:(x + 1) * G])
             d = sum(hop1[x * G:(x + 1) * G]).sqrt() + 2 * sigma_g * node.abs()
             s = per_block(block_absmax(node) / QUANT_MAX)
-            var += crossing_var(d, s)
+            var += crossing_var(d, s) + (sigma_g * node) ** 2
             change += torch.where(s > 0, d / s.clamp(min=1e-300), torch.zeros_like(d))
         partial = sum(block_quantize(g)[0].abs() for g in ranks)   # the bf16 adds into the shard
         var += (G if X == 1 else X) * (u_b * partial) ** 2 / 3
