@@ -691,8 +691,9 @@ def train(params32, cfg, tokens, args, dtype, device):
     grad norms, learning rates, and the parameters after the last step)."""
     B, T = args.B, args.T
     mixed = dtype == torch.bfloat16
+    MIXED["on"] = mixed   # (set for each run: a process may train several, tests/test_bf16.sh's)
     if mixed:
-        MIXED["on"], dtype = True, torch.float32
+        dtype = torch.float32
     params = {name: torch.tensor(a, dtype=dtype, device=device, requires_grad=True)  # copies
               for name, a in params32.items()}
     master = {name: p.detach().clone() for name, p in params.items()} if mixed else params

@@ -89,13 +89,19 @@ TOKENS=dev/ref/small_tokens.bin
 STEPS=6
 REFARGS=(--load $MODEL --tokens $TOKENS --B 8 --T 32 --steps $STEPS)
 # the bf16 reference; the same with the ZeRO++ flags' quantization applied by the reference itself
-# (qwZ alone; qgZ on 2 ranks; all three on 4, node groups of 2), each with its bound; and fp32: the
-# five at once (each is mostly torch's start)
-ZPP=(--dtype bfloat16 --zeropp-bound)
-reference() { local name=$1; shift; $PY dev/gpt2_reference.py "${REFARGS[@]}" "$@" > "$work/ref_$name.txt" 2>&1 & }
-reference bf16 --dtype bfloat16; reference f32 --dtype float32
-reference qw "${ZPP[@]}" --qw; reference qg "${ZPP[@]}" --qg 2:2:1; reference zpp "${ZPP[@]}" --qw --qg 4:2:1
-for job in $(jobs -p); do wait "$job" || { tail -n 3 "$work"/ref_*.txt; fail "a reference run failed"; }; done
+# (qwZ alone; qgZ on 2 ranks; all three on 4, node groups of 2), each with its bound; and fp32: one
+# process runs the five (most of a run is torch's start)
+$PY - "$work" "${REFARGS[@]}" <<'PY' || { tail -n 3 "$work"/ref_*.txt; fail "a reference run failed"; }
+import contextlib, sys
+sys.path.insert(0, "dev")
+import gpt2_reference
+work, common, zpp = sys.argv[1], sys.argv[2:], ["--dtype", "bfloat16", "--zeropp-bound"]
+runs = {"bf16": ["--dtype", "bfloat16"], "f32": ["--dtype", "float32"], "qw": zpp + ["--qw"],
+        "qg": zpp + ["--qg", "2:2:1"], "zpp": zpp + ["--qw", "--qg", "4:2:1"]}
+for name, flags in runs.items():
+    with open(f"{work}/ref_{name}.txt", "w") as out, contextlib.redirect_stdout(out):
+        gpt2_reference.main(common + flags)
+PY
 losses_ref() { sed -n 's/^step *[0-9]*\/[0-9]*: loss \([0-9.]*\) .*/\1/p' "$1"; }
 # the reference's per-step lr and bf16 sensitivities (S_s, G_s of the header), one line a step
 sens_ref() { paste -d' ' <(sed -n 's/^step .* lr \([0-9.e+-]*\)$/\1/p' "$1") <(sed -n 's/^bf16 sensitivity .*sum_g2_ulp \([0-9.e+-]*\) sum_g2 \([0-9.e+-]*\)$/\1 \2/p' "$1"); }
