@@ -33,8 +33,8 @@
 #   - the ZeRO++ flags (-qw 8 and -qg 8 on 2 ranks; -qw 8 -hp 2 -qg 8 on 4, where hpZ's secondary
 #     shards feed the backward), whose int8 blocks (256 elements of a unit's flat buffer, step
 #     s = amax / 127, every value within s / 2) are held to the same bound with d per element:
-#     dev/gpt2_reference.py --zeropp-bound keeps the rms d of the two masters' difference and prints the
-#     step's sigma_s^2 (a tighter form of the above: its own Adam moments, not A_t);
+#     dev/gpt2_reference.py --zeropp-bound keeps the rms d of the two masters' difference and
+#     prints the step's sigma_s^2 (a tighter form of the above: its own Adam moments, not A_t);
 #       * -qw 8: the reference quantizes its working weights itself (--qw: its own implementation
 #         of docs/zeropp.md's layout, tensors at multiples of 64 in their unit, blocks from the
 #         unit's start), so both runs compute with the same quantized model until their masters
@@ -55,9 +55,8 @@
 #         another code: that adds min(3 d s, s^2 / 6) to the difference it brings in (the argument
 #         above less its d^2, or two independent roundings), and the block scale's own spread
 #         (sigma_g of the value); per rank in hop 1, per node sum in hop 2 (hop 1's spread added to
-#         the node sum's difference and to its d); plus each bf16
-#         add into the shard (u_b^2 / 3 of the partial sum squared) and the clip coefficient's
-#         change (the norm's relative spread). That variance joins sigma_g's in Adam's step: at
+#         the node sum's difference and to its d); plus each bf16 add into the shard (u_b^2 / 3
+#         of the partial sum squared) and the clip coefficient's change (the norm's relative spread). That variance joins sigma_g's in Adam's step: at
 #         step 1 (lr sign(g)) it moves by 2 lr where g's sign may flip, chance <= var / (var + g^2)
 #         (Cantelli), and by lr from g = 0 where a code may differ (chance d / s); later by
 #         (M + |u| V) / (sqrt(v^) - V), M = sqrt(sum a_k^2 var_k) and V = sqrt(sum b_k var_k) the
