@@ -414,26 +414,302 @@ def print_bf16_sensitivity(step, params, grads):
     print("bf16 sensitivity step %2d: sum_g2_ulp %.6e sum_g2 %.6e" % (step + 1, g2_ulp, g2), flush=True)
 
 
+# -----------------------------------------------------------------------------
+# ZeRO++ under --dtype bfloat16 (docs/zeropp.md), for tests/test_bf16.sh's derived bound.
+#   --qw: qwZ's working weights, an independent implementation of the documented layout: the
+#     tensors of a unit (embedding: wte wpe; each block: its 12; head: lnfw lnfb) side by side in one
+#     flat buffer, each starting at a multiple of --align elements, zero padded to whole blocks of
+#     256; per block scale = amax / 127 (fp32), code = round(x / scale) (half to even) in
+#     [-127, 127], and the compute sees code * scale rounded to bf16. The master stays exact.
+#   --qg N:G:A: qgZ's reduction over N ranks in node groups of G, A micro-steps, also its own
+#     implementation of docs/zeropp.md: rank r's micro-step k is the batch's slice k N + r (the data
+#     order), its gradient (rounded to bf16) quantized on the same blocks; in one node group each
+#     rank's dequantized bundle added into the bf16 gradient in rank order, else summed in fp32 per
+#     node, requantized, and each node's added in node order.
+#   --zeropp-bound: per step, the variance of the loss difference that tests/test_bf16.sh's header
+#     derives for a run with these flags, from per-element rms differences of the two masters.
+
+QUANT_BLOCK, QUANT_MAX = 256, 127
+
+
+def unit_layout(cfg, align):
+    """[[(name, layer or None, offset, numel)] per unit, padded length] in the engine's unit order."""
+    block = PARAM_NAMES[2:14]
+    units = [[("wte", None), ("wpe", None)]] + [[(n, l) for n in block] for l in range(cfg.L)] + \
+            [[("lnfw", None), ("lnfb", None)]]
+    shapes = dict(cfg.param_shapes())
+    layout = []
+    for tensors in units:
+        offset, placed = 0, []
+        for name, layer in tensors:
+            numel = math.prod(shapes[name][1:] if layer is not None else shapes[name])
+            placed.append((name, layer, offset, numel))
+            offset = (offset + numel + align - 1) // align * align
+        layout.append((placed, (offset + QUANT_BLOCK - 1) // QUANT_BLOCK * QUANT_BLOCK))
+    return layout
+
+
+def to_flat(tensors, layout, dtype=None):
+    """{name: tensor} -> one flat buffer of every unit side by side (padding 0), in dtype."""
+    dtype = dtype or next(iter(tensors.values())).dtype
+    parts = []
+    for placed, padded in layout:
+        flat = torch.zeros(padded, dtype=dtype)
+        for name, layer, offset, numel in placed:
+            t = tensors[name] if layer is None else tensors[name][layer]
+            flat[offset:offset + numel] = t.detach().reshape(-1).to(dtype)
+        parts.append(flat)
+    return torch.cat(parts)
+
+
+def from_flat(flat, layout, tensors):
+    """Writes the flat buffer's values back into {name: tensor}, in place."""
+    base = 0
+    for placed, padded in layout:
+        for name, layer, offset, numel in placed:
+            t = tensors[name] if layer is None else tensors[name][layer]
+            t.copy_(flat[base + offset:base + offset + numel].view(t.shape))
+        base += padded
+
+
+def block_absmax(flat):
+    return flat.abs().view(-1, QUANT_BLOCK).amax(dim=1)
+
+
+def block_quantize(flat):
+    """qwZ's round trip of a float32 flat buffer: (dequantized values, each block's scale)."""
+    x = flat.view(-1, QUANT_BLOCK)
+    scale = x.abs().amax(dim=1, keepdim=True) / QUANT_MAX
+    code = torch.where(scale > 0, torch.round(x / scale).clamp(-QUANT_MAX, QUANT_MAX), torch.zeros_like(x))
+    return (code * scale).view(-1), scale.view(-1)
+
+
+def quantize_working(params, layout):
+    """--qw: the working weights (bf16 values) replaced by their block-quantized copy, rounded to bf16."""
+    with torch.no_grad():
+        dequantized, _ = block_quantize(to_flat(params, layout, torch.float32))
+        from_flat(to_bf16(dequantized), layout, params)
+
+
+def per_block(values):   # one value a block -> one a element
+    return values.repeat_interleave(QUANT_BLOCK)
+
+
+def bf16_ulp(x):
+    # the spacing of the bf16 values at x: 2^(e - 8) for |x| in [2^(e-1), 2^e), 0 at x = 0
+    _, e = torch.frexp(x)
+    return torch.where(x == 0, torch.zeros_like(x), torch.ldexp(torch.ones_like(x), e - 8))
+
+
+def block_amax_shift(D, x, amax):
+    """Per block: how far the two runs' block amax may lie apart, and the chance that they differ.
+    The amax of the other run lies in [amax - D at the max, max of |x| + D] give or take one
+    rounding (ulp(amax)); it differs only if an element that may be the max rounds differently
+    (chance D / ulp(x) each)."""
+    ulp_amax = bf16_ulp(amax)
+    at_max = (x.abs() == per_block(amax)).to(D.dtype)
+    down = (D * at_max).view(-1, QUANT_BLOCK).amax(dim=1)
+    up = (x.abs() + D).view(-1, QUANT_BLOCK).amax(dim=1) - amax
+    damax = torch.maximum(down, up) + ulp_amax
+    may_be_max = (x.abs() + D >= per_block(amax - damax)) & (bf16_ulp(x) > 0)
+    flip = torch.where(may_be_max, D / bf16_ulp(x).clamp(min=1e-300), torch.zeros_like(D))
+    return damax, flip.view(-1, QUANT_BLOCK).sum(dim=1).clamp(max=1.0)
+
+
+def loss_difference_var(D, x, w, g, quantized):
+    """The variance bound of sum g e, e the working weights' difference when the masters are D
+    (rms, per element) apart; x the masters rounded to bf16, w the working weights (flat float64).
+    Without qwZ sum g^2 (3 D ulp(x) + D^2), the header's; with it the step s = amax / 127 of x's
+    block in place of ulp, and where the block's amax may differ (chance P, damax apart) the whole
+    block rescaled by rel = damax / amax (correlated: one term a block) and re-rounded where it
+    moved (rel |x| in place of D). The three parts' spreads add."""
+    if not quantized:
+        return float((g * g * (3 * D * bf16_ulp(x) + D * D)).sum())
+    amax = block_absmax(x)
+    s = per_block(amax / QUANT_MAX)
+    own = float((g * g * (3 * D * s + D * D)).sum())
+    damax, P = block_amax_shift(D, x, amax)
+    rel = torch.where(amax > damax, damax / (amax - damax).clamp(min=1e-300), torch.ones_like(amax))
+    rescaled = float((P * (rel * (g * w).view(-1, QUANT_BLOCK).sum(dim=1)) ** 2).sum())
+    shift = x.abs() * per_block(rel)
+    rerounded = float((per_block(P) * g * g * (3 * shift * s + shift * shift)).sum())
+    return (math.sqrt(own) + math.sqrt(rescaled) + math.sqrt(rerounded)) ** 2
+
+
+def slice_gradients(params, cfg, inputs, targets, parts):
+    """The gradients each of `parts` equal slices of the batch's rows gives (slice j = rank j % N's
+    micro-step j // N: its tokens' share of the step's mean loss), rounded to bf16."""
+    b = inputs.shape[0] // parts
+    names = list(params)
+    grads = []
+    for j in range(parts):
+        loss, _ = forward(params, cfg, inputs[j * b:(j + 1) * b], targets[j * b:(j + 1) * b])
+        g = torch.autograd.grad(loss * (b / inputs.shape[0]), [params[n] for n in names])
+        grads.append({n: to_bf16(x) for n, x in zip(names, g)})
+    return grads
+
+
+def qg_reduce(slices, N, G, A):
+    """--qg: the step's gradient (flat, bf16 values) from the ranks' micro-step gradients."""
+    X = N // G
+    shard = torch.zeros_like(slices[0])
+    for k in range(A):
+        ranks = [block_quantize(g)[0] for g in slices[k * N:(k + 1) * N]]
+        if X == 1:
+            for bundle in ranks:
+                shard = to_bf16(shard + bundle)
+            continue
+        for x in range(X):
+            node = torch.zeros_like(shard)
+            for bundle in ranks[x * G:(x + 1) * G]:
+                node = node + bundle
+            shard = to_bf16(shard + block_quantize(node)[0])
+    return shard
+
+
+def crossing_var(d, s):
+    """What rounding to a grid of step s adds to the difference of two values d (rms) apart against
+    the grid, at a random place: 3 d s (beyond the difference itself, the header's 3 d s + d^2),
+    and at most s^2 / 6 (two independent roundings)."""
+    return torch.where(s > 0, torch.minimum(3 * d * s, s * s / 6), torch.zeros_like(d))
+
+
+def qg_difference(slices, N, G, A, sigma_g):
+    """qgZ's share of the two runs' gradient difference, per element (flat float64): its variance,
+    and the chance that any code differs. A rank's partial gradient moves against its block's grid
+    by 2 sigma_g of itself (its roundings and its block amax's): crossing_var, and its block
+    scale's own sigma_g; a node sum (hop 2) moves by its bundles' spread more. The difference a
+    value brings in passes through (the roundings of sigma_g, which gradient_error adds)."""
+    X, u_b = N // G, 2.0 ** -8
+    var, change = torch.zeros_like(slices[0]), torch.zeros_like(slices[0])
+    for k in range(A):
+        ranks = slices[k * N:(k + 1) * N]
+        hop1 = []
+        for g in ranks:
+            d, s = 2 * sigma_g * g.abs(), per_block(block_absmax(g) / QUANT_MAX)
+            hop1.append(crossing_var(d, s) + (sigma_g * g) ** 2)
+            change += torch.where(s > 0, d / s.clamp(min=1e-300), torch.zeros_like(d))
+        var += sum(hop1)
+        for x in range(X if X > 1 else 0):
+            node = sum(block_quantize(g)[0] for g in ranks[x * G:(x + 1) * G])
+            d = sum(hop1[x * G:(x + 1) * G]).sqrt() + 2 * sigma_g * node.abs()
+            s = per_block(block_absmax(node) / QUANT_MAX)
+            var += crossing_var(d, s) + (sigma_g * node) ** 2
+            change += torch.where(s > 0, d / s.clamp(min=1e-300), torch.zeros_like(d))
+        partial = sum(block_quantize(g)[0].abs() for g in ranks)   # the bf16 adds into the shard
+        var += (G if X == 1 else X) * (u_b * partial) ** 2 / 3
+    return var, change.clamp(max=1.0)
+
+
+class ZeroppBound:
+    """--zeropp-bound: per element, D is the rms of master - the run's master (float64, flat); Mq,
+    Vq the Adam-weighted sums of the gradient difference's variance (weights a_k^2, b_k); changed
+    the chance that some qgZ code of the element has differed so far."""
+
+    def __init__(self, layout, quantized, qg, roundings):
+        self.layout, self.quantized, self.qg = layout, quantized, qg
+        self.sigma_g = math.sqrt(roundings / 3) * 2.0 ** -8      # the header's relative spread
+        self.D = self.Mq = self.Vq = self.changed = None
+        self.flip = None
+
+    def flat(self, tensors):
+        return to_flat(tensors, self.layout, torch.float64)
+
+    def loss_var(self, master, params, grads):
+        """The variance bound of the loss difference at this step (grads: the loss's own)."""
+        g = self.flat(grads)
+        if self.D is None:
+            self.D, self.Mq, self.Vq, self.changed = (torch.zeros_like(g) for _ in range(4))
+        x = self.flat({n: to_bf16(t) for n, t in master.items()})
+        return loss_difference_var(self.D, x, self.flat(params), g, self.quantized)
+
+    def gradient_error(self, grads, slices, coef):
+        """The variance of the run's clipped gradient - the reference's (grads: as AdamW gets them,
+        before clipping), per element. Also kept: step 1's norm and the bound on its difference, and
+        the mean square of step 1's change of sign(g) (flip)."""
+        g = self.flat(grads)
+        var = (self.sigma_g * g) ** 2
+        self.flip = torch.zeros_like(g)
+        norm = float(g.norm())
+        if self.qg:
+            qg_var, change = qg_difference([s.double() for s in slices], *self.qg, self.sigma_g)
+            var = var + qg_var
+        # the norm's difference while the weights are the same (step 1): first order, and the rest
+        self.norm, self.dnorm = norm, 5 * float((g * g * var).sum().sqrt()) / norm + float(var.sum()) / norm
+        if self.qg:
+            norm_rel = float(qg_var.sum().sqrt()) / norm if coef < 1.0 else 0.0   # the clip coefficient's
+            var = var + (norm_rel * g) ** 2
+            self.changed = (self.changed + change).clamp(max=1.0)
+            # a sign flip (2 lr) by Cantelli's chance; where g = 0, a step from 0 (lr) if a code differs
+            self.flip = torch.where(g != 0, 4 * qg_var / (qg_var + g * g), change)
+        return coef * coef * var
+
+    def after_update(self, var, m, v, t, lr):
+        """D grows by lr times the rms of the two runs' Adam steps' difference."""
+        b1, b2 = ADAM_BETA1, ADAM_BETA2
+        self.Mq = b1 * b1 * self.Mq + (1 - b1) ** 2 * var
+        self.Vq = b2 * self.Vq + (1 - b2) * var
+        if t == 1:   # lr sign(g): differs only where qgZ's error changes the sign
+            du = self.flip.sqrt()
+        else:
+            root = (self.flat(v) / (1 - b2 ** t)).sqrt()
+            u = (self.flat(m) / (1 - b1 ** t)).abs() / (root + ADAM_EPS)
+            M, V = self.Mq.sqrt() / (1 - b1 ** t), (self.Vq / (1 - b2 ** t)).sqrt()
+            cap = u + adam_ratio(t)
+            # past first order: the cap, where some code may have differed, plus sigma_g's share
+            far = cap * (self.changed.sqrt() + 2 * self.sigma_g)
+            du = torch.where(2 * V < root, (M + u * V) / (root - V).clamp(min=1e-300), far)
+            du = torch.minimum(torch.where(M == 0, torch.zeros_like(du), du), cap)
+        self.D = self.D + lr * du
+
+
+def adam_ratio(t):
+    """A_t, the largest |m^ / sqrt(v^)| after t gradients: sqrt(sum_k a_k^2 / b_k), a_k and b_k
+    gradient k's bias-corrected weights in m^ and v^ (Cauchy-Schwarz)."""
+    b1, b2 = ADAM_BETA1, ADAM_BETA2
+    a = [(1 - b1) * b1 ** (t - k) / (1 - b1 ** t) for k in range(1, t + 1)]
+    b = [(1 - b2) * b2 ** (t - k) / (1 - b2 ** t) for k in range(1, t + 1)]
+    return math.sqrt(sum(x * x / y for x, y in zip(a, b)))
+
+
+def mixed_gradients(params, cfg, inputs, targets, args, layout):
+    """--dtype bfloat16, after the step's backward: (the gradients, rounded to bf16 once; those
+    AdamW gets, through --qg's reduction; the ranks' micro-step gradients, flat, or None)."""
+    grads = {name: to_bf16(p.grad) for name, p in params.items()}
+    if not args.qg:
+        return grads, grads, None
+    N, G, A = args.qg
+    slices = [to_flat(g, layout, torch.float32) for g in slice_gradients(params, cfg, inputs, targets, N * A)]
+    reduced = {name: torch.zeros_like(g) for name, g in grads.items()}
+    from_flat(qg_reduce(slices, N, G, A), layout, reduced)
+    return grads, reduced, slices
+
+
 def train(params32, cfg, tokens, args, dtype, device):
     """Runs args.steps steps from the float32 parameters params32.
     Returns (records of step 0: [(name, numpy array)], per-step numpy arrays of tokens, losses,
     grad norms, learning rates, and the parameters after the last step)."""
     B, T = args.B, args.T
     mixed = dtype == torch.bfloat16
+    MIXED["on"] = mixed   # (set for each run: a process may train several, tests/test_bf16.sh's)
     if mixed:
-        MIXED["on"], dtype = True, torch.float32
+        dtype = torch.float32
     params = {name: torch.tensor(a, dtype=dtype, device=device, requires_grad=True)  # copies
               for name, a in params32.items()}
     master = {name: p.detach().clone() for name, p in params.items()} if mixed else params
     m = {name: torch.zeros_like(p) for name, p in params.items()}
     v = {name: torch.zeros_like(p) for name, p in params.items()}
+    layout = unit_layout(cfg, args.align) if mixed else None
+    bound = ZeroppBound(layout, args.qw, args.qg, args.roundings) if args.zeropp_bound else None
     step0_records = []
     step_tokens, losses, norms, lrs = [], [], [], []
     for step in range(args.steps):
-        if mixed:   # the working copy: the fp32 master rounded to bf16
+        if mixed:   # the working copy: the fp32 master rounded to bf16 (under --qw, then quantized)
             with torch.no_grad():
                 for name, p in params.items():
                     p.copy_(to_bf16(master[name]))
+            if args.qw:
+                quantize_working(params, layout)
         window = step_window(tokens, B, T, step)
         batch = torch.from_numpy(window).to(device)
         inputs, targets = batch[:-1].view(B, T), batch[1:].view(B, T)
@@ -441,10 +717,15 @@ def train(params32, cfg, tokens, args, dtype, device):
         loss.backward()
         grads = {name: p.grad for name, p in params.items()}
         if mixed:   # bf16 gradients (summed in fp32 over the step's uses, rounded once)
-            grads = {name: to_bf16(g) for name, g in grads.items()}
+            own, grads, slices = mixed_gradients(params, cfg, inputs, targets, args, layout)
+            print_bf16_sensitivity(step, params, own)
         norm = global_grad_norm(grads)
-        if mixed:
-            print_bf16_sensitivity(step, params, grads)
+        if bound:
+            loss_var = bound.loss_var(master, params, own)
+            grad_var = bound.gradient_error(grads, slices, min(1.0, args.clip / (float(norm) + CLIP_EPS))
+                                            if args.clip > 0 else 1.0)
+            print("zeropp bound step %2d: var %.6e norm %.9e dnorm %.3e" % (step + 1, loss_var, bound.norm,
+                                                                            bound.dnorm), flush=True)
         if step == 0:
             step0_records = step0_dump_records(inputs, targets, acts, grads)
         del acts  # the (B,T,V) logits are large: free them before the optimizer allocates
@@ -452,6 +733,8 @@ def train(params32, cfg, tokens, args, dtype, device):
         with torch.no_grad():
             clip_gradients(grads, norm, args.clip)
             adamw_update(master, grads, m, v, step, lr, args.wd)
+            if bound:
+                bound.after_update(grad_var, m, v, step + 1, lr)
         for p in params.values():
             p.grad = None
         step_tokens.append(window.astype(np.int32))
@@ -567,6 +850,17 @@ def parse_args(argv):
     parser.add_argument("--dtype", choices=("float64", "float32", "bfloat16"), default="float64",
                         help="compute precision (default float64; bfloat16: bf16 weights and gradients from an "
                              "fp32 master, fp32 activations, as the trainer's -p bf16)")
+    parser.add_argument("--qw", action="store_true",
+                        help="with bfloat16: the working weights quantized as the trainer's -qw 8 (int8 blocks of 256)")
+    parser.add_argument("--align", type=int, default=64,
+                        help="with --qw: the element alignment of a tensor in its unit (default 64, the CPU trainer's)")
+    parser.add_argument("--qg", metavar="N:G:A",
+                        help="with bfloat16: gradients reduced as the trainer's -qg 8 over N ranks in node groups of G "
+                             "(-hp G; G = N without it), A micro-steps")
+    parser.add_argument("--zeropp-bound", action="store_true",
+                        help="with bfloat16: print tests/test_bf16.sh's loss variance bound for a run with --qw/--qg's flags")
+    parser.add_argument("--roundings", type=int, default=6,
+                        help="with --zeropp-bound: R, the bf16 roundings of a gradient the runs do not share (default 6)")
     parser.add_argument("--device", default=None, help="cpu (default) or cuda[:N]; preset d12: cuda if present")
     args = parser.parse_args(argv)
     apply_preset(args)
@@ -604,8 +898,24 @@ def check_args(args):
                              % (flag.replace("_", "-"), value))
     if not 0 <= args.seed < 2 ** 31:
         raise InputError("--seed must be in [0, 2^31), got %d" % args.seed)  # an int32 in the dump
+    check_zeropp_args(args)
     if args.device is not None and args.device.split(":")[0] not in ("cpu", "cuda"):
         raise InputError("--device must be cpu or cuda[:N], got %r" % args.device)
+
+
+def check_zeropp_args(args):
+    if (args.qw or args.qg or args.zeropp_bound) and args.dtype != "bfloat16":
+        raise InputError("--qw, --qg and --zeropp-bound need --dtype bfloat16")
+    if args.align < 1 or args.roundings < 0:
+        raise InputError("--align must be >= 1 and --roundings >= 0")
+    if args.qg is not None:
+        try:
+            N, G, A = (int(x) for x in args.qg.split(":"))
+        except ValueError:
+            raise InputError("--qg %r: expected N:G:A, three integers" % args.qg)
+        if N < 1 or G < 1 or A < 1 or N % G or args.B % (N * A):
+            raise InputError("--qg %s: want G dividing N and N*A dividing --B %d" % (args.qg, args.B))
+        args.qg = (N, G, A) if N > 1 else None   # one rank reduces nothing
 
 
 def build_model(args):
