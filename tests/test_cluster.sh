@@ -292,4 +292,46 @@ state | diff -q - "$work/state0" >/dev/null || { state | diff - "$work/state0"; 
 for p in $left; do kill -0 "$p" 2>/dev/null && fail "process $p ($(cat /proc/$p/comm)) is alive after down"; done
 [ -z "$(ip netns list | grep z3node)" ] && ! ip link show z3br0 >/dev/null 2>&1 || fail "a namespace or the bridge is left"
 echo "down: no namespace, bridge, daemon or rank left ($(echo $left | wc -w) processes gone); $(( $(date +%s) - start )) s after the references began"
+
+# ---- the timed lessons over real TCP against the documents' quotes: scripts/cluster_lessons.sh --quick
+# (a cluster of its own, 2 rounds) prints one verdict line a lesson; each tcp_ quote must meet its
+# fresh spread (tests/lessons_check.py --cluster, 20% margin); a quote changed by hand on a copy of
+# docs/cluster.md fails, naming the file, the line and the lesson (tcp_emulation, the largest effect)
+t0=$(date +%s)
+bash scripts/cluster_lessons.sh --quick >"$work/lessons.out" 2>&1 || { cat "$work/lessons.out"; fail "scripts/cluster_lessons.sh --quick"; }
+for l in tcp_ex6 tcp_pitfall2 tcp_emulation tcp_hsdp tcp_zeropp; do
+  [ "$(grep -c "^verdict $l: " "$work/lessons.out")" = 1 ] || { cat "$work/lessons.out"; fail "lesson $l printed no verdict line, or more than one"; }
+done
+grep '^verdict ' "$work/lessons.out"
+"$PY" tests/lessons_check.py --cluster "$work/lessons.out" README.md docs/*.md || fail "a quoted real-TCP lesson figure disagrees with its lesson"
+state | diff -q - "$work/state0" >/dev/null || fail "cluster_lessons.sh left the machine changed"
+tamper() {   # HOW OUT: docs/cluster.md with its tcp_emulation quote changed (ratio: marker and text; all: spread too)
+  "$PY" - "$1" "$2" <<'PY'
+import re, sys
+how, out = sys.argv[1], sys.argv[2]
+s = open("docs/cluster.md", encoding="utf-8").read()
+m = re.search(r"^<!-- lesson: tcp_emulation ratio ([0-9.]+) -->\n", s, re.M)
+para = s[m.end():].split("\n\n", 1)[0]
+q = re.search(re.escape(m.group(1)) + r"x \(median of (\d+) pairs, spread [0-9.]+-[0-9.]+x\)", para)
+new = q.group(0).replace(m.group(1) + "x", "9.99x", 1) if how == "ratio" else f"9.99x (median of {q.group(1)} pairs, spread 9.50-10.20x)"
+s = s[:m.start()] + "<!-- lesson: tcp_emulation ratio 9.99 -->\n" + para.replace(q.group(0), new, 1) + s[m.end() + len(para):]
+open(out, "w", encoding="utf-8").write(s)
+PY
+}
+caught() {   # HOW PATTERN: the tampered copy fails with that error line
+  local copy=$work/cluster_$1.md out
+  tamper "$1" "$copy" || fail "could not make the tampered copy of docs/cluster.md ($1)"
+  if out=$("$PY" tests/lessons_check.py --cluster "$work/lessons.out" "$copy" 2>&1); then fail "a real-TCP quote changed by hand ($1) passed:
+$out"; fi
+  echo "$out" | grep -qE "^error: $copy:[0-9]+: $2" || fail "the tampered quote's ($1) error line is not the expected one:
+$out"
+  echo "a real-TCP quote changed by hand ($1) is caught: $(echo "$out" | grep '^error:' | head -1)"
+}
+caught ratio "lesson tcp_emulation's quoted ratio 9.99x lies outside its own quoted spread"
+if grep -q '^verdict tcp_emulation: shown' "$work/lessons.out"; then
+  caught all "lesson tcp_emulation's quoted 9.99x \\(spread 9.50-10.20x\\) is outside what it measures now"
+else
+  echo "lesson tcp_emulation did not show its effect now, so a quote it contradicts cannot be shown: $(grep '^verdict tcp_emulation' "$work/lessons.out")"
+fi
+echo "real-TCP lessons: 5 verdicts, the documents' quotes checked, $(( $(date +%s) - t0 )) s"
 echo "PASS: test_cluster"
