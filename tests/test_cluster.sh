@@ -13,7 +13,10 @@
 #     rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
 #     ranks SIGKILLed (the job ends, no rank left), SIGTERM to mpirun (the ranks stop with a checkpoint);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
-#   - down leaves no namespace, bridge, daemon or rank.
+#   - down leaves no namespace, bridge, daemon or rank;
+#   - the timed lessons over real TCP (scripts/cluster_lessons.sh --quick, a cluster of its own): one
+#     verdict line each, docs/cluster.md's tcp_ quotes within their fresh spreads (tests/lessons_check.py
+#     --cluster), and a quote changed by hand on a copy caught.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
 . "$(dirname "$0")/lib.sh"
 CL=scripts/cluster.sh
