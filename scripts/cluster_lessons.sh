@@ -66,12 +66,13 @@ LESSONS=("tcp_ex6|z3|z2|ZeRO-3 -pd 1 is slower than ZeRO-2 over TCP"
 tmp=$(mktemp -d)
 own_cluster "$G" "$tmp"
 
-# run_step NAME RANKS_A_NODE WHERE FLAGS: one run; prints "measured planner" (ms a step)
+# run_step NAME RANKS_A_NODE WHERE FLAGS: one run, across the nodes (WHERE tcp) or on this machine
+# with the link emulated (one); prints "measured planner" (ms a step)
 run_step() {
-  local name=$1 r=$2 where=$3 out=$tmp/run.out; shift 3
+  local name=$1 r=$2 where=$3 flags=$4 out=$tmp/run.out launch=(mpirun)
+  if [ "$where" = tcp ]; then launch=(on_cluster "$r"); else flags+=" -linkx $GBS"; fi
   # shellcheck disable=SC2086
-  if [ "$where" = tcp ]; then on_cluster "$r" -np $((2 * r)) ./train_gpt2_zero3 $FLAGS $* -bwx "$GBS" -rpn "$r" >"$out" 2>&1
-  else mpirun -np $((2 * r)) ./train_gpt2_zero3 $FLAGS $* -linkx "$GBS" -bwx "$GBS" -rpn "$r" >"$out" 2>&1; fi ||
+  "${launch[@]}" -np $((2 * r)) ./train_gpt2_zero3 $FLAGS $flags -bwx "$GBS" -rpn "$r" >"$out" 2>&1 ||
     { tail -5 "$out" >&2; die "cluster_lessons.sh: the run $name ($where) failed"; }
   grep -q '^time: measured ' "$out" || { tail -5 "$out" >&2; die "cluster_lessons.sh: the run $name ($where) printed no 'time: measured' line"; }
   printf '%s %s\n' "$(step_ms measured "$out")" "$(step_ms planner "$out")"
