@@ -19,8 +19,9 @@
 #   tcp_hsdp       full / hs2                      full sharding is slower than HSDP -hs 2
 #   tcp_zeropp     full / zpp                      exact ZeRO-3 is slower than -qw 8 -hp 2 -qg 8
 #
-#   scripts/cluster_lessons.sh [--quick] [-r ROUNDS] [--gbit G] [-e MODEL] [-x STEPS]
-#   defaults: 3 rounds, 1 Gbit/s, d2c48h2t32 (-b 2 -t 32), 6 steps; --quick: 2 rounds of 4 steps
+#   scripts/cluster_lessons.sh [LESSON...] [--quick] [-r ROUNDS] [--gbit G] [-e MODEL] [-x STEPS]
+#   defaults: every lesson, 3 rounds, 1 Gbit/s, d2c48h2t32 (-b 2 -t 32), 6 steps; --quick: 2 rounds of
+#   4 steps. Given lessons, a round trains only the runs they compare.
 #
 # A run's figure is its measured step (time: measured, the mean after the calibration steps; the
 # planner's prediction for the link, -bwx G/8 -rpn R, beside it). A round's runs follow each other,
@@ -31,10 +32,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-USAGE="usage: $0 [--quick] [-r ROUNDS] [--gbit G] [-e MODEL] [-x STEPS]"
-G=1; MODEL=d2c48h2t32; STEPS=; ROUNDS=; QUICK=0
+USAGE="usage: $0 [LESSON...] [--quick] [-r ROUNDS] [--gbit G] [-e MODEL] [-x STEPS]"
+G=1; MODEL=d2c48h2t32; STEPS=; ROUNDS=; QUICK=0; WANTED=()
 while [ $# -gt 0 ]; do
-  case $1 in --quick) QUICK=1; shift; continue ;; esac
+  case $1 in
+    --quick) QUICK=1; shift; continue ;;
+    tcp_*) WANTED+=("$1"); shift; continue ;;
+  esac
   [ $# -ge 2 ] || die "$1: needs a value ($USAGE)"
   case $1 in
     --gbit) G=$2 ;;
@@ -50,10 +54,6 @@ done
 need_int -x "$STEPS" 3 1000
 need_int -r "$ROUNDS" 2 20
 need_gbit --gbit "$G"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-make -s train_gpt2_zero3 >/dev/null || exit 1
-trainer_accepts 4 -e "$MODEL" -b 2 -t 32 -x "$STEPS"
-need_no_cluster cluster_lessons.sh
 GBS=$(awk -v g="$G" 'BEGIN { printf "%g", g / 8 }')   # Gbit/s to GB/s
 FLAGS="-e $MODEL -b 2 -t 32 -x $STEPS -v 0 -l 1e-3"
 RUNS=("z2|1|tcp|-z 2" "z3|1|tcp|-z 3 -pd 1" "half|1|tcp|-z 3 -pd 1 -wrap half" "emu|1|one|-z 3 -pd 1"
@@ -63,6 +63,22 @@ LESSONS=("tcp_ex6|z3|z2|ZeRO-3 -pd 1 is slower than ZeRO-2 over TCP"
          "tcp_emulation|z3|emu|real TCP is slower than its emulation (-linkx $GBS)"
          "tcp_hsdp|full|hs2|full sharding is slower than HSDP -hs 2 over TCP"
          "tcp_zeropp|full|zpp|exact ZeRO-3 is slower than -qw 8 -hp 2 -qg 8 over TCP")
+# the lessons asked for (all by default), and the runs they compare, in RUNS' order
+if [ ${#WANTED[@]} -gt 0 ]; then
+  chosen=()
+  for w in "${WANTED[@]}"; do
+    l=$(printf '%s\n' "${LESSONS[@]}" | grep "^$w|") || die "$w: not a lesson (${LESSONS[*]%%|*})"
+    chosen+=("$l")
+  done
+  LESSONS=("${chosen[@]}")
+  needed=" $(printf '%s\n' "${LESSONS[@]}" | cut -d'|' -f2,3 | tr '|\n' '  ')"
+  kept=(); for run in "${RUNS[@]}"; do [[ $needed == *" ${run%%|*} "* ]] && kept+=("$run"); done
+  RUNS=("${kept[@]}")
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+make -s train_gpt2_zero3 >/dev/null || exit 1
+trainer_accepts 4 -e "$MODEL" -b 2 -t 32 -x "$STEPS"
+need_no_cluster cluster_lessons.sh
 tmp=$(mktemp -d)
 own_cluster "$G" "$tmp"
 

@@ -14,9 +14,9 @@
 #     ranks SIGKILLed (the job ends, no rank left), SIGTERM to mpirun (the ranks stop with a checkpoint);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
 #   - down leaves no namespace, bridge, daemon or rank;
-#   - the timed lessons over real TCP (scripts/cluster_lessons.sh --quick, a cluster of its own): one
-#     verdict line each, docs/cluster.md's tcp_ quotes within their fresh spreads (tests/lessons_check.py
-#     --cluster), and a quote changed by hand on a copy caught.
+#   - the timed lessons over real TCP that the documents quote (scripts/cluster_lessons.sh LESSON...
+#     --quick, a cluster of its own): one verdict line each, docs/cluster.md's tcp_ quotes within their
+#     fresh spreads (tests/lessons_check.py --cluster), and a quote changed by hand on a copy caught.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
 . "$(dirname "$0")/lib.sh"
 CL=scripts/cluster.sh
@@ -301,13 +301,17 @@ for p in $left; do kill -0 "$p" 2>/dev/null && fail "process $p ($(cat /proc/$p/
 [ -z "$(ip netns list | grep z3node)" ] && ! ip link show z3br0 >/dev/null 2>&1 || fail "a namespace or the bridge is left"
 echo "down: no namespace, bridge, daemon or rank left ($(echo $left | wc -w) processes gone); $(( $(date +%s) - start )) s after the references began"
 
-# ---- the timed lessons over real TCP against the documents' quotes: scripts/cluster_lessons.sh --quick
-# (a cluster of its own, 2 rounds) prints one verdict line a lesson; each tcp_ quote must meet its
-# fresh spread (tests/lessons_check.py --cluster, 20% margin); a quote changed by hand on a copy of
-# docs/cluster.md fails, naming the file, the line and the lesson (tcp_emulation, the largest effect)
+# ---- the timed lessons over real TCP against the documents' quotes: the lessons they quote, run by
+# scripts/cluster_lessons.sh --quick (a cluster of its own, 2 rounds of only the runs those lessons
+# compare), print one verdict line each; each tcp_ quote must meet its fresh spread
+# (tests/lessons_check.py --cluster, 20% margin); a quote changed by hand on a copy of docs/cluster.md
+# fails, naming the file, the line and the lesson (tcp_emulation, the largest effect)
 t0=$(date +%s)
-bash scripts/cluster_lessons.sh --quick >"$work/lessons.out" 2>&1 || { cat "$work/lessons.out"; fail "scripts/cluster_lessons.sh --quick"; }
-for l in tcp_ex6 tcp_pitfall2 tcp_emulation tcp_hsdp tcp_zeropp; do
+quoted=$(grep -ohE '^<!-- lesson: tcp_[a-z0-9_]+ ratio' README.md docs/*.md | awk '{print $3}' | sort -u)
+echo "$quoted" | grep -qx tcp_emulation || fail "docs/cluster.md quotes no tcp_emulation figure"
+# shellcheck disable=SC2086
+bash scripts/cluster_lessons.sh $quoted --quick >"$work/lessons.out" 2>&1 || { cat "$work/lessons.out"; fail "scripts/cluster_lessons.sh $quoted --quick"; }
+for l in $quoted; do
   [ "$(grep -c "^verdict $l: " "$work/lessons.out")" = 1 ] || { cat "$work/lessons.out"; fail "lesson $l printed no verdict line, or more than one"; }
 done
 grep '^verdict ' "$work/lessons.out"
@@ -341,5 +345,5 @@ if grep -q '^verdict tcp_emulation: shown' "$work/lessons.out"; then
 else
   echo "lesson tcp_emulation did not show its effect now, so a quote it contradicts cannot be shown: $(grep '^verdict tcp_emulation' "$work/lessons.out")"
 fi
-echo "real-TCP lessons: 5 verdicts, the documents' quotes checked, $(( $(date +%s) - t0 )) s"
+echo "real-TCP lessons: $(echo $quoted | wc -w) quoted, their verdicts fresh and the quotes checked, $(( $(date +%s) - t0 )) s"
 echo "PASS: test_cluster"
