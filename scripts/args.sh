@@ -14,6 +14,13 @@
 #   holds_run DIR                 DIR holds an earlier run (a checkpoint, log.csv or model.bin)
 #   checkpoint_of DIR             "STEP TOTAL" of the run in DIR from its last checkpoint, or nothing
 #   resume_in_place DIR NAME      the trainer flags that continue DIR's unfinished run in place
+# The scripts that time real TCP (cluster_lessons.sh, validate_planner.sh --tcp) on a cluster of their own:
+#   need_gbit FLAG G              G is a link speed in [0.01, 100] Gbit/s
+#   need_no_cluster FLAG          no cluster is up (scripts/cluster.sh status): one up is the user's, never
+#                                 used or taken down by a script
+#   own_cluster G TMP             brings up 2 nodes of 2 slots each, links shaped to G Gbit/s; when the
+#                                 script exits, also when interrupted, takes them down and removes TMP
+#   on_cluster R ARGS...          mpirun ARGS across those nodes, R ranks a node (1 or 2)
 # A script's results never replace earlier ones: they go to a free name, or it refuses and says how
 # to proceed.
 
@@ -89,4 +96,24 @@ resume_in_place() {
   else
     die "$2: $1 holds an earlier run with no readable checkpoint: give another --out, or pass -f 1 to start over there"
   fi
+}
+
+need_gbit() {
+  awk -v g="$2" 'BEGIN { exit !(g ~ /^[0-9]+(\.[0-9]+)?$/ && g >= 0.01 && g <= 100) }' ||
+    die "$1: $2 is not a link speed in [0.01, 100] Gbit/s"
+}
+need_no_cluster() {
+  ! bash scripts/cluster.sh status >/dev/null 2>&1 ||
+    die "$1: a cluster is up (scripts/cluster.sh status): take it down first (scripts/cluster.sh down); this script makes its own"
+}
+# (one up for every run, 2 slots a node: a run of 1 rank a node is placed by --map-by, never by a
+# second up)
+own_cluster() {
+  # shellcheck disable=SC2064
+  trap "bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf '$2'" EXIT; trap 'exit 130' INT TERM
+  bash scripts/cluster.sh up 2 --ranks-per-node 2 --gbit "$1" >/dev/null || die "the cluster (scripts/cluster.sh up 2 --gbit $1) did not come up"
+}
+on_cluster() {
+  local r=$1; shift
+  bash scripts/cluster.sh mpirun --map-by "ppr:$r:node" "$@"
 }

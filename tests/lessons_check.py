@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """The documents' quoted lesson figures against what the lessons measure now.
 
-    tests/lessons_check.py VERDICTS.txt FILE.md ...
+    tests/lessons_check.py [--cluster] VERDICTS.txt FILE.md ...
 
 A quoted figure is marked in the Markdown source, just before the paragraph that quotes it:
 
     <!-- lesson: ex6 ratio 1.34 -->
     ... ZeRO-3 took 1.34x ZeRO-2's step (median of 3 pairs, spread 1.31-1.38x) ...
 
-VERDICTS.txt holds the verdict lines of scripts/lessons.sh runs (`verdict NAME: shown: ... R.RRx (median
+The lessons come in two families, told apart by their names: those of scripts/lessons.sh (emulated
+links, checked by tests/test_lessons.sh) and those named tcp_* of scripts/cluster_lessons.sh (real TCP
+between namespace nodes, root only, checked by tests/test_cluster.sh). One run checks one family, the
+first by default and the second with --cluster; the other family's markers are counted and left alone.
+
+VERDICTS.txt holds the verdict lines of the family's runs (`verdict NAME: shown: ... R.RRx (median
 of K pairs, spread LO-HIx)`). A marker is an error (exit 1) when
   - the paragraph after it does not quote its ratio with a spread (`R.RRx (median of ..., spread
     LO-HIx)`, or `R.RRx ... (spread LO-HIx)`): the text and the marker disagree;
@@ -25,6 +30,7 @@ import re
 import sys
 
 MARGIN = 1.2
+CLUSTER_PREFIX = "tcp_"   # the names of scripts/cluster_lessons.sh's lessons
 MARKER = re.compile(r"^<!-- lesson: (\w+) ratio ([0-9.]+) -->$", re.M)
 VERDICT = re.compile(r"^verdict (\w+): (shown|not shown): (.*)$", re.M)
 FIGURE = re.compile(r"([0-9.]+)x \(median of (\d+) (?:pairs|rounds), spread ([0-9.]+)-([0-9.]+)x\)")
@@ -35,12 +41,20 @@ def verdicts(path):
         return {m.group(1): (m.group(2), m.group(3)) for m in VERDICT.finditer(f.read())}
 
 
-def check_file(name, seen):
+def script_of(lesson):
+    return "scripts/cluster_lessons.sh" if lesson.startswith(CLUSTER_PREFIX) else f"scripts/lessons.sh {lesson}"
+
+
+def check_file(name, seen, cluster):
+    """The errors of FILE's markers of one family (cluster: the tcp_ lessons); the count of the others."""
     with open(name, encoding="utf-8") as f:
         text = f.read()
-    errors = []
+    errors, others = [], 0
     for m in MARKER.finditer(text):
         lesson, quoted = m.group(1), m.group(2)
+        if lesson.startswith(CLUSTER_PREFIX) != cluster:
+            others += 1
+            continue
         line = text.count("\n", 0, m.start()) + 1
         where = f"{name}:{line}"
         paragraph = text[m.end():].lstrip("\n").split("\n\n", 1)[0]
@@ -56,7 +70,7 @@ def check_file(name, seen):
                           f"{q.group(1)}-{q.group(2)}x")
             continue
         if lesson not in seen:
-            errors.append(f"error: {where}: lesson {lesson} printed no verdict (scripts/lessons.sh {lesson})")
+            errors.append(f"error: {where}: lesson {lesson} printed no verdict ({script_of(lesson)})")
             continue
         kind, rest = seen[lesson]
         if kind == "not shown":
@@ -76,15 +90,25 @@ def check_file(name, seen):
         else:
             print(f"{where}: lesson {lesson} quoted {quoted}x (spread {q.group(1)}-{q.group(2)}x), measured "
                   f"{fig.group(1)}x (spread {fig.group(3)}-{fig.group(4)}x): ok")
-    return errors
+    return errors, others
 
 
 def main():
-    if len(sys.argv) < 3:
-        print("usage: lessons_check.py VERDICTS.txt FILE.md ...", file=sys.stderr)
+    args = sys.argv[1:]
+    cluster = bool(args) and args[0] == "--cluster"
+    args = args[cluster:]
+    if len(args) < 2:
+        print("usage: lessons_check.py [--cluster] VERDICTS.txt FILE.md ...", file=sys.stderr)
         return 2
-    seen = verdicts(sys.argv[1])
-    errors = [e for name in sys.argv[2:] for e in check_file(name, seen)]
+    seen = verdicts(args[0])
+    errors, others = [], 0
+    for name in args[1:]:
+        e, o = check_file(name, seen, cluster)
+        errors += e
+        others += o
+    if others:
+        print(f"{others} markers of the {'emulated' if cluster else 'cluster (tcp_)'} lessons left to "
+              f"{'tests/test_lessons.sh' if cluster else 'tests/test_cluster.sh'}")
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

@@ -13,7 +13,10 @@
 #     rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
 #     ranks SIGKILLed (the job ends, no rank left), SIGTERM to mpirun (the ranks stop with a checkpoint);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
-#   - down leaves no namespace, bridge, daemon or rank.
+#   - down leaves no namespace, bridge, daemon or rank;
+#   - the timed lessons over real TCP that the documents quote (scripts/cluster_lessons.sh LESSON...
+#     --quick, a cluster of its own): one verdict line each, docs/cluster.md's tcp_ quotes within their
+#     fresh spreads (tests/lessons_check.py --cluster), and a quote changed by hand on a copy caught.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
 . "$(dirname "$0")/lib.sh"
 CL=scripts/cluster.sh
@@ -238,22 +241,27 @@ echo "slurm: scancel --signal=TERM to an srun job: $stop"
 
 # requeue: 12 steps, a checkpoint each step; requeued after 3 or more; the job runs again and resumes
 # (no validation: with -v 4, one requeue in four ended with a log.csv whose step-3 row had lost its
-# val_loss, the rest equal: a trainer matter, not the cluster's)
+# val_loss, the rest equal: a trainer matter, not the cluster's). The requeue may land a few steps
+# after the third (the job runs on while slurmctld ends it): any checkpoint from 3 to 11 resumes.
 j=$(sbatch --parsable -N 2 --ntasks-per-node=1 --output="$shared/rq.log" scripts/slurm/train.sbatch \
     --out "$shared/rq" -e d2c64h2t64 -b 2 -t 32 -x 12 -v 0 -n 1) || fail "sbatch (requeue) refused"
 rq_at3() { grep -qs ckpt_00000003 "$shared/rq/latest"; }   # the checkpoint of step 3 is complete
+# on a failure, the lines that say why (the log's tail is Open MPI's own text on how the job ended)
+rq_why() { grep -E '^(error|warning|train\.sbatch|slurmstepd)' "$shared/rq.log" | tail -20; tail -3 "$shared/rq.log"; }
 for ((t = 0; t < 240; t++)); do rq_at3 && break; sleep 0.25; done
-rq_at3 || { tail "$shared/rq.log"; fail "the job to requeue wrote no checkpoint of step 3 in 60 s"; }
+rq_at3 || { rq_why; fail "the job to requeue wrote no checkpoint of step 3 in 60 s"; }
 scontrol requeue "$j" || fail "scontrol requeue $j failed"
-# a requeued job waits about two minutes before it may start again; a user can let it start at once
-for ((t = 0; t < 40; t++)); do
+# a requeued job waits about two minutes before it may start again; a user can let it start at once,
+# once it is pending again (its old instance gone: on a busy machine that can take seconds)
+for ((t = 0; t < 120; t++)); do
   [ "$(squeue -h -j "$j" -o %T)" = PENDING ] && scontrol update jobid="$j" StartTime=now 2>/dev/null && break
   sleep 0.25
 done
+[ $t -lt 120 ] || echo "note: the requeued job $j was not pending 30 s after its requeue ($(squeue -h -j "$j" -o %T)): it starts after Slurm's delay"
 ec=$(wait_job "$j" 180)
-[ "$ec" = ExitCode=0:0 ] || { tail "$shared/rq.log"; grep "JobId=$j[ ]" "$SLURM_DIR_LOG/slurmctld.log" | tail; fail "the requeued job ended with $ec"; }
-grep -q "^train.sbatch: job $j (restart 1)" "$shared/rq.log" || { tail -30 "$shared/rq.log"; fail "the job did not run a second time"; }
-grep -q "^train.sbatch: resuming the unfinished run in $shared/rq: its checkpoint is at step [3-9] of the 12" "$shared/rq.log" ||
+[ "$ec" = ExitCode=0:0 ] || { rq_why; grep "JobId=$j[ ]" "$SLURM_DIR_LOG/slurmctld.log" | tail; fail "the requeued job ended with $ec"; }
+grep -q "^train.sbatch: job $j (restart 1)" "$shared/rq.log" || { rq_why; fail "the job did not run a second time"; }
+grep -q "^train.sbatch: resuming the unfinished run in $shared/rq: its checkpoint is at step \([3-9]\|1[01]\) of the 12" "$shared/rq.log" ||
   { grep train.sbatch "$shared/rq.log"; fail "the requeued job did not resume from its checkpoint"; }
 cmp -s "$shared/ref_requeue/model.bin" "$shared/rq/model.bin" || fail "the requeued job's model.bin differs from the uninterrupted run's"
 diff <(losses "$shared/ref_requeue") <(losses "$shared/rq") >/dev/null ||
@@ -292,4 +300,50 @@ state | diff -q - "$work/state0" >/dev/null || { state | diff - "$work/state0"; 
 for p in $left; do kill -0 "$p" 2>/dev/null && fail "process $p ($(cat /proc/$p/comm)) is alive after down"; done
 [ -z "$(ip netns list | grep z3node)" ] && ! ip link show z3br0 >/dev/null 2>&1 || fail "a namespace or the bridge is left"
 echo "down: no namespace, bridge, daemon or rank left ($(echo $left | wc -w) processes gone); $(( $(date +%s) - start )) s after the references began"
+
+# ---- the timed lessons over real TCP against the documents' quotes: the lessons they quote, run by
+# scripts/cluster_lessons.sh --quick (a cluster of its own, 2 rounds of only the runs those lessons
+# compare), print one verdict line each; each tcp_ quote must meet its fresh spread
+# (tests/lessons_check.py --cluster, 20% margin); a quote changed by hand on a copy of docs/cluster.md
+# fails, naming the file, the line and the lesson (tcp_emulation, the largest effect)
+t0=$(date +%s)
+quoted=$(grep -ohE '^<!-- lesson: tcp_[a-z0-9_]+ ratio' README.md docs/*.md | awk '{print $3}' | sort -u)
+echo "$quoted" | grep -qx tcp_emulation || fail "docs/cluster.md quotes no tcp_emulation figure"
+# shellcheck disable=SC2086
+bash scripts/cluster_lessons.sh $quoted --quick >"$work/lessons.out" 2>&1 || { cat "$work/lessons.out"; fail "scripts/cluster_lessons.sh $quoted --quick"; }
+for l in $quoted; do
+  [ "$(grep -c "^verdict $l: " "$work/lessons.out")" = 1 ] || { cat "$work/lessons.out"; fail "lesson $l printed no verdict line, or more than one"; }
+done
+grep '^verdict ' "$work/lessons.out"
+"$PY" tests/lessons_check.py --cluster "$work/lessons.out" README.md docs/*.md || fail "a quoted real-TCP lesson figure disagrees with its lesson"
+state | diff -q - "$work/state0" >/dev/null || fail "cluster_lessons.sh left the machine changed"
+tamper() {   # HOW OUT: docs/cluster.md with its tcp_emulation quote changed (ratio: marker and text; all: spread too)
+  "$PY" - "$1" "$2" <<'PY'
+import re, sys
+how, out = sys.argv[1], sys.argv[2]
+s = open("docs/cluster.md", encoding="utf-8").read()
+m = re.search(r"^<!-- lesson: tcp_emulation ratio ([0-9.]+) -->\n", s, re.M)
+para = s[m.end():].split("\n\n", 1)[0]
+q = re.search(re.escape(m.group(1)) + r"x \(median of (\d+) pairs, spread [0-9.]+-[0-9.]+x\)", para)
+new = q.group(0).replace(m.group(1) + "x", "9.99x", 1) if how == "ratio" else f"9.99x (median of {q.group(1)} pairs, spread 9.50-10.20x)"
+s = s[:m.start()] + "<!-- lesson: tcp_emulation ratio 9.99 -->\n" + para.replace(q.group(0), new, 1) + s[m.end() + len(para):]
+open(out, "w", encoding="utf-8").write(s)
+PY
+}
+caught() {   # HOW PATTERN: the tampered copy fails with that error line
+  local copy=$work/cluster_$1.md out
+  tamper "$1" "$copy" || fail "could not make the tampered copy of docs/cluster.md ($1)"
+  if out=$("$PY" tests/lessons_check.py --cluster "$work/lessons.out" "$copy" 2>&1); then fail "a real-TCP quote changed by hand ($1) passed:
+$out"; fi
+  echo "$out" | grep -qE "^error: $copy:[0-9]+: $2" || fail "the tampered quote's ($1) error line is not the expected one:
+$out"
+  echo "a real-TCP quote changed by hand ($1) is caught: $(echo "$out" | grep '^error:' | head -1)"
+}
+caught ratio "lesson tcp_emulation's quoted ratio 9.99x lies outside its own quoted spread"
+if grep -q '^verdict tcp_emulation: shown' "$work/lessons.out"; then
+  caught all "lesson tcp_emulation's quoted 9.99x \\(spread 9.50-10.20x\\) is outside what it measures now"
+else
+  echo "lesson tcp_emulation did not show its effect now, so a quote it contradicts cannot be shown: $(grep '^verdict tcp_emulation' "$work/lessons.out")"
+fi
+echo "real-TCP lessons: $(echo $quoted | wc -w) quoted, their verdicts fresh and the quotes checked, $(( $(date +%s) - t0 )) s"
 echo "PASS: test_cluster"

@@ -121,6 +121,8 @@ bad scripts/figures.sh input "^error: docs/trace_step.png: has changes git does 
 # the cluster lessons: arguments and the model checked before any cluster is brought up
 bad scripts/cluster_lessons.sh arg "^error: -x: 1 is out of range" bash scripts/cluster_lessons.sh -x 1
 bad scripts/cluster_lessons.sh arg "^error: --gbit: 0 is not a link speed" bash scripts/cluster_lessons.sh --gbit 0
+bad scripts/cluster_lessons.sh arg "^error: -r: 1 is out of range" bash scripts/cluster_lessons.sh --quick -r 1
+bad scripts/cluster_lessons.sh arg "^error: tcp_bogus: not a lesson" bash scripts/cluster_lessons.sh tcp_bogus
 bad scripts/cluster_lessons.sh input "truncated.bin: too short" bash scripts/cluster_lessons.sh -e "$keep/truncated.bin" -x 3
 ip netns list 2>/dev/null | grep -q z3node && fail "cluster_lessons.sh brought up a cluster for a refused input"
 
