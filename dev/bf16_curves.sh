@@ -22,19 +22,19 @@ done
 make -s train_gpt2_zero3 >/dev/null
 [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] || make -s data >/dev/null
 trainer_accepts 1 "$@"
+declare -A pid=() rc=()
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ ${#pid[@]} -eq 0 ] || kill "${pid[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT   # interrupted: the runs stop too
 
 # both precisions at once; a run that fails is named by its first error line (fp32's, if both fail)
-OMP_NUM_THREADS=1 ./train_gpt2_zero3 "$@" -o "$tmp/fp32" >"$tmp/fp32.out" 2>&1 & fp32=$!
-OMP_NUM_THREADS=1 ./train_gpt2_zero3 "$@" -p bf16 -o "$tmp/bf16" >"$tmp/bf16.out" 2>&1 & bf16=$!
-ok_fp32=0 ok_bf16=0
-wait $fp32 || ok_fp32=$?
-wait $bf16 || ok_bf16=$?
 for p in fp32 bf16; do
-  rc=ok_$p
-  [ "${!rc}" -eq 0 ] && continue
-  grep -m1 '^error' "$tmp/$p.out" >&2 || echo "error: the $p run ($*) exited ${!rc}: $(tail -1 "$tmp/$p.out")" >&2
+  OMP_NUM_THREADS=1 ./train_gpt2_zero3 "$@" -p $p -o "$tmp/$p" >"$tmp/$p.out" 2>&1 &
+  pid[$p]=$!
+done
+for p in fp32 bf16; do rc[$p]=0; wait "${pid[$p]}" || rc[$p]=$?; unset "pid[$p]"; done
+for p in fp32 bf16; do
+  [ "${rc[$p]}" -eq 0 ] && continue
+  grep -m1 '^error' "$tmp/$p.out" >&2 || echo "error: the $p run ($*) exited ${rc[$p]}: $(tail -1 "$tmp/$p.out")" >&2
   exit 1
 done
 
