@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The documents against the program: every figure in a marked block of README.md and docs/*.md
 # (<!-- figure: CMD --> ... <!-- end -->, scripts/doc_figures.py) is rerun and must equal its
-# command's output; a figure changed by hand is caught (checked on a copy with one digit changed);
+# command's output; a figure changed by hand is caught (checked on a copy with one digit changed, and
+# on a Markdown table's figure, which goes without the fence);
 # a slow figure (<!-- figure slow: CMD -->) is rerun only under SLOW=1, but always held to its form and
 # to the programs its command runs, and a change by hand is caught by --check --slow (on a copy with a
 # cheap figure marked slow);
@@ -38,6 +39,16 @@ echo "$out" | grep -q "^error: $copy:3: the figure no longer matches the output 
   || fail "the tampered figure's error line is not the expected one:
 $out"
 echo "a figure changed by hand is caught: $(echo "$out" | grep '^error:')"
+
+# a Markdown table's figure without the fence is held the same way, and rewritten without one
+table_doc() { printf '%s\n' "# a table" "" "<!-- figure: printf '| a | %s |\\n' 1 -->" "| a | $1 |" "<!-- end -->"; }
+table_doc 1 >"$copy"
+$PY scripts/doc_figures.py --check "$copy" >/dev/null || fail "an unfenced table figure equal to its command's output failed"
+table_doc 2 >"$copy"
+if out=$($PY scripts/doc_figures.py --check "$copy" 2>&1); then fail "an unfenced table changed by hand passed: $out"; fi
+echo "$out" | grep -q "^error: $copy:3: the figure no longer matches" || fail "the changed table's error line: $out"
+$PY scripts/doc_figures.py --write "$copy" >/dev/null && table_doc 1 | cmp -s - "$copy" || fail "--write did not restore the unfenced table"
+echo "an unfenced table figure: checked, a change caught, rewritten without a fence"
 rm -f "$copy"
 
 # the slow tier, on a copy holding the same figure marked slow (a cheap one, made up), then changed by
