@@ -4,14 +4,25 @@
 # ZeRO-3, each of -qw 8, -hp 2, -qg 8, and all three together, from the same seed; then one picture
 # of the five loss curves and the table of final validation losses (dev/plot_zeropp.py).
 #   dev/zeropp_curves.sh [OUT]      default OUT=out/zeropp; STEPS=300 B=8 NP=4 BIN=./train_gpt2_zero3
+#   dev/zeropp_curves.sh --table    the five runs in a fresh temporary folder, removed at the end: the
+#                                   table alone on stdout, the runs' progress on stderr, no picture
+#                                   (docs/zeropp.md's figure, rerun by scripts/doc_figures.py --slow)
 #   RUNS="qw8 all" picks some of the five (no picture then: plot_zeropp.py OUT draws what is there)
 # A run's folder OUT/NAME that holds an earlier run is refused before the first run (results are never
 # replaced: give another OUT, or RUNS without it); everything is checked before the first run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-[ $# -le 1 ] || die "$2: unexpected argument (usage: dev/zeropp_curves.sh [OUT])"
-out=${1:-out/zeropp}
+table=0; [ "${1:-}" != --table ] || { table=1; shift; }
+[ $# -le 1 ] || die "$2: unexpected argument (usage: dev/zeropp_curves.sh [OUT] | --table)"
+[ $table -eq 0 ] || [ $# -eq 0 ] || die "$1: --table writes into a temporary folder of its own (give no OUT)"
+[ $table -eq 0 ] || [ -z "${RUNS:-}" ] || die "RUNS: --table prints the table of all five runs (leave RUNS out)"
+if [ $table -eq 1 ]; then
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  out=$tmp/zeropp
+else
+  out=${1:-out/zeropp}
+fi
 steps=${STEPS:-300}
 bin=${BIN:-./train_gpt2_zero3}
 np=${NP:-4}
@@ -32,6 +43,8 @@ flags=(-e d4c128h4t64 -b "$B" -t 64 -x "$steps" -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 5
 [ "$bin" != ./train_gpt2_zero3 ] || make -s train_gpt2_zero3 >/dev/null
 # shellcheck disable=SC2086
 for name in "${names[@]}"; do trainer_accepts "$np" "${flags[@]}" -z 3 ${runs[$name]}; done
+exec 3>&1                             # the table's stream
+[ $table -eq 0 ] || exec 1>&2         # under --table the runs' progress goes to stderr
 for name in "${names[@]}"; do
   mkdir -p "$out/$name"
   echo "== $name: mpirun -np $np $bin ${flags[*]} ${runs[$name]}"
@@ -40,4 +53,8 @@ for name in "${names[@]}"; do
     -o "$out/$name" > "$out/$name/stdout.txt" 2>&1 || { grep -m1 '^error' "$out/$name/stdout.txt" >&2 || tail -5 "$out/$name/stdout.txt" >&2; exit 1; }
   grep -E "^step +$steps/|ledger:" "$out/$name/stdout.txt"
 done
-[ -n "${RUNS:-}" ] || /usr/bin/python3 dev/plot_zeropp.py "$out"
+if [ $table -eq 1 ]; then
+  /usr/bin/python3 dev/plot_zeropp.py "$out" | grep '^|' >&3
+elif [ -z "${RUNS:-}" ]; then
+  /usr/bin/python3 dev/plot_zeropp.py "$out"
+fi

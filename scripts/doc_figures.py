@@ -11,10 +11,21 @@ that prints it, run from the repository root with bash:
     ```
     <!-- end -->
 
-    scripts/doc_figures.py --check [FILE.md ...]   rerun every figure's command; a figure that differs from
-                                                   its command's output is an error (exit 1)
-    scripts/doc_figures.py --write [FILE.md ...]   rewrite every figure with its command's output
-    scripts/doc_figures.py --list  [FILE.md ...]   the figures, one line each: FILE:LINE: COMMAND
+A command that prints a Markdown table may have its figure without the fence, the table's lines
+between the two markers, so that it shows as a table.
+
+A figure whose command takes longer than a test can spend (minutes of training) is marked slow,
+`<!-- figure slow: CMD -->`, and is rerun only when --slow is given; without it, its marker and
+block are still checked for form, and every repository file its command runs as a program (or hands
+to bash or python) must exist, a program with its run bit:
+
+    scripts/doc_figures.py --check [--slow] [FILE.md ...]   rerun every figure's command (the slow ones
+                                                            too with --slow); a figure that differs from
+                                                            its command's output is an error (exit 1)
+    scripts/doc_figures.py --write [--slow] [FILE.md ...]   rewrite every figure (and the slow ones with
+                                                            --slow) with its command's output
+    scripts/doc_figures.py --list  [FILE.md ...]            the figures, one line each: FILE:LINE: COMMAND,
+                                                            a slow one FILE:LINE: (slow) COMMAND
 
 Without files: README.md and docs/*.md. Only figures that do not depend on the clock belong in a
 marked block (bytes, memory, plans, ledgers, losses of a fixed seed); timings are shown unmarked,
@@ -27,6 +38,7 @@ import difflib
 import glob
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -34,8 +46,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotlib  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BLOCK = re.compile(r"^<!-- figure: (?P<cmd>.*?) -->\n(?P<fence>```[a-z]*)\n(?P<body>.*?)^```\n<!-- end -->$",
-                   re.M | re.S)
+USAGE = "usage: doc_figures.py --check | --write | --list [--slow] [FILE.md ...]"
+BLOCK = re.compile(r"^<!-- figure(?P<slow> slow)?: (?P<cmd>.*?) -->\n(?:(?P<fence>```[a-z]*\n)|(?!```))"
+                   r"(?P<body>.*?)^(?(fence)```\n)<!-- end -->$", re.M | re.S)
+MARKER = re.compile(r"^<!-- figure(?P<slow> slow)?: .* -->$")
+OPERATORS = {"|", "||", "&&", ";", "&", "(", ")", "|&", ";;"}
+INTERPRETERS = {"bash", "sh", "python", "python3"}
 
 
 def run_env():
@@ -58,6 +74,65 @@ def figures(text):
         yield m, text.count("\n", 0, m.start()) + 1
 
 
+def malformed_markers(name, text):
+    """One error line per '<!-- figure' line that does not open a whole figure."""
+    opened = {line for _, line in figures(text)}
+    errors = []
+    for line, marker in enumerate(text.split("\n"), 1):
+        if not marker.startswith("<!-- figure") or line in opened:
+            continue
+        m = MARKER.match(marker)
+        if m:
+            kind = "figure slow" if m.group("slow") else "figure"
+            errors.append(f"{name}: a '<!-- {kind}: CMD -->' marker without its fenced block and '<!-- end -->' (line {line})")
+        else:
+            errors.append(f"{name}: line {line}: {marker[:60]!r} is neither '<!-- figure: CMD -->' nor '<!-- figure slow: CMD -->'")
+    return errors
+
+
+def programs_of(cmd):
+    """The words of a command that name what it runs: each simple command's first word (after VAR=value
+    and env), and the script an interpreter is handed; (word, must_run) pairs."""
+    lex = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    words, at_start, after_interpreter = [], True, False
+    for w in lex:
+        if w in OPERATORS:
+            at_start, after_interpreter = True, False
+        elif at_start and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w) or w == "env"):
+            continue
+        elif at_start:
+            words.append((w, True))
+            at_start, after_interpreter = False, os.path.basename(w) in INTERPRETERS
+        elif after_interpreter and not w.startswith("-"):
+            words.append((w, False))
+            after_interpreter = False
+    return words
+
+
+def missing_programs(cmd):
+    """What is wrong with the files a command runs: a path that is not there, a program without its
+    run bit. Words without a '/' are found on PATH when the command runs and are not checked."""
+    try:
+        words = programs_of(cmd)
+    except ValueError as e:
+        return [f"the command cannot be read as shell words ({e})"]
+    problems = []
+    for word, must_run in words:
+        if "/" not in word or "$" in word:
+            continue
+        path = os.path.join(ROOT, word)
+        if not os.path.isfile(path):
+            problems.append(f"{word} does not exist")
+        elif must_run and not os.access(path, os.X_OK):
+            problems.append(f"{word} lacks its run bit")
+    return problems
+
+
+def error(message):
+    print(f"error: {message}", file=sys.stderr)
+
+
 def read_document(name):
     path = os.path.join(ROOT, name)
     if not name.endswith(".md"):
@@ -69,54 +144,86 @@ def read_document(name):
         raise plotlib.InputError(f"{name}: not UTF-8 text")
 
 
-def main():
-    args = sys.argv[1:]
-    if not args or args[0] not in ("--check", "--write", "--list"):
-        plotlib.fail("usage: doc_figures.py --check | --write | --list [FILE.md ...] (the first argument, "
-                     f"got {args[0] if args else 'none'!r})")
-    mode, files = args[0], args[1:]
-    if not files:
-        files = ["README.md"] + sorted(glob.glob("docs/*.md", root_dir=ROOT))
-    texts = {name: read_document(name) for name in files}   # every file read before any command runs
-    failures = checked = 0
-    for name in files:
-        path, text = os.path.join(ROOT, name), texts[name]
-        if len(re.findall(r"^<!-- figure:", text, re.M)) != len(list(figures(text))):
-            print(f"error: {name}: a '<!-- figure: CMD -->' marker without its fenced block and '<!-- end -->'",
-                  file=sys.stderr)
-            failures += 1
-        pieces, last = [], 0
-        for m, line in figures(text):
-            cmd = m.group("cmd")
-            if mode == "--list":
-                print(f"{name}:{line}: {cmd}")
-                continue
-            checked += 1
-            try:
-                got = output_of(cmd)
-            except RuntimeError as e:
-                print(f"error: {name}:{line}: the figure's command failed ({e}): {cmd}", file=sys.stderr)
+def write_document(name, text):
+    path = os.path.join(ROOT, name)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    print(f"{name}: figures rewritten")
+
+
+def rerun(name, line, m, mode):
+    """One figure's command run again: its output, or None with what went wrong said (under --check, a
+    figure that differs from the output is wrong)."""
+    cmd = m.group("cmd")
+    try:
+        got = output_of(cmd)
+    except RuntimeError as e:
+        error(f"{name}:{line}: the figure's command failed ({e}): {cmd}")
+        return None
+    if mode == "--check" and got != m.group("body"):
+        error(f"{name}:{line}: the figure no longer matches the output of: {cmd}")
+        diff = difflib.unified_diff(m.group("body").splitlines(), got.splitlines(),
+                                    "in the document", "printed by the program", lineterm="", n=1)
+        print("\n".join("    " + d for d in diff), file=sys.stderr)
+        return None
+    return got
+
+
+def process(name, text, mode, slow):
+    """One document's figures listed, checked or rewritten: (its text with the figures rewritten under
+    --write, figures run, slow figures not run, failures)."""
+    problems = malformed_markers(name, text)
+    for p in problems:
+        error(p)
+    failures, ran, left, pieces, last = len(problems), 0, 0, [], 0
+    for m, line in figures(text):
+        cmd, is_slow = m.group("cmd"), m.group("slow") is not None
+        if mode == "--list":
+            print(f"{name}:{line}: {'(slow) ' if is_slow else ''}{cmd}")
+        elif is_slow and not slow:
+            left += 1
+            for p in missing_programs(cmd):
+                error(f"{name}:{line}: the slow figure's command cannot run: {p}: {cmd}")
                 failures += 1
-                continue
-            if mode == "--write":
+        else:
+            ran += 1
+            got = rerun(name, line, m, mode)
+            if got is None:
+                failures += 1
+            elif mode == "--write":
                 pieces += [text[last:m.start("body")], got]
                 last = m.end("body")
-            elif got != m.group("body"):
-                print(f"error: {name}:{line}: the figure no longer matches the output of: {cmd}", file=sys.stderr)
-                diff = difflib.unified_diff(m.group("body").splitlines(), got.splitlines(),
-                                            "in the document", "printed by the program", lineterm="", n=1)
-                print("\n".join("    " + d for d in diff), file=sys.stderr)
-                failures += 1
-        if mode == "--write" and pieces:
-            pieces.append(text[last:])
-            new = "".join(pieces)
-            if new != text:
-                with open(path + ".tmp", "w", encoding="utf-8") as f:
-                    f.write(new)
-                os.replace(path + ".tmp", path)
-                print(f"{name}: figures rewritten")
+    return "".join(pieces) + text[last:], ran, left, failures
+
+
+def parse_args(args):
+    """(mode, whether the slow figures run, the documents)"""
+    if not args or args[0] not in ("--check", "--write", "--list"):
+        plotlib.fail(f"{USAGE} (the first argument, got {args[0] if args else 'none'!r})")
+    mode, slow = args[0], "--slow" in args[1:]
+    files = [a for a in args[1:] if a != "--slow"]
+    for a in files:
+        if a.startswith("-"):
+            plotlib.fail(f"{a}: not an option of doc_figures.py ({USAGE})")
+    if slow and mode == "--list":
+        plotlib.fail(f"--slow: --list shows every figure, the slow ones marked (slow) ({USAGE})")
+    return mode, slow, files or ["README.md"] + sorted(glob.glob("docs/*.md", root_dir=ROOT))
+
+
+def main():
+    mode, slow, files = parse_args(sys.argv[1:])
+    texts = {name: read_document(name) for name in files}   # every file read before any command runs
+    ran = left = failures = 0
+    for name in files:
+        new, r, s, f = process(name, texts[name], mode, slow)
+        ran, left, failures = ran + r, left + s, failures + f
+        if mode == "--write" and new != texts[name]:
+            write_document(name, new)
     if mode != "--list":
-        print(f"{checked} figures, {failures} differ or failed")
+        slow_note = (f"; {left} slow figure{'s' if left > 1 else ''} not run (--slow runs {'them' if left > 1 else 'it'}),"
+                     " form and programs checked") if left else ""
+        print(f"{ran} figures, {failures} differ or failed{slow_note}")
     return 1 if failures else 0
 
 

@@ -2,7 +2,8 @@
 # Regenerates every figure of README.md and docs/ from the program: the text figures in marked blocks
 # (scripts/doc_figures.py --write: bytes, memory, plans, ledgers) and the pictures.
 #   scripts/figures.sh [PART ...]      (default: every part, in this order; the whole set takes about an hour on 2 cores)
-#     text      the marked text figures in README.md and docs/*.md                        (~2 min)
+#     text      the marked text figures in README.md and docs/*.md, the slow ones too
+#               (scripts/doc_figures.py --write --slow; ~15 min, 11 of them docs/zeropp.md's table)
 #     memory    docs/memory_vs_ranks.png: model state per rank against N, stages 0-3 (-plan)
 #     stages    docs/stages_variants.png: state, peak and bytes of stages 0-3 and the variants (d4, 4 ranks)
 #     trace     docs/trace_step.png: one ZeRO-3 step of d4 on 2 ranks, unit names on the bars
@@ -11,9 +12,9 @@
 #     links     docs/time_*.png: scripts/lessons_links.sh ex6 and pitfall2 (emulated links)
 #     compare   dev/compare_ddp_zero3.png: scripts/compare_ddp_zero3.sh, the DDP build against ZeRO-3
 #     time      dev/trace_d12_zero3.png and docs/time.md's table: scripts/bench_time.sh, GPT-2 124M, 2 ranks
-#     zeropp    dev/zeropp_loss.png and docs/zeropp.md's table: dev/zeropp_curves.sh, 300 steps (the longest)
+#     zeropp    dev/zeropp_loss.png: dev/zeropp_curves.sh, 300 steps (the longest; its table is text's)
 # Pictures with timings differ from run to run (and with the machine's load); tests/test_docs.sh
-# checks the text figures only.
+# checks the text figures only (the slow ones under SLOW=1).
 # It redraws committed pictures in place (git holds the earlier ones): every part is checked before
 # the first runs, and a picture with changes git does not hold is refused. Each picture is drawn in a
 # fresh work folder (build/figures, build/figures.1, ...) and renamed into place when whole.
@@ -65,7 +66,7 @@ pitfall1() {   # two settings, -clip global against -clip local; the table goes 
 for part in "${PARTS[@]}"; do
   echo "== $part"
   case $part in
-  text) $PY scripts/doc_figures.py --write ;;
+  text) $PY scripts/doc_figures.py --write --slow ;;
   memory) $PY dev/plot_figures.py memory docs/memory_vs_ranks.png --replace ;;
   stages)
     scripts/bench_variants.sh -n 4 -e d4 -x 2 --bytes | tee "$W/variants_d4_n4.txt"

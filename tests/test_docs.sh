@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The documents against the program: every figure in a marked block of README.md and docs/*.md
 # (<!-- figure: CMD --> ... <!-- end -->, scripts/doc_figures.py) is rerun and must equal its
-# command's output; a figure changed by hand is caught (checked on a copy with one digit changed);
+# command's output; a figure changed by hand is caught (checked on a copy with one digit changed, and
+# on a Markdown table's figure, which goes without the fence);
+# a slow figure (<!-- figure slow: CMD -->) is rerun only under SLOW=1, but always held to its form and
+# to the programs its command runs, and a change by hand is caught by --check --slow (on a copy with a
+# cheap figure marked slow);
 # the README is a front door (under 300 lines); every script a document runs as scripts/NAME has
 # its run bit; every image a document shows exists; no document sends the reader to files they
 # do not have.
@@ -9,26 +13,75 @@
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] || make -s data >/dev/null || fail "make data"
 
-# a figure changed by hand fails, naming the file, the line and the command
-copy=docs/.test_docs_tamper.md
-trap 'rm -f "$copy"; rm -rf "$work"' EXIT
-python3 - "$copy" <<'PY' || fail "could not make the tampered copy"
+# SLOW=1: the slow figures rerun too (docs/testing.md lists them and their cost)
+case ${SLOW:-0} in 0) tier= ;; 1) tier=--slow ;; *) fail "SLOW=$SLOW: must be 0 or 1" ;; esac
+copy=docs/.test_docs_tamper.md slow=docs/.test_docs_slow.md
+trap 'rm -f "$copy" "$slow"; rm -rf "$work"' EXIT
+
+# figure_copy DEST KIND OLD NEW [EXTRA]: a document holding primer.md's 7.5B figure, marked
+# '<!-- figure KIND: ' ('' or 'slow'), with its first OLD changed to NEW, then the text EXTRA
+figure_copy() {
+  $PY - "$@" <<'PY' || fail "could not make the copy $1"
 import re, sys
+dest, kind, old, new = sys.argv[1:5]
 text = open("docs/primer.md", encoding="utf-8").read()
 m = re.search(r"^<!-- figure: \./train_gpt2_zero3 -plan 64 -e 7.5B.*?^<!-- end -->$", text, re.M | re.S)
-block = m.group(0).replace("1.875", "1.876", 1)
-open(sys.argv[1], "w", encoding="utf-8").write("# tampered\n\n" + block + "\n")
+block = m.group(0).replace("<!-- figure:", f"<!-- figure{' ' + kind if kind else ''}:", 1).replace(old, new, 1)
+open(dest, "w", encoding="utf-8").write("# a copy\n\n" + block + "\n" + "".join(sys.argv[5:]))
 PY
+}
+
+# a figure changed by hand fails, naming the file, the line and the command
+figure_copy "$copy" "" 1.875 1.876
 if out=$($PY scripts/doc_figures.py --check "$copy" 2>&1); then fail "a figure changed by hand passed the check:
 $out"; fi
 echo "$out" | grep -q "^error: $copy:3: the figure no longer matches the output of: ./train_gpt2_zero3 -plan 64" \
   || fail "the tampered figure's error line is not the expected one:
 $out"
 echo "a figure changed by hand is caught: $(echo "$out" | grep '^error:')"
+
+# a Markdown table's figure without the fence is held the same way, and rewritten without one
+table_doc() { printf '%s\n' "# a table" "" "<!-- figure: printf '| a | %s |\\n' 1 -->" "| a | $1 |" "<!-- end -->"; }
+table_doc 1 >"$copy"
+$PY scripts/doc_figures.py --check "$copy" >/dev/null || fail "an unfenced table figure equal to its command's output failed"
+table_doc 2 >"$copy"
+if out=$($PY scripts/doc_figures.py --check "$copy" 2>&1); then fail "an unfenced table changed by hand passed: $out"; fi
+echo "$out" | grep -q "^error: $copy:3: the figure no longer matches" || fail "the changed table's error line: $out"
+$PY scripts/doc_figures.py --write "$copy" >/dev/null && table_doc 1 | cmp -s - "$copy" || fail "--write did not restore the unfenced table"
+echo "an unfenced table figure: checked, a change caught, rewritten without a fence"
 rm -f "$copy"
 
-# every figure, rerun
-$PY scripts/doc_figures.py --check || fail "a figure in the documents differs from the program's output (scripts/doc_figures.py --write rewrites them; check the diff)"
+# the slow tier, on a copy holding the same figure marked slow (a cheap one, made up), then changed by
+# hand, then beside a slow figure whose script is missing, one without its run bit, one without its end
+figure_copy "$slow" slow 1.875 1.875
+out=$($PY scripts/doc_figures.py --check "$slow" 2>&1) && echo "$out" | grep -q "^0 figures, 0 differ or failed; 1 slow figure not run" \
+  || fail "a well-formed slow figure is not left out of the fast check: $out"
+out=$($PY scripts/doc_figures.py --check --slow "$slow" 2>&1) && echo "$out" | grep -q "^1 figures, 0 differ" \
+  || fail "--check --slow does not pass a slow figure equal to its command's output: $out"
+$PY scripts/doc_figures.py --list "$slow" | grep -q "^$slow:3: (slow) ./train_gpt2_zero3 -plan 64" || fail "--list does not mark the slow figure"
+figure_copy "$slow" slow 1.875 1.876
+$PY scripts/doc_figures.py --check "$slow" >/dev/null 2>&1 || fail "the fast check ran a slow figure"
+if out=$($PY scripts/doc_figures.py --check --slow "$slow" 2>&1); then fail "a slow figure changed by hand passed --check --slow:
+$out"; fi
+echo "$out" | grep -q "^error: $slow:3: the figure no longer matches the output of: ./train_gpt2_zero3 -plan 64" \
+  || fail "the changed slow figure's error line is not the expected one: $out"
+$PY scripts/doc_figures.py --write "$slow" >/dev/null && grep -q 1.876 "$slow" || fail "--write without --slow rewrote a slow figure"
+$PY scripts/doc_figures.py --write --slow "$slow" >/dev/null && ! grep -q 1.876 "$slow" || fail "--write --slow did not rewrite the slow figure"
+echo "a slow figure: left out of --check, checked by --check --slow, a change by hand caught: $(echo "$out" | grep '^error:')"
+figure_copy "$slow" slow 1.875 1.875 $'<!-- figure slow: dev/no_such_script.sh -x 1 -->\n```\n1\n```\n<!-- end -->\n<!-- figure slow: B=2 scripts/args.sh -->\n```\n1\n```\n<!-- end -->\n<!-- figure slow: echo one -->\n```\n'
+if out=$($PY scripts/doc_figures.py --check "$slow" 2>&1); then fail "slow figures that cannot run passed the fast check:
+$out"; fi
+at() { grep -n -m1 -F "$1" "$slow" | cut -d: -f1; }   # the line of a marker in the copy
+for want in "^error: $slow:$(at no_such_script): the slow figure's command cannot run: dev/no_such_script.sh does not exist" \
+            "^error: $slow:$(at args.sh): the slow figure's command cannot run: scripts/args.sh lacks its run bit" \
+            "^error: $slow: a '<!-- figure slow: CMD -->' marker without its fenced block and '<!-- end -->' (line $(at 'echo one'))"; do
+  echo "$out" | grep -q "$want" || fail "the fast check did not say /$want/: $out"
+done
+echo "the fast check holds every slow figure to its form and its programs ($(echo "$out" | grep -c '^error:') errors)"
+rm -f "$slow"
+
+# every figure, rerun (the slow ones too under SLOW=1)
+$PY scripts/doc_figures.py --check $tier || fail "a figure in the documents differs from the program's output (scripts/doc_figures.py --write $tier rewrites them; check the diff)"
 
 lines=$(wc -l < README.md)
 [ "$lines" -lt 300 ] || fail "README.md has $lines lines (the front door stays under 300)"

@@ -107,6 +107,9 @@ bad scripts/install_deps.sh arg "^error: x: install_deps.sh takes no arguments" 
 bad scripts/install_deps.sh input "^error: dpkg-query: not found" env PATH=/nonexistent /bin/bash scripts/install_deps.sh
 bad dev/zeropp_curves.sh arg "^error: RUNS: bogus is not a run" env RUNS=bogus dev/zeropp_curves.sh "$work/zq"
 bad dev/zeropp_curves.sh input "^error: OUT/exact: .*holds earlier results" dev/zeropp_curves.sh "$keep/zp"
+bad dev/zeropp_curves.sh arg "^error: .*/zq: --table writes into a temporary folder of its own" dev/zeropp_curves.sh --table "$work/zq"
+bad dev/bf16_curves.sh arg "^error: -o: dev/bf16_curves.sh sets the precision and the output" dev/bf16_curves.sh "${M[@]}" -x 2 -o "$work/bq"
+bad dev/bf16_curves.sh input "^error: flag -i: .*truncated.bin: .*shorter than the 1024-byte header" dev/bf16_curves.sh "${M[@]}" -x 2 -i "$keep/truncated.bin"
 bad scripts/train.sh arg "^error: -x: unknown option .*after --" scripts/train.sh -x 3
 bad scripts/train.sh arg "^error: --out .* and -- -o .* name two output folders" scripts/train.sh --out "$work/a" -- -o "$work/b"
 bad scripts/train.sh input "truncated.bin: too short" scripts/train.sh --cpu -- "${M[@]}" -e "$keep/truncated.bin" -x 1 -o "$work/ts_bad"
@@ -149,7 +152,7 @@ bad scripts/gpu_find_libs.sh arg "^error: --bogus: unknown argument" bash script
 bad scripts/gpu_find_libs.sh input "^error: CUDA_HOME=$keep/truncated.csv: not a folder" env CUDA_HOME="$keep/truncated.csv" bash scripts/gpu_find_libs.sh --report
 
 for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name cluster.sh | sort) dev/plot_compare.py \
-         dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh; do
+         dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh dev/bf16_curves.sh; do
   [ -n "${arg_cases[$s]:-}" ] && [ -n "${input_cases[$s]:-}" ] || fail "$s: no bad-argument or no damaged-input case in this test"
 done
 echo "ok   every script: ${#arg_cases[@]} scripts with bad arguments, ${#input_cases[@]} with damaged inputs"
