@@ -46,12 +46,11 @@ while IFS= read -r -d '' f; do
   case "$f" in *.cu|*.cuh) cuda+=("$stage/$f" "$stage/$f") ;; esac
 done <"$stage/.sources"
 [ ${#cuda[@]} -eq 0 ] || python3 "$here/cu2cpp.py" "${cuda[@]}"
+# the C files, one gcc a core (xargs fails when any of them does)
 objs=()
-for c in "${extra_c[@]}"; do
-  o="$stage/obj/${c%.c}.o"; mkdir -p "$(dirname "$o")"
-  gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$root" -c "$root/$c" -o "$o"
-  objs+=("$o")
-done
+for c in "${extra_c[@]}"; do mkdir -p "$stage/obj/$(dirname "$c")"; objs+=("$stage/obj/${c%.c}.o"); done
+[ ${#extra_c[@]} -eq 0 ] || printf '%s\n' "${extra_c[@]%.c}" | xargs -P "$(nproc 2>/dev/null || echo 2)" -I{} \
+  gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$root" -c "$root/{}.c" -o "$stage/obj/{}.o"
 mkdir -p "$(dirname "$out")"
 g++ -std=c++17 -O2 -g -fno-strict-aliasing -fopenmp -x c++ "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$here/include" -I"$stage" \
     -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-variable -Wno-maybe-uninitialized \
