@@ -4,7 +4,9 @@
 # users run (a clip branch, a loss scale, a per-rank norm, a decay mask, a GELU constant, a prefetch
 # off by one, a data window, a lost RNG on resume, a dropped accumulation, a wrong data position in a
 # checkpoint, a unit's gradients released without their reduction) with the test that must fail on it. Each runs in a scratch copy of the repository
-# (tracked files plus the generated data/ and dev/ref/), so the checkout is never touched.
+# (tracked files plus the generated data/ and dev/ref/), so the checkout is never touched. The copies
+# start from one built copy (every make target the chosen mutations name, built once from the
+# unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
 #   bash dev/mutation_check.sh            all 65 mutations (nightly: `make mutations`; the run prints its time)
 #   bash dev/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
@@ -127,17 +129,35 @@ if [ "${1:-}" = "--dry-run" ]; then
   exit $bad
 fi
 
-# scratch DIR: a copy of the repository (tracked files, the generated data and reference dumps)
+# copy_repo DIR: a copy of the repository (tracked files, the generated data and reference dumps)
 copy_repo() { (git ls-files -z | xargs -0 tar -cf - data/tinyshakespeare dev/ref 2>/dev/null) | tar -xf - -C "$1"; }
+# copy_built DIR: a copy of the built copy, mtimes to the nanosecond (posix tar), so that make sees
+# its objects up to date; the reference dumps (155 MB, read only) are hard links
+copy_built() {
+  tar --format=posix -cf - --exclude=./dev/ref -C "$built" . | tar -xf - -C "$1" && cp -al "$built/dev/ref" "$1/dev/"
+}
+chosen() { [ $# -eq 1 ] || [[ " ${*:2} " == *" $1 "* ]]; }   # ID CHOSEN...: is ID chosen (none given: all)
+
+# The built copy: every make target the chosen mutations name, from the unmutated code
+built=$(mktemp -d "${TMPDIR:-/tmp}/mutation_built.XXXXXX")
+trap 'rm -rf "$built"' EXIT
+copy_repo "$built"
+all_targets=()
+for m in "${MUTATIONS[@]}"; do
+  IFS='|' read -r id file old new targets test <<<"$m"
+  chosen "$id" "$@" && all_targets+=($targets)
+done
+if [ ${#all_targets[@]} -gt 0 ] && ! ( cd "$built" && make -s -j"$(nproc 2>/dev/null || echo 2)" $(printf '%s\n' "${all_targets[@]}" | sort -u) ) >"$built/build.log" 2>&1; then
+  tail -20 "$built/build.log"; echo "mutation_check: the unmutated code does not build" >&2; exit 1
+fi
 
 # The control: every test used below passes on the unmutated code (else "caught" would mean nothing).
 control=$(mktemp -d "${TMPDIR:-/tmp}/mutation.XXXXXX")
-copy_repo "$control"
+copy_built "$control"
 declare -A seen
-only=" $* "
 for m in "${MUTATIONS[@]}"; do
   IFS='|' read -r id file old new targets test <<<"$m"
-  [ $# -gt 0 ] && [[ "$only" != *" $id "* ]] && continue
+  chosen "$id" "$@" || continue
   [ -n "${seen[$test]:-}" ] && continue
   seen[$test]=1
   if ! ( cd "$control" && { [ -z "$targets" ] || make -s $targets >/dev/null 2>&1; } && eval "$test" ) >"$control/out.log" 2>&1; then
@@ -151,10 +171,10 @@ caught=0; total=0; missed=(); errors=()
 run_start=$(date +%s)
 for m in "${MUTATIONS[@]}"; do
   IFS='|' read -r id file old new targets test <<<"$m"
-  [ $# -gt 0 ] && [[ "$only" != *" $id "* ]] && continue
+  chosen "$id" "$@" || continue
   total=$((total + 1))
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/mutation.XXXXXX")
-  copy_repo "$scratch"
+  copy_built "$scratch"
   if ! apply_mutation "$scratch/$file" "$old" "$new"; then
     errors+=("$id"); printf 'ERROR   %-3s %-18s the text to mutate is not in the file once (the code moved?)\n' "$id" "$file"
     rm -rf "$scratch"; continue

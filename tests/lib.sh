@@ -25,15 +25,19 @@ check_failed() {
   grep '^error' "$err" | grep -qE -- "$pattern" || { cat "$err"; fail "$what: message does not match /$pattern/"; }
 }
 
-# expect_error WHAT PATTERN ARGS...: the calling script's check_case (the trainer with ARGS must fail
-# with one error line matching PATTERN) in the background, four at once (mpirun spends most of its
-# time starting and tearing down); finish_cases waits, prints the results in order, fails on any FAIL.
-n_cases=0
-expect_error() {
-  while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
+# side_by_side COMMAND...: COMMAND (a function of the calling script that fails with fail()) in the
+# background, SIDE_JOBS at once (4: a run of the trainer spends most of its time starting MPI and
+# tearing it down; a script whose runs compute gives its cores); finish_cases waits, prints the outputs
+# in order, fails on any FAIL. A COMMAND writes its scratch files under names with $BASHPID, its own.
+# expect_error WHAT PATTERN ARGS...: side_by_side the calling script's check_case (the trainer with
+# ARGS must fail with one error line matching PATTERN).
+n_cases=0; SIDE_JOBS=4
+side_by_side() {
+  while [ "$(jobs -rp | wc -l)" -ge "$SIDE_JOBS" ]; do wait -n; done
   n_cases=$((n_cases + 1))
-  ( check_case "$@" ) >"$work/result_$(printf %03d $n_cases)" 2>&1 &
+  ( "$@" ) >"$work/result_$(printf %03d $n_cases)" 2>&1 &
 }
+expect_error() { side_by_side check_case "$@"; }
 finish_cases() {
   wait
   local f failed=0

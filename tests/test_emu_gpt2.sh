@@ -26,8 +26,8 @@ build() {  # build NAME FLAGS...: one emulated test_gpt2cu into $work/NAME
 }
 build fp32_mpi -DENABLE_FP32 -DUSE_MPI &
 build ddp_mpi -DENABLE_FP32 -DUSE_MPI -DZERO3_DDP_ONLY &
+build bf16 -DENABLE_BF16 &
 wait
-build bf16 -DENABLE_BF16
 for b in fp32_mpi ddp_mpi bf16; do [ -x "$work/$b" ] || fail "emulator build $b"; done
 echo "builds: $(( $(date +%s) - start )) s"
 

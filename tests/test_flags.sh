@@ -46,21 +46,22 @@ else:
     print(repr(b - d if end == 'lo' else b + d))" "$1" "$2" "$3"
 }
 refused() {   # WHAT RANGE ARGS...: one error line naming the flag of WHAT and the range, non-zero exit
-  local what=$1 range=$2 rc; shift 2
-  timeout 60 "$BIN" "$@" >/dev/null 2>"$work/err"; rc=$?
-  check_failed "$what" $rc /dev/null "$work/err" "^error: flag ${what%% *}: " 60
-  grep '^error' "$work/err" | grep -qF -- "$range" || { cat "$work/err"; fail "$what: the error does not give the range $range"; }
+  local what=$1 range=$2 rc err=$work/err_$BASHPID; shift 2
+  timeout 60 "$BIN" "$@" >/dev/null 2>"$err"; rc=$?
+  check_failed "$what" $rc /dev/null "$err" "^error: flag ${what%% *}: " 60
+  grep '^error' "$err" | grep -qF -- "$range" || { cat "$err"; fail "$what: the error does not give the range $range"; }
 }
 accepted() {   # WHAT ARGS...: exit 0, no error line
-  timeout 120 "$BIN" "${@:2}" >"$work/out" 2>"$work/err" || { cat "$work/err"; fail "$1 refused"; }
-  ! grep -q '^error' "$work/err" || { cat "$work/err"; fail "$1: an error line"; }
+  local err=$work/err_$BASHPID
+  timeout 120 "$BIN" "${@:2}" >/dev/null 2>"$err" || { cat "$err"; fail "$1 refused"; }
+  ! grep -q '^error' "$err" || { cat "$err"; fail "$1: an error line"; }
 }
-n_checked=0
-while read -r flag range; do
+# range_ends FLAG RANGE: just outside each end refused, both ends accepted (each flag side by side)
+range_ends() {
+  local flag=$1 range=$2 lo hi bracket kind end bound bad
   case "$flag" in
-    -link|-linkx) continue ;;                                  # GB/s and latency: below
     -qw|-qg) refused "$flag 7" "[8, 8]" -plan 2 -e 1M $flag 7; refused "$flag 9" "[8, 8]" -plan 2 -e 1M $flag 9
-             accepted "$flag 8" -plan 2 -e 1M $flag 8; n_checked=$((n_checked + 1)); continue ;;
+             accepted "$flag 8" -plan 2 -e 1M $flag 8; return ;;
   esac
   lo=$(sed -E 's/^\[([^,]*), .*/\1/' <<<"$range"); hi=$(sed -E 's/^\[[^,]*, ([^]]*)\].*/\1/' <<<"$range")
   bracket=$(grep -oE '^\[[^]]*\]' <<<"$range")
@@ -78,22 +79,28 @@ while read -r flag range; do
       accepted "$flag $bound" $(context "$flag" "$end") "$flag" "$bound"
     fi
   done
-  n_checked=$((n_checked + 1))
+}
+n_checked=0
+while read -r flag range; do
+  case "$flag" in -link|-linkx) continue ;; esac               # GB/s and latency: below
+  side_by_side range_ends "$flag" "$range"; n_checked=$((n_checked + 1))
 done <<<"$ranges"
+finish_cases
 echo "ok   $n_checked numeric flags: just outside each end refused with the flag and its range, both ends accepted"
 
 # the emulated link: GB/s [0.001, 10000], latency (0, 1] s, on -link and -linkx; the known case
 for f in -link -linkx; do
   ctx=(-plan 4 -e 1M -rpn 2)
-  refused "$f 1e-300" "[0.001, 10000] GB/s" "${ctx[@]}" $f 1e-300
-  refused "$f 0.000999" "[0.001, 10000] GB/s" "${ctx[@]}" $f 0.000999
-  refused "$f 10000.01" "[0.001, 10000] GB/s" "${ctx[@]}" $f 10000.01
-  refused "$f 1,0s" "(0, 1] s" "${ctx[@]}" $f 1,0s
-  refused "$f 1,1.000001s" "(0, 1] s" "${ctx[@]}" $f 1,1.000001s
+  side_by_side refused "$f 1e-300" "[0.001, 10000] GB/s" "${ctx[@]}" $f 1e-300
+  side_by_side refused "$f 0.000999" "[0.001, 10000] GB/s" "${ctx[@]}" $f 0.000999
+  side_by_side refused "$f 10000.01" "[0.001, 10000] GB/s" "${ctx[@]}" $f 10000.01
+  side_by_side refused "$f 1,0s" "(0, 1] s" "${ctx[@]}" $f 1,0s
+  side_by_side refused "$f 1,1.000001s" "(0, 1] s" "${ctx[@]}" $f 1,1.000001s
   for ok in 0.001 1MB/s 10000 10TB/s 1,1s 1,1000ms 1,1ns; do
-    accepted "$f $ok" "${ctx[@]}" $f "$ok"
+    side_by_side accepted "$f $ok" "${ctx[@]}" $f "$ok"
   done
 done
+finish_cases
 # a run refuses it too, on every rank, before any work
 timeout 60 mpirun -np 2 "$BIN" "${MODEL[@]}" -link 1e-300 >"$work/out" 2>"$work/err"
 check_failed "run -link 1e-300 (np 2)" $? "$work/out" "$work/err" "^error: flag -link: bandwidth 1e-300 is out of range \[0.001, 10000\] GB/s" 60
@@ -105,36 +112,23 @@ echo "ok   -link/-linkx: 1e-300, just outside both ends of GB/s and latency refu
 
 # ---- 2. the run and the planner refuse the same combinations with the same line -----------------
 same_refusal() {   # FLAGS...: mpirun -np 2 (a run) and -plan 2 fail with the same one error line
-  local rc
-  timeout 60 mpirun -np 2 "$BIN" "${MODEL[@]}" "$@" >/dev/null 2>"$work/run_err"; rc=$?
-  check_failed "run $*" $rc /dev/null "$work/run_err" "^error: flag" 60
-  timeout 60 "$BIN" -plan 2 "${MODEL[@]}" "$@" >/dev/null 2>"$work/plan_err"; rc=$?
-  check_failed "-plan 2 $*" $rc /dev/null "$work/plan_err" "^error: flag" 60
-  [ "$(grep '^error' "$work/run_err")" = "$(grep '^error' "$work/plan_err")" ] ||
-    fail "$*: the run says '$(grep '^error' "$work/run_err")', -plan 2 '$(grep '^error' "$work/plan_err")'"
-  echo "  $*: $(grep '^error' "$work/run_err")"
+  local rc run_err=$work/run_err_$BASHPID plan_err=$work/plan_err_$BASHPID
+  timeout 60 mpirun -np 2 "$BIN" "${MODEL[@]}" "$@" >/dev/null 2>"$run_err"; rc=$?
+  check_failed "run $*" $rc /dev/null "$run_err" "^error: flag" 60
+  timeout 60 "$BIN" -plan 2 "${MODEL[@]}" "$@" >/dev/null 2>"$plan_err"; rc=$?
+  check_failed "-plan 2 $*" $rc /dev/null "$plan_err" "^error: flag" 60
+  [ "$(grep '^error' "$run_err")" = "$(grep '^error' "$plan_err")" ] ||
+    fail "$*: the run says '$(grep '^error' "$run_err")', -plan 2 '$(grep '^error' "$plan_err")'"
+  echo "  $*: $(grep '^error' "$run_err")"
 }
 echo "refused alike by a run on 2 ranks and -plan 2:"
-same_refusal -z 2 -qw 8
-same_refusal -z 1 -hp 2
-same_refusal -z 0 -qg 8
-same_refusal -z 0 -hs 1
-same_refusal -z 1 -ra 0
-same_refusal -z 0 -pt 5
-same_refusal -rc 2 -wrap half
-same_refusal -hs 1 -hp 1
-same_refusal -n 1
-same_refusal -y 1
-same_refusal -y 1 -f 1 -o "$work/yf"
-same_refusal -hp 3
-same_refusal -hs 3
-same_refusal -hs 2
-same_refusal -d 100
-same_refusal -linkx 1
-same_refusal -linkx 1 -rpn 2
-same_refusal -b 65536 -t 65536
-same_refusal -t 128
-same_refusal -wrap 3
+for flags in "-z 2 -qw 8" "-z 1 -hp 2" "-z 0 -qg 8" "-z 0 -hs 1" "-z 1 -ra 0" "-z 0 -pt 5" "-rc 2 -wrap half" \
+             "-hs 1 -hp 1" "-n 1" "-y 1" "-y 1 -f 1 -o $work/yf" "-hp 3" "-hs 3" "-hs 2" "-d 100" "-linkx 1" \
+             "-linkx 1 -rpn 2" "-b 65536 -t 65536" "-t 128" "-wrap 3"; do
+  # shellcheck disable=SC2086
+  side_by_side same_refusal $flags
+done
+finish_cases
 [ ! -e "$work/yf" ] || fail "-y 1 -f 1: the run made its output folder before refusing"
 echo "ok   20 combinations: the same error line from the run and the planner"
 

@@ -38,12 +38,18 @@ if [ -f train_gpt2_zero3.cu ] && [ -f test_gpt2.cu ]; then
 fi
 
 # the trainer with the other attention paths (BF16): only their call sites differ, the kernels are
-# compiled above in dev/cuda/attention.cu
+# compiled above in dev/cuda/attention.cu. One target each: the two side by side, each in its own
+# copy of the sources (their outputs share a name)
 if [ -f train_gpt2_zero3.cu ]; then
   for att in portable materialized; do
-    rm -f "$scratch/train_gpt2_zero3cu"
-    if make -C "$scratch" -j"$jobs" NVCC="$NVCC" PRECISION=BF16 ATTENTION="$att" USE_MPI=0 train_gpt2_zero3cu \
-         > "$scratch/build_att_$att.log" 2>&1 && [ -x "$scratch/train_gpt2_zero3cu" ]; then
+    mkdir "$scratch/att_$att" && (cd "$scratch" && tar -cf - --exclude='./att_*' --exclude='./*.log' --exclude=./dev/cuda/bin \
+      --exclude=./train_gpt2_zero3cu --exclude=./test_gpt2cu .) | (cd "$scratch/att_$att" && tar -xf -)
+    ( make -C "$scratch/att_$att" NVCC="$NVCC" PRECISION=BF16 ATTENTION="$att" USE_MPI=0 train_gpt2_zero3cu \
+        > "$scratch/build_att_$att.log" 2>&1; echo $? > "$scratch/att_$att.rc" ) &
+  done
+  wait
+  for att in portable materialized; do
+    if [ "$(cat "$scratch/att_$att.rc")" = 0 ] && [ -x "$scratch/att_$att/train_gpt2_zero3cu" ]; then
       echo "ok: train_gpt2_zero3cu PRECISION=BF16 ATTENTION=$att USE_MPI=0"
     else
       echo "FAIL: ATTENTION=$att"; grep -E "error|Error" "$scratch/build_att_$att.log" | head -20; fail=1

@@ -52,24 +52,25 @@ NP=4 run hsdp_plain -z 3 -hs 2
 grep -q "inside nodes of 2 ranks, 0.1 GB/s + 1000 us per ring step across" "$work/hsdp.out" || fail "HSDP: links not reported"
 echo "HSDP -hs 2 with -linkx: losses bitwise equal"
 
-# bad input: one error line naming the flag, non-zero exit
+# bad input: one error line naming the flag, non-zero exit (the runs side by side: lib.sh)
 bad() {
-  local what=$1; shift
-  mpirun -np 2 $BIN $MODEL -x 1 "$@" >"$work/out" 2>"$work/err" && fail "$what: exit 0"
-  [ "$(grep -c '^error:' "$work/err")" = 1 ] || fail "$what: not one error line: $(cat "$work/err")"
-  grep -q "^error: flag -link" "$work/err" || fail "$what: the error does not name the flag: $(cat "$work/err")"
-  echo "  $what: $(grep '^error:' "$work/err")"
+  local what=$1 out=$work/out_$BASHPID err=$work/err_$BASHPID; shift
+  mpirun -np 2 $BIN $MODEL -x 1 "$@" >"$out" 2>"$err" && fail "$what: exit 0"
+  [ "$(grep -c '^error:' "$err")" = 1 ] || fail "$what: not one error line: $(cat "$err")"
+  grep -q "^error: flag -link" "$err" || fail "$what: the error does not name the flag: $(cat "$err")"
+  echo "  $what: $(grep '^error:' "$err")"
 }
 echo "bad inputs:"
-bad "-link 0" -link 0
-bad "-link -5" -link -5
-bad "-link fast" -link fast
-bad "-link 25XB/s" -link 25XB/s
-bad "-link 10,0us" -link 10,0us
-bad "-link 10,10 (no unit)" -link 10,10
-bad "-link 10,-1ms" -link 10,-1ms
-bad "-linkx without groups" -linkx 1
-bad "-linkx, -rpn 2 on 2 ranks" -linkx 1 -rpn 2
+side_by_side bad "-link 0" -link 0
+side_by_side bad "-link -5" -link -5
+side_by_side bad "-link fast" -link fast
+side_by_side bad "-link 25XB/s" -link 25XB/s
+side_by_side bad "-link 10,0us" -link 10,0us
+side_by_side bad "-link 10,10 (no unit)" -link 10,10
+side_by_side bad "-link 10,-1ms" -link 10,-1ms
+side_by_side bad "-linkx without groups" -linkx 1
+side_by_side bad "-linkx, -rpn 2 on 2 ranks" -linkx 1 -rpn 2
+finish_cases
 for ok in 25GB/s,10us 200Gbit/s,1ms 500MB/s 0.1,2.5us; do
   $BIN -plan 8 -e d12 -link "$ok" -tf 100 >/dev/null 2>"$work/err" || fail "-link $ok refused: $(cat "$work/err")"
 done

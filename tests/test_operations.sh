@@ -199,19 +199,20 @@ echo "ok   train.sh -- -x 1000 stopped $(grep -o 'after step [0-9]*' "$work/ts1.
 
 # ---------------------------------------------------------------- 6. the planner refuses what a run refuses
 same_line() {   # same_line WHAT ARGS...: -plan 2 and a 2-rank run print the same error line
-  local what=$1; shift
-  "$BIN" -plan 2 "$@" >/dev/null 2>"$work/p.err" && fail "$what: -plan accepted it"
-  timeout 60 mpirun -np 2 "$BIN" "$@" -x 1 >/dev/null 2>"$work/r.err" && fail "$what: the run accepted it"
-  [ "$(grep -c '^error' "$work/p.err")" -eq 1 ] && [ "$(grep '^error' "$work/p.err")" = "$(grep '^error' "$work/r.err")" ] \
-    || { cat "$work/p.err" "$work/r.err"; fail "$what: -plan and the run differ"; }
-  echo "ok   $what: $(cat "$work/p.err" | cut -c1-120)"
+  local what=$1 p_err=$work/p_$BASHPID.err r_err=$work/r_$BASHPID.err; shift
+  "$BIN" -plan 2 "$@" >/dev/null 2>"$p_err" && fail "$what: -plan accepted it"
+  timeout 60 mpirun -np 2 "$BIN" "$@" -x 1 >/dev/null 2>"$r_err" && fail "$what: the run accepted it"
+  [ "$(grep -c '^error' "$p_err")" -eq 1 ] && [ "$(grep '^error' "$p_err")" = "$(grep '^error' "$r_err")" ] \
+    || { cat "$p_err" "$r_err"; fail "$what: -plan and the run differ"; }
+  echo "ok   $what: $(cut -c1-120 "$p_err")"
 }
-same_line "-b 65536 -t 65536" -e d2c48h2t32 -b 65536 -t 65536
-same_line "a huge -d"         -e d2c48h2t32 -b 2 -t 16 -d 64000000000
-same_line "-hs 3 on 2 ranks"  -e d2c48h2t32 -b 2 -t 16 -hs 3
-same_line "-hs 2 on 2 ranks"  -e d2c48h2t32 -b 2 -t 16 -hs 2
-same_line "-t beyond maxT"    -e d2c48h2t32 -b 2 -t 64
-same_line "-wrap 3 of 2"      -e d2c48h2t32 -b 2 -t 16 -wrap 3
+side_by_side same_line "-b 65536 -t 65536" -e d2c48h2t32 -b 65536 -t 65536
+side_by_side same_line "a huge -d"         -e d2c48h2t32 -b 2 -t 16 -d 64000000000
+side_by_side same_line "-hs 3 on 2 ranks"  -e d2c48h2t32 -b 2 -t 16 -hs 3
+side_by_side same_line "-hs 2 on 2 ranks"  -e d2c48h2t32 -b 2 -t 16 -hs 2
+side_by_side same_line "-t beyond maxT"    -e d2c48h2t32 -b 2 -t 64
+side_by_side same_line "-wrap 3 of 2"      -e d2c48h2t32 -b 2 -t 16 -wrap 3
+finish_cases
 bytes() { "$BIN" -plan 8 -e d12 "$@" | awk '/^model-state memory per rank, mixed/ { on = 1 } on && /^  3 / { gsub(",", "", $2); print $2; exit }'; }
 b0=$(bytes); b4=$(bytes -hs 4)
 [ -n "$b0" ] && [ "$b4" -gt "$b0" ] || fail "-plan -hs 4: stage-3 state $b4 is not above $b0 (sharded over 4, not 8)"

@@ -75,6 +75,12 @@ expect "no prefetch, 124M" "-z 3 -wrap 1 -pd 0 -rc 1" --model 124M --fsdp "backw
 expect "NO_SHARD, 124M" "-z 0 -wrap 1 -pd 1" --model 124M --fsdp "sharding_strategy=NO_SHARD"
 
 echo "every command accepted by the trainer:"
+accepted() {   # RUN: the command runs to its end
+  local out
+  out=$(timeout 600 bash -c "$1" 2>&1) || { echo "$out" | tail -5; fail "not accepted: $1"; }
+  echo "  ok  $1"
+}
+SIDE_JOBS=$(nproc 2>/dev/null || echo 2)   # a 124M step keeps a core busy: one run a core
 for cmd in "${cmds[@]}"; do
   if [[ $cmd == *"-e d12 "* ]]; then   # one step, short rows: the flags as printed, then -x 1 -t 32
     run="$cmd -x 1 -v 0 -m 1 -t 32"
@@ -82,9 +88,9 @@ for cmd in "${cmds[@]}"; do
     n=$(sed -n 's/^mpirun -np \([0-9]*\) .*/\1/p' <<<"$cmd"); n=${n:-64}
     run="$(sed -E 's/^mpirun -np [0-9]+ //; s/ -p bf16//; s/ -pt [0-9]+//' <<<"$cmd") -plan $n"
   fi
-  out=$(timeout 600 bash -c "$run" 2>&1) || { echo "$out" | tail -5; fail "not accepted: $run"; }
-  echo "  ok  $run"
+  side_by_side accepted "$run"
 done
+finish_cases
 
 echo "bad inputs:"
 bad() {   # name, pattern, arguments...

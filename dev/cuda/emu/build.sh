@@ -35,23 +35,22 @@ if [[ " ${defs[*]:-} " == *" -DUSE_MPI "* ]]; then
 fi
 stage="$(mktemp -d "${TMPDIR:-/tmp}/cuda_emu.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
-# the staging tree mirrors the repository's sources (wherever they sit) so relative includes keep working
+# the staging tree mirrors the repository's sources (wherever they sit) so relative includes keep
+# working: copied in one tar, then the CUDA files' launches rewritten in place by one cu2cpp.py
 (cd "$root" && find . \( -name .git -o -path ./build -o -path ./data -o -path ./dev/ref -o -path ./dev/cuda/bin \
    -o -path ./dev/cuda/emu -o -name node_modules \) -prune -o \
-   -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print) |
-while read -r f; do
-  mkdir -p "$stage/$(dirname "$f")"
-  case "$f" in
-    *.cu|*.cuh) python3 "$here/cu2cpp.py" "$root/$f" "$stage/$f" ;;
-    *) cp "$root/$f" "$stage/$f" ;;
-  esac
-done
+   -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print0) >"$stage/.sources"
+tar -C "$root" --null -T "$stage/.sources" -cf - | tar -C "$stage" -xf -
+cuda=()
+while IFS= read -r -d '' f; do
+  case "$f" in *.cu|*.cuh) cuda+=("$stage/$f" "$stage/$f") ;; esac
+done <"$stage/.sources"
+[ ${#cuda[@]} -eq 0 ] || python3 "$here/cu2cpp.py" "${cuda[@]}"
+# the C files, one gcc a core (xargs fails when any of them does)
 objs=()
-for c in "${extra_c[@]}"; do
-  o="$stage/obj/${c%.c}.o"; mkdir -p "$(dirname "$o")"
-  gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$root" -c "$root/$c" -o "$o"
-  objs+=("$o")
-done
+for c in "${extra_c[@]}"; do mkdir -p "$stage/obj/$(dirname "$c")"; objs+=("$stage/obj/${c%.c}.o"); done
+[ ${#extra_c[@]} -eq 0 ] || printf '%s\n' "${extra_c[@]%.c}" | xargs -P "$(nproc 2>/dev/null || echo 2)" -I{} \
+  gcc -std=gnu11 -O2 -g -fno-strict-aliasing -fopenmp "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$root" -c "$root/{}.c" -o "$stage/obj/{}.o"
 mkdir -p "$(dirname "$out")"
 g++ -std=c++17 -O2 -g -fno-strict-aliasing -fopenmp -x c++ "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$here/include" -I"$stage" \
     -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-variable -Wno-maybe-uninitialized \
