@@ -7,6 +7,9 @@ numbers the plot shows, the largest loss difference first.
 
     /usr/bin/python3 dev/plot_compare.py --ddp OUT/ddp/log.csv --zero3 OUT/zero3/log.csv \\
         --out dev/compare_ddp_zero3.png --title "d2c64h2t64, 4 ranks"
+    /usr/bin/python3 dev/plot_compare.py --ddp ... --zero3 ... --table N
+        the numbers alone as docs/primer.md's Markdown table (N: the ranks, for the 1/N beside the
+        states' ratio), no picture
 
 The logs are the trainer's log.csv (docs/DESIGN.md "Log"): step,train_loss,val_loss,lr,grad_norm,ms,
 tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes, with rank 0's bytes.
@@ -127,17 +130,42 @@ def plot(ddp, zero3, numbers, out, title):
     plotlib.save(fig, out)
 
 
+def markdown_table(n, ranks):
+    """docs/primer.md's table: DDP against ZeRO-3, and their ratio."""
+    ratio = lambda pair: pair[1] / pair[0] if pair[0] else float("nan")
+    return [
+        "| | DDP | ZeRO-3 | ratio |",
+        "|---|---|---|---|",
+        "| model states per rank | %.2f MiB | %.2f MiB | %.2f (1/N = %.2f) |"
+        % (mib(n["states"][0]), mib(n["states"][1]), ratio(n["states"]), 1.0 / ranks),
+        "| peak per rank (states + gathered units + gradient buffers) | %.2f MiB | %.2f MiB | %.2f |"
+        % (mib(n["peak"][0]), mib(n["peak"][1]), ratio(n["peak"])),
+        "| bytes sent per rank per step | %.2f MiB | %.2f MiB | %.2f |"
+        % (mib(n["comm"][0]), mib(n["comm"][1]), ratio(n["comm"])),
+        "| final train loss (step %d) | %.6f | %.6f | |" % ((n["steps"],) + tuple(n["final_train"])),
+        "| largest train loss difference over the %d steps | | | %.3g |" % (n["steps"], n["max_train_diff"]),
+    ]
+
+
 def main(argv):
     parser = plotlib.ArgumentParser(prog="plot_compare.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ddp", required=True, help="log.csv of the DDP run")
     parser.add_argument("--zero3", required=True, help="log.csv of the ZeRO-3 run")
-    parser.add_argument("--out", required=True, help="PNG to write")
+    parser.add_argument("--out", help="PNG to write")
+    parser.add_argument("--table", type=int, metavar="N", help="print the Markdown table of N ranks' runs instead")
     parser.add_argument("--title", default="", help="what the runs were (model, ranks)")
     parser.add_argument("--replace", action="store_true", help="replace --out if it exists (else: a numbered sibling)")
     args = parser.parse_args(argv)
-    args.out = plotlib.output_path(args.out, args.replace)
+    if (args.out is None) == (args.table is None):
+        raise InputError("give --out PNG (a picture) or --table N (the table), one of them")
+    if args.table is not None and args.table < 1:
+        raise InputError("--table: the runs' ranks, at least 1, got %d" % args.table)
     ddp, zero3 = read_log(args.ddp), read_log(args.zero3)
     numbers = compare(ddp, zero3)
+    if args.table is not None:
+        print("\n".join(markdown_table(numbers, args.table)))
+        return 0
+    args.out = plotlib.output_path(args.out, args.replace)
     plot(ddp, zero3, numbers, args.out, args.title)
     n = numbers
     print("steps compared           %d" % n["steps"])

@@ -4,7 +4,7 @@
 # same init and data, and plots the two loss curves, the per-rank memory and the bytes sent per step
 # (dev/plot_compare.py). Prints the largest loss difference and the memory / communication numbers.
 #
-#   scripts/compare_ddp_zero3.sh [-n N] [-x STEPS] [-e MODEL] [-o DIR] [-p PNG] [-- TRAINER FLAGS...]
+#   scripts/compare_ddp_zero3.sh [-n N] [-x STEPS] [-e MODEL] [-o DIR] [-p PNG] [-T] [-- TRAINER FLAGS...]
 #     -n N       ranks                                  default 4
 #     -x STEPS   training steps                         default 100
 #     -e MODEL   model: a descriptor or an llm.c file   default d2c64h2t64
@@ -12,6 +12,8 @@
 #                first free build/compare_ddp_zero3.1, .2, ...; a DIR given must be new or empty
 #     -p PNG     where the plot goes                    default DIR/compare_ddp_zero3.png; a PNG
 #                that exists is kept (the plot goes to a numbered sibling)
+#     -T         the table alone (docs/primer.md's): the runs in a temporary folder, removed at the
+#                end, their progress on stderr, the Markdown table on stdout, no picture (no -o, -p)
 #   Flags after -- go to both trainers (e.g. -- -b 8 -t 32).
 #
 # The README's plot is dev/compare_ddp_zero3.png, redrawn by `scripts/figures.sh compare` (this
@@ -19,11 +21,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
-N=4; STEPS=100; MODEL=d2c64h2t64; OUT=; PNG=
-while getopts ":n:x:e:o:p:h" opt; do
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+N=4; STEPS=100; MODEL=d2c64h2t64; OUT=; PNG=; TABLE=0
+while getopts ":n:x:e:o:p:Th" opt; do
   case $opt in
-    n) N=$OPTARG ;; x) STEPS=$OPTARG ;; e) MODEL=$OPTARG ;; o) OUT=$OPTARG ;; p) PNG=$OPTARG ;;
+    n) N=$OPTARG ;; x) STEPS=$OPTARG ;; e) MODEL=$OPTARG ;; o) OUT=$OPTARG ;; p) PNG=$OPTARG ;; T) TABLE=1 ;;
     h) usage; exit 0 ;;
     :) die "-$OPTARG: missing its value (-h for help)" ;;
     *) die "-$OPTARG: unknown option (-h for help)" ;;
@@ -32,7 +34,11 @@ done
 shift $((OPTIND - 1))
 [ "${1:-}" = "--" ] && shift
 need_int -n "$N" 1 64; need_int -x "$STEPS" 1 100000000
-if [ -n "$OUT" ]; then need_new_folder -o "$OUT"; else OUT=$(free_name build/compare_ddp_zero3); fi
+if [ $TABLE = 1 ]; then
+  [ -z "$OUT" ] && [ -z "$PNG" ] || die "-T: the table's runs go into a temporary folder and draw no picture (leave -o and -p out)"
+  OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
+  exec 3>&1 1>&2                       # stdout is the table's; the runs' progress goes to stderr
+elif [ -n "$OUT" ]; then need_new_folder -o "$OUT"; else OUT=$(free_name build/compare_ddp_zero3); fi
 PNG=${PNG:-$OUT/compare_ddp_zero3.png}
 case "$PNG" in *.png) ;; *) die "-p: $PNG: a picture's name ends in .png" ;; esac
 [ "$(dirname "$PNG")" = "$OUT" ] || need_writable_folder -p "$(dirname "$PNG")"
@@ -58,6 +64,10 @@ run() {   # run NAME BINARY STAGE
 t0=$(date +%s)
 run ddp build/ddp/train_gpt2_zero3 0
 run zero3 ./train_gpt2_zero3 3
+if [ $TABLE = 1 ]; then
+  $PY dev/plot_compare.py --ddp "$OUT/ddp/log.csv" --zero3 "$OUT/zero3/log.csv" --table "$N" >&3
+  exit 0
+fi
 echo "== both runs took $(( $(date +%s) - t0 )) s; plotting"
 $PY dev/plot_compare.py --ddp "$OUT/ddp/log.csv" --zero3 "$OUT/zero3/log.csv" --out "$PNG" \
   --title "$MODEL, $N ranks, $STEPS steps"

@@ -8,7 +8,7 @@
 #     stages    docs/stages_variants.png: state, peak and bytes of stages 0-3 and the variants (d4, 4 ranks)
 #     trace     docs/trace_step.png: one ZeRO-3 step of d4 on 2 ranks, unit names on the bars
 #     losses    docs/losses_stages.png: DDP and stages 1-3, 4 ranks, 60 steps: one curve (they are equal)
-#     pitfall1  docs/pitfall1_loss.png and its table: -clip global against -clip local, 120 steps
+#     pitfall1  docs/pitfall1_loss.png: dev/pitfall1_table.sh's runs, -clip global against -clip local, 120 steps
 #     links     docs/time_*.png: scripts/lessons_links.sh ex6 and pitfall2 (emulated links)
 #     compare   dev/compare_ddp_zero3.png: scripts/compare_ddp_zero3.sh, the DDP build against ZeRO-3
 #     time      dev/trace_d12_zero3.png and docs/time.md's table: scripts/bench_time.sh, GPT-2 124M, 2 ranks
@@ -46,21 +46,13 @@ make -s train_gpt2_zero3 >/dev/null
 mkdir -p build; W=$(free_name build/figures); mkdir "$W"
 train() { local dir=$1; shift; mpirun -np 4 ./train_gpt2_zero3 -v 0 -o "$dir" "$@" >"$dir.out" 2>&1 || { grep -m1 '^error' "$dir.out" >&2 || cat "$dir.out" >&2; exit 1; }; }
 into_place() { mv -f "$1" "$2"; echo "$2"; }   # a whole picture from the work folder: one rename
-last_loss() { tail -1 "$1/log.csv" | cut -d, -f2; }
 
-pitfall1() {   # two settings, -clip global against -clip local; the table goes into docs/primer.md
-  local m="-e d2c48h2t32 -b 4 -t 32 -x 120" runs=() table="$W/pitfall1.txt"
-  printf '| setting | -clip global, loss at step 120 | -clip local | local against global |\n|---|---:|---:|---:|\n' >"$table"
-  for s in "1e-3 1.0" "1e-3 1e-4"; do
-    set -- $s
-    for c in global local; do train "$W/p1_${1}_${2}_$c" $m -l "$1" -gc "$2" -clip $c; done
-    local g l; g=$(last_loss "$W/p1_${1}_${2}_global"); l=$(last_loss "$W/p1_${1}_${2}_local")
-    printf '| `-l %s -gc %s` | %.4f | %.4f | %+.2f%% |\n' "$1" "$2" "$g" "$l" "$(awk -v g="$g" -v l="$l" 'BEGIN { print 100 * (l - g) / g }')" >>"$table"
-    runs+=("-gc $2 global=$W/p1_${1}_${2}_global/log.csv" "-gc $2 local=$W/p1_${1}_${2}_local/log.csv")
-  done
+pitfall1() {   # dev/pitfall1_table.sh's four runs (its table is docs/primer.md's figure), drawn as curves
+  local runs=() gc c
+  dev/pitfall1_table.sh "$W/pitfall1"
+  for gc in 1.0 1e-4; do for c in global local; do runs+=("-gc $gc $c=$W/pitfall1/${gc}_$c/log.csv"); done; done
   $PY dev/plot_figures.py losses docs/pitfall1_loss.png --replace \
     "d2c48h2t32, 4 ranks, -l 1e-3: clipping by the global norm against each rank's own" "${runs[@]}"
-  cat "$table"
 }
 
 for part in "${PARTS[@]}"; do

@@ -64,6 +64,8 @@ bad scripts/plot_trace.py input "damaged.json: a damaged event" $P scripts/plot_
 bad scripts/plot_trace.py input "empty.csv: not a trace" $P scripts/plot_trace.py "$keep/empty.csv" "$work/t.png"
 bad dev/plot_compare.py arg "required: --zero3" $P dev/plot_compare.py --ddp "$log" --out "$work/c.png"
 bad dev/plot_compare.py input "truncated.csv: line 2" $P dev/plot_compare.py --ddp "$log" --zero3 "$keep/truncated.csv" --out "$work/c.png"
+bad dev/plot_compare.py arg "give --out PNG (a picture) or --table N" $P dev/plot_compare.py --ddp "$log" --zero3 "$log" --out "$work/c.png" --table 4
+bad dev/plot_compare.py arg "^error: --table: the runs' ranks, at least 1, got 0" $P dev/plot_compare.py --ddp "$log" --zero3 "$log" --table 0
 bad dev/plot_figures.py arg "usage: plot_figures.py" $P dev/plot_figures.py bogus "$work/f.png"
 bad dev/plot_figures.py input "variants.txt: line 1: a damaged row" $P dev/plot_figures.py stages "$keep/variants.txt" "$work/f.png" T
 bad dev/plot_figures.py input "header_only.csv: a header and no rows" $P dev/plot_figures.py losses "$work/f.png" T "a=$keep/header_only.csv"
@@ -80,6 +82,7 @@ bad scripts/bench_variants.sh input "truncated.bin: too short" scripts/bench_var
 bad scripts/compare_ddp_zero3.sh arg "^error: -o: .*keep holds earlier results" scripts/compare_ddp_zero3.sh -o "$keep"
 bad scripts/compare_ddp_zero3.sh input "truncated.bin: too short" scripts/compare_ddp_zero3.sh -n 1 -e "$keep/truncated.bin" -o "$work/cmp"
 [ ! -e "$work/cmp" ] || fail "compare_ddp_zero3.sh made its folder before refusing the model"
+bad scripts/compare_ddp_zero3.sh arg "^error: -T: the table's runs go into a temporary folder" scripts/compare_ddp_zero3.sh -T -o "$work/cmp"
 bad scripts/pitfalls.sh arg "^error: -n: 0 is out of range" scripts/pitfalls.sh -n 0 2
 bad scripts/pitfalls.sh arg "^error: 4: not a pitfall" scripts/pitfalls.sh 4
 bad scripts/pitfalls.sh input "^error: -n: expected an integer" scripts/pitfalls.sh -n "$keep/run/log.csv"
@@ -108,6 +111,9 @@ bad scripts/install_deps.sh input "^error: dpkg-query: not found" env PATH=/none
 bad dev/zeropp_curves.sh arg "^error: RUNS: bogus is not a run" env RUNS=bogus dev/zeropp_curves.sh "$work/zq"
 bad dev/zeropp_curves.sh input "^error: OUT/exact: .*holds earlier results" dev/zeropp_curves.sh "$keep/zp"
 bad dev/zeropp_curves.sh arg "^error: .*/zq: --table writes into a temporary folder of its own" dev/zeropp_curves.sh --table "$work/zq"
+bad dev/pitfall1_table.sh arg "^error: extra: unexpected argument" dev/pitfall1_table.sh "$work/p1" extra
+bad dev/pitfall1_table.sh input "^error: DIR: .*keep holds earlier results" dev/pitfall1_table.sh "$keep"
+[ ! -e "$work/p1" ] || fail "pitfall1_table.sh made its folder before refusing its arguments"
 bad dev/bf16_curves.sh arg "^error: -o: dev/bf16_curves.sh sets the precision and the output" dev/bf16_curves.sh "${M[@]}" -x 2 -o "$work/bq"
 bad dev/bf16_curves.sh input "^error: flag -i: .*truncated.bin: .*shorter than the 1024-byte header" dev/bf16_curves.sh "${M[@]}" -x 2 -i "$keep/truncated.bin"
 bad scripts/train.sh arg "^error: -x: unknown option .*after --" scripts/train.sh -x 3
@@ -152,7 +158,7 @@ bad scripts/gpu_find_libs.sh arg "^error: --bogus: unknown argument" bash script
 bad scripts/gpu_find_libs.sh input "^error: CUDA_HOME=$keep/truncated.csv: not a folder" env CUDA_HOME="$keep/truncated.csv" bash scripts/gpu_find_libs.sh --report
 
 for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name cluster.sh | sort) dev/plot_compare.py \
-         dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh dev/bf16_curves.sh; do
+         dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh dev/bf16_curves.sh dev/pitfall1_table.sh; do
   [ -n "${arg_cases[$s]:-}" ] && [ -n "${input_cases[$s]:-}" ] || fail "$s: no bad-argument or no damaged-input case in this test"
 done
 echo "ok   every script: ${#arg_cases[@]} scripts with bad arguments, ${#input_cases[@]} with damaged inputs"
