@@ -64,7 +64,7 @@ bad scripts/plot_trace.py input "damaged.json: a damaged event" $P scripts/plot_
 bad scripts/plot_trace.py input "empty.csv: not a trace" $P scripts/plot_trace.py "$keep/empty.csv" "$work/t.png"
 bad dev/plot_compare.py arg "required: --zero3" $P dev/plot_compare.py --ddp "$log" --out "$work/c.png"
 bad dev/plot_compare.py input "truncated.csv: line 2" $P dev/plot_compare.py --ddp "$log" --zero3 "$keep/truncated.csv" --out "$work/c.png"
-bad dev/plot_compare.py arg "give --out PNG (a picture) or --table N" $P dev/plot_compare.py --ddp "$log" --zero3 "$log" --out "$work/c.png" --table 4
+bad dev/plot_compare.py arg "^error: give --out PNG .a picture. or --table N .the table., one of them" $P dev/plot_compare.py --ddp "$log" --zero3 "$log" --out "$work/c.png" --table 4
 bad dev/plot_compare.py arg "^error: --table: the runs' ranks, at least 1, got 0" $P dev/plot_compare.py --ddp "$log" --zero3 "$log" --table 0
 bad dev/plot_figures.py arg "usage: plot_figures.py" $P dev/plot_figures.py bogus "$work/f.png"
 bad dev/plot_figures.py input "variants.txt: line 1: a damaged row" $P dev/plot_figures.py stages "$keep/variants.txt" "$work/f.png" T
