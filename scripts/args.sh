@@ -21,6 +21,7 @@
 #   own_cluster G TMP             brings up 2 nodes of 2 slots each, links shaped to G Gbit/s; when the
 #                                 script exits, also when interrupted, takes them down and removes TMP
 #   on_cluster R ARGS...          mpirun ARGS across those nodes, R ranks a node (1 or 2)
+#   step_ms WHICH OUT             the step in ms of a run's last "time: WHICH" line (measured, planner)
 # A script's results never replace earlier ones: they go to a free name, or it refuses and says how
 # to proceed.
 
@@ -117,3 +118,4 @@ on_cluster() {
   local r=$1; shift
   bash scripts/cluster.sh mpirun --map-by "ppr:$r:node" "$@"
 }
+step_ms() { sed -n "s/^time: $1 .* step *\([0-9.]*\) ms.*/\1/p" "$2" | tail -1; }

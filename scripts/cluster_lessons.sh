@@ -93,7 +93,6 @@ run_step() {
   grep -q '^time: measured ' "$out" || { tail -5 "$out" >&2; die "cluster_lessons.sh: the run $name ($where) printed no 'time: measured' line"; }
   printf '%s %s\n' "$(step_ms measured "$out")" "$(step_ms planner "$out")"
 }
-step_ms() { sed -n "s/^time: $1 .* step *\([0-9.]*\) ms.*/\1/p" "$2" | tail -1; }
 
 echo "# cluster_lessons: $FLAGS; links $G Gbit/s ($GBS GB/s) across 2 nodes; $ROUNDS rounds; $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); step ms measured (planner)"
 head="| round |"; rule="|---:|"

@@ -82,10 +82,9 @@ done
 # its planner's (scripts/lessons.sh verdict: one rule for every timed lesson)
 : >"$tmp/verdicts"
 if [ -n "$TCP" ]; then
-  step_of() { sed -n "s/^time: $1 .* step *\([0-9.]*\) ms.*/\1/p" "$2" | tail -1; }
   over_emulated=(); over_planner=()
   while IFS=$'\t' read -r tcp_out emu_out; do
-    t=$(step_of measured "$tcp_out"); e=$(step_of measured "$emu_out"); p=$(step_of planner "$tcp_out")
+    t=$(step_ms measured "$tcp_out"); e=$(step_ms measured "$emu_out"); p=$(step_ms planner "$tcp_out")
     [ -n "$t" ] && [ -n "$e" ] && [ -n "$p" ] || die "--tcp: a run printed no 'time: measured' or 'time: planner' line ($tcp_out, $emu_out)"
     over_emulated+=("$(awk -v a="$t" -v b="$e" 'BEGIN {printf "%.4f", a / b}')")
     over_planner+=("$(awk -v a="$t" -v b="$p" 'BEGIN {printf "%.4f", a / b}')")
