@@ -643,10 +643,13 @@ static void prefetch(Zero3 *z) {
     }
 }
 
-// Whether a gather for `phase` leaves the prefetch to its unit's post_backward (-bp post), after
-// the unit's gradient compute, instead of starting it at once (zero3.h's Zero3BackwardPrefetch).
+// The prefetch rule (zero3.h): under -bp post a backward gather leaves the prefetch to its unit's
+// post_backward, after the unit's gradient compute; every other gather prefetches at once.
+int zero3_prefetch_after_compute(Zero3BackwardPrefetch bp, Zero3Phase phase) {
+    return phase == ZERO3_FOR_BACKWARD && bp == ZERO3_BACKWARD_POST;
+}
 static int prefetch_after_compute(const Zero3 *z, Zero3Phase phase) {
-    return phase == ZERO3_FOR_BACKWARD && z->cfg.backward_prefetch == ZERO3_BACKWARD_POST;
+    return zero3_prefetch_after_compute(z->cfg.backward_prefetch, phase);
 }
 
 void *zero3_gather(Zero3 *z, int u, Zero3Phase phase) {

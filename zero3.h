@@ -501,6 +501,9 @@ typedef struct Zero3Observer {
 //         gather is waited on whole).
 // Forward gathers (and -rc 2's recompute gathers) prefetch when they are made, under either.
 typedef enum { ZERO3_BACKWARD_PRE = 0, ZERO3_BACKWARD_POST = 1 } Zero3BackwardPrefetch;
+// The rule, one definition for the engine and the theory (zero3_theory_backward_ahead): 1 when a
+// gather for `phase` leaves its prefetch to the unit's post_backward (POST, a backward gather).
+int zero3_prefetch_after_compute(Zero3BackwardPrefetch bp, Zero3Phase phase);
 
 typedef struct {
     int stage;              // 0..3

@@ -7,6 +7,7 @@
 #include "peak.h"
 #include "passes.h"
 #include "../observe/zero3_observe.h"
+#include "plan.h"   // plan_reduces_every_micro_step
 #include "../proc/mpi_sum.h"
 
 const char *const PEAK_TERM_NAMES[PEAK_TERMS] = {"model state", "gathered", "gradients", "fragmentation", "activations",
@@ -73,12 +74,20 @@ static int step_moments(const PeakRun *r, const PeakShapes *s, PeakMoment *m) {
     return n;
 }
 
+// A block unit of run r, as the engine's policy reads it.
+static Zero3UnitFacts peak_facts(const PeakRun *r) {
+    return (Zero3UnitFacts){.layout = ZERO3_STAGE_LAYOUT[r->stage], .world = r->world, .replicas = r->replicas};
+}
+
 // The pool's part: the busiest moment (its params and gradients held) and the reserve, each kind of
-// buffer as many times as any moment holds it (params and gradients of a unit are one size).
+// buffer as many times as any moment holds it (params and gradients of a unit are one size). The
+// pool holds the gradients the policy reduces every micro-step (the others accumulate in the
+// resident buffer) and the params it gathers.
 static void pool_terms(const PeakRun *r, const PeakShapes *s, PeakBytes *out) {
-    if (r->stage < 2 || r->world == 1) return;   // every buffer resident, or the shard is the unit
+    const Zero3UnitFacts f = peak_facts(r);
+    if (!plan_reduces_every_micro_step(&f)) return;   // every buffer resident, or the shard is the unit
     PeakMoment *m = (PeakMoment *)xmalloc((size_t)(2 * s->block_units + 8) * sizeof(PeakMoment));
-    const int n = step_moments(r, s, m), params = r->stage == 3;
+    const int n = step_moments(r, s, m), params = zero3_gather_for(&f, ZERO3_FOR_FORWARD, 0).kind != ZERO3_COLL_KINDS;
     double most = -1.0, emb = 0.0, head = 0.0, block = 0.0;
     for (int i = 0; i < n; i++) {
         if (!params) m[i].emb_p = m[i].head_p = m[i].block_p = 0.0;
@@ -113,14 +122,17 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
 }
 
 // fp32: rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0 at its root): an
-// all-reduce keeps one, a reduce-scatter two from 3 ranks on (the sums of two rounds), one on 2.
+// all-reduce keeps one, a reduce-scatter (the policy's answer: zero3_reduction_for) two from 3 ranks
+// on (the sums of two rounds), one on 2.
 // bf16: MPI only moves the parts (an all-to-all); every rank receives its N parts of the unit into
 // one buffer, the unit's size, and sums them itself: one copy at any N (which sums are MPI's:
 // proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced across the
 // replica groups.
 static double scratch_bytes(const PeakRun *r, const PeakShapes *s, Zero3DType grad_type) {
     if (r->world == 1 && r->replicas == 1) return 0.0;
-    const double copies = !mpi_sums(grad_type) || r->stage == 0 || r->world == 1 ? 1.0 : r->world >= 3 ? 2.0 : 1.0;
+    const Zero3UnitFacts f = peak_facts(r);
+    const int scatter = zero3_reduction_for(&f, 0, 1).how == ZERO3_REDUCE_SCATTER;
+    const double copies = mpi_sums(grad_type) && scatter && r->world >= 3 ? 2.0 : 1.0;
     return copies * fmax(s->emb, s->block) * r->grad_bytes;
 }
 

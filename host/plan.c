@@ -216,7 +216,7 @@ PlanStepTime plan_predict_step(const PlanStepInput *in) {
     const double fwd_exposed = in->prefetch ? eg + positive(fg - eg - f) : fg;
     // one micro-step's backward: its gathers and, where it reduces, its reductions behind its compute
     const double b = in->bwd_s / A, bg = c[ZERO3_COLL_BWD_GATHER] / A;
-    const double reducing = in->grads_sharded ? A : 1.0;   // grads FULL: the last micro-step reduces all
+    const double reducing = in->reduces_every_micro_step ? A : 1.0;   // grads FULL: the last micro-step reduces all
     const double red = (c[ZERO3_COLL_REDUCE_SCATTER] + c[ZERO3_COLL_ALL_REDUCE]) / reducing;
     const double er = in->edge_reduce_s < red ? in->edge_reduce_s : red;
     const int hides = in->bwd_overlap == ZERO3_BWD_GATHER_BEHIND_COMPUTE || bg == 0.0;
@@ -231,6 +231,14 @@ PlanStepTime plan_predict_step(const PlanStepInput *in) {
     return t;
 }
 
+// Micro-step 0 of 2 is not the last: only gradients reduced every micro-step get a collective there.
+int plan_reduces_every_micro_step(const Zero3UnitFacts *f) { return zero3_reduction_for(f, 0, 2).how != ZERO3_REDUCE_NONE; }
+
+int plan_reduction_all_reduces(const Zero3UnitFacts *f) {
+    const Zero3Collective row = zero3_reduction_row(zero3_reduction_for(f, 0, 1).how);
+    return row != ZERO3_COLL_KINDS && zero3_coll_all_reduces(row);
+}
+
 void plan_links(const TrainArgs *a, Zero3Links *links) {
     memset(links, 0, sizeof *links);
     links->inside = a->link;
@@ -243,9 +251,8 @@ const Zero3Link *plan_kind_ring(const Zero3Links *links, int kind, int shard, in
     int stride = 1, n = shard;
     if (kind == ZERO3_COLL_REPLICA_REDUCE) { stride = shard; n = replicas; }
     if (kind == ZERO3_COLL_NORM) n = world;
-    const int all_reduce = kind == ZERO3_COLL_ALL_REDUCE || kind == ZERO3_COLL_REPLICA_REDUCE || kind == ZERO3_COLL_NORM;
     double sent;
-    zero3_ring_cost(all_reduce, 1.0, n, &sent, steps);   // the steps of one collective
+    zero3_ring_cost(zero3_coll_all_reduces((Zero3Collective)kind), 1.0, n, &sent, steps);   // the steps of one collective
     return zero3_links_ring(links, 0, stride, n);
 }
 
@@ -264,8 +271,9 @@ static void print_stage_time(const Plan *p, int s, const Zero3Links *links, doub
     const int A = p->A, N = p->N;
     PlanStepInput in;
     memset(&in, 0, sizeof in);
+    const Zero3UnitFacts f = {.layout = ZERO3_STAGE_LAYOUT[s], .world = p->G, .replicas = p->R};   // a unit of stage s
     in.micro_steps = A;
-    in.grads_sharded = s >= 2;
+    in.reduces_every_micro_step = plan_reduces_every_micro_step(&f);
     in.prefetch = p->a->prefetch_depth >= 1;
     in.bwd_overlap = zero3_theory_backward_overlap(p->a->prefetch_depth, (Zero3BackwardPrefetch)p->a->backward_prefetch);
     in.fwd_s = compute / 3.0;          // forward 2 psi, backward 4 psi FLOPs per token
@@ -274,16 +282,16 @@ static void print_stage_time(const Plan *p, int s, const Zero3Links *links, doub
     if (p->have_units && p->G > 1) {   // the embedding, in bf16: gathered first (stage 3), reduced last, in the shard group
         const Zero3Link *link = zero3_links_ring(links, 0, 1, p->G);
         double sent, steps;
-        zero3_ring_cost(s == 0, edge_padded * 2.0, p->G, &sent, &steps);
+        zero3_ring_cost(plan_reduction_all_reduces(&f), edge_padded * 2.0, p->G, &sent, &steps);
         in.edge_reduce_s = zero3_link_seconds(link, sent, steps);
         zero3_ring_cost(0, edge_padded * 2.0, p->G, &sent, &steps);
-        in.edge_gather_s = s == 3 ? zero3_link_seconds(link, sent, steps) : 0.0;
+        in.edge_gather_s = zero3_gather_for(&f, ZERO3_FOR_FORWARD, 0).kind != ZERO3_COLL_KINDS ? zero3_link_seconds(link, sent, steps) : 0.0;
     }
     PlanStepTime t = plan_predict_step(&in);
     const double *c = in.coll_s;
     const double fcomm = c[ZERO3_COLL_FWD_GATHER];
     const double bcomm = c[ZERO3_COLL_BWD_GATHER] + c[ZERO3_COLL_REDUCE_SCATTER] + c[ZERO3_COLL_ALL_REDUCE];
-    const double window = s < 2 ? in.bwd_s / A : in.bwd_s;   // grads FULL: reduced in the last micro-step only
+    const double window = in.reduces_every_micro_step ? in.bwd_s : in.bwd_s / A;   // else reduced in the last micro-step only
     const double sg = c[ZERO3_COLL_STEP_GATHER];
     const char *verdict = (t.fwd_over_s + t.bwd_over_s == 0.0) ? (sg > 0 ? "hidden, but for the gather after AdamW"
                                                                           : "hidden (but for the first/last unit)")

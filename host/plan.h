@@ -18,7 +18,8 @@ int plan_main(const TrainArgs *a, int align);
 // ring time of each kind of collective (zero3_link_seconds over the ledger's bytes and steps).
 typedef struct {
     int micro_steps;                   // A
-    int grads_sharded;                 // stages 2-3: every micro-step's backward reduces; else the last one only
+    int reduces_every_micro_step;      // the policy reduces every micro-step's gradients (grads SHARDED:
+                                       // plan_reduces_every_micro_step); else the last one only
     int prefetch;                      // forward gathers issued ahead of use (-pd >= 1); 0: each one waited on in full
     Zero3BackwardOverlap bwd_overlap;  // the backward's gathers (-pd with -bp): zero3_theory_backward_overlap
     double fwd_s, bwd_s, other_s;      // compute per step: the forwards, the backwards, the rest (AdamW, the loop)
@@ -41,6 +42,12 @@ typedef struct {
 // behind the compute. The gathers after AdamW, the all-reduce across replica groups and the norm have nothing
 // to hide behind. step = compute + exposed.
 PlanStepTime plan_predict_step(const PlanStepInput *in);
+
+// The reduction policy's answers the time model reads, for a unit laid out as f says: 1 when every
+// micro-step's backward reduces (not the last one only), and 1 when the last one's reduction is an
+// all-reduce (zero3_reduction_for, zero3_coll_all_reduces).
+int plan_reduces_every_micro_step(const Zero3UnitFacts *f);
+int plan_reduction_all_reduces(const Zero3UnitFacts *f);
 
 // The links the flags describe for `world` ranks: -link (or -bw) inside a node, -linkx (or -bwx)
 // across nodes (default: the same as inside), nodes of -rpn ranks, else the -hs groups, else one.

@@ -31,8 +31,10 @@ static double unit_ring_s(const RunPrediction *p, const Zero3 *z, int all_reduce
 void predict_configure(RunPrediction *p, const TrainArgs *a, const Zero3 *z, const Zero3Ledger *ledger, int A,
                        int edge_unit, int first_step, int steps, double flops_per_step) {
     PlanStepInput *in = &p->in;
+    const Zero3UnitFacts stage = {.layout = ZERO3_STAGE_LAYOUT[a->stage], .world = z->world, .replicas = z->replicas,
+                                  .quant_grads = z->cfg.quant_grads};   // a unit of the run's stage
     in->micro_steps = A;
-    in->grads_sharded = ZERO3_STAGE_LAYOUT[a->stage].grads == ZERO3_SHARDED;
+    in->reduces_every_micro_step = plan_reduces_every_micro_step(&stage);
     in->prefetch = a->prefetch_depth >= 1;
     in->bwd_overlap = zero3_theory_backward_overlap(a->prefetch_depth, (Zero3BackwardPrefetch)a->backward_prefetch);
     plan_collective_seconds(ledger, &p->links, z->world, z->replicas, z->be->world, in->coll_s);
@@ -41,9 +43,10 @@ void predict_configure(RunPrediction *p, const TrainArgs *a, const Zero3 *z, con
     // the edge unit: gathered first in each forward where its params are sharded, reduced last in
     // each backward that reduces (all-reduced where its optimizer state is whole)
     const Zero3Unit *U = &z->units[edge_unit];
-    if (U->layout.params == ZERO3_SHARDED)
+    const Zero3UnitFacts edge = zero3_unit_facts(z, edge_unit);
+    if (zero3_gather_for(&edge, ZERO3_FOR_FORWARD, 0).kind != ZERO3_COLL_KINDS)
         in->edge_gather_s = unit_ring_s(p, z, 0, (double)U->padded * zero3_dtype_size(z->cfg.param_type));
-    in->edge_reduce_s = unit_ring_s(p, z, U->layout.optimizer == ZERO3_FULL,
+    in->edge_reduce_s = unit_ring_s(p, z, plan_reduction_all_reduces(&edge),
                                     (double)U->padded * zero3_dtype_size(z->cfg.grad_type));
     p->flops_per_step = flops_per_step;
     p->first_step = first_step;

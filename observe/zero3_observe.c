@@ -13,46 +13,68 @@ const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS] = {
 };
 
 // ------------------------------------------------------------------------------------------------
-// The ledger, under the ring cost model: an all-gather or reduce-scatter of a full buffer of F bytes
-// sends (N-1)/N * F from each rank; an all-reduce sends 2 (N-1)/N * F.
+// What each kind of collective is: an all-reduce (a reduce-scatter, then an all-gather of the sums)
+// or a single pass (all-gather, reduce-scatter, all-to-all). The one list the measured ledger, the
+// theory and the planner's rings read.
+int zero3_coll_all_reduces(Zero3Collective kind) {
+    return kind == ZERO3_COLL_ALL_REDUCE || kind == ZERO3_COLL_REPLICA_REDUCE || kind == ZERO3_COLL_NORM;
+}
 
-static double ring_fraction(const Zero3 *z) { return (double)(z->world - 1) / (double)z->world; }
+// The ledger row a reduction of the policy (zero3_reduction_for) counts in: its first collective
+// (qgZ's second hop, across node groups, is QG_ACROSS); ZERO3_COLL_KINDS for none.
+Zero3Collective zero3_reduction_row(Zero3ReduceHow how) {
+    switch (how) {
+    case ZERO3_REDUCE_ALL_REDUCE: return ZERO3_COLL_ALL_REDUCE;
+    case ZERO3_REDUCE_SCATTER: return ZERO3_COLL_REDUCE_SCATTER;
+    case ZERO3_REDUCE_QUANTIZED: return ZERO3_COLL_QG_INTRA;
+    default: return ZERO3_COLL_KINDS;
+    }
+}
 
-// Counts one collective of kind `kind` on a buffer of F bytes into the step's stats (its line:
-// gathers, reductions, the scalar, across replicas) and ledger; returns the bytes this rank sends.
+// ------------------------------------------------------------------------------------------------
+// The ledger, the measured side: every call the engine issued, counted by what the call handed the
+// backend, with no cost model. A call on a buffer of F bytes over a group of n ranks leaves this
+// rank's own part of it (F / n) where it is and obliges the rank to hand the rest to the others: a
+// gather's shard to every other rank, a reduce-scatter's or an all-to-all's parts to their owners;
+// an all-reduce does it twice (its parts out to be summed, then its sum out). Those are the bytes
+// counted. The theory (below) prices the calls the policy says will be issued with zero3_ring_cost,
+// and "measured = theory" holds because a ring sends each of these bytes exactly once.
+
+// The ranks a collective of kind `kind` runs over: the shard group, ZeRO++'s node group or cross
+// group, HSDP's replica group, or every rank (the norm, under HSDP too).
+static int group_ranks(const Zero3 *z, Zero3Collective kind) {
+    switch (kind) {
+    case ZERO3_COLL_HP_GATHER: case ZERO3_COLL_QG_INTRA: return z->node_size;
+    case ZERO3_COLL_QG_ACROSS: return z->nodes;
+    case ZERO3_COLL_REPLICA_REDUCE: return z->replicas;
+    case ZERO3_COLL_NORM: return z->be->world;
+    default: return z->world;
+    }
+}
+
+// The bytes of a call's buffer of F bytes that this rank hands to the other n - 1 ranks of its group.
+static double handed_to_others(Zero3Collective kind, double F, int n) {
+    const double others = F - F / n;
+    return zero3_coll_all_reduces(kind) ? 2.0 * others : others;
+}
+
+// Counts one call of kind `kind` on a buffer of F bytes into the step's stats (its line: gathers,
+// reductions, the scalar, across replicas) and ledger; returns the bytes counted.
 static double ledger_count(Zero3 *z, Zero3Collective kind, size_t F) {
     Zero3Stats *s = &z->observe.stats;
-    double b;
+    const double b = handed_to_others(kind, (double)F, group_ranks(z, kind));
     switch (kind) {
-    case ZERO3_COLL_FWD_GATHER: case ZERO3_COLL_BWD_GATHER: case ZERO3_COLL_STEP_GATHER:
-        b = ring_fraction(z) * (double)F;
+    case ZERO3_COLL_FWD_GATHER: case ZERO3_COLL_BWD_GATHER: case ZERO3_COLL_STEP_GATHER: case ZERO3_COLL_HP_GATHER:
         s->comm_gather_bytes += b; s->gathers++;
         break;
-    case ZERO3_COLL_REDUCE_SCATTER: case ZERO3_COLL_ALL_REDUCE:
-        b = (kind == ZERO3_COLL_ALL_REDUCE ? 2.0 : 1.0) * ring_fraction(z) * (double)F;
+    case ZERO3_COLL_REDUCE_SCATTER: case ZERO3_COLL_ALL_REDUCE: case ZERO3_COLL_QG_INTRA: case ZERO3_COLL_QG_ACROSS:
         s->comm_reduce_bytes += b; s->reduces++;
         break;
-    case ZERO3_COLL_HP_GATHER:        // ZeRO++: inside the node group (all-gather, all-to-all) ...
-        b = (double)(z->node_size - 1) / (double)z->node_size * (double)F;
-        s->comm_gather_bytes += b; s->gathers++;
-        break;
-    case ZERO3_COLL_QG_INTRA:
-        b = (double)(z->node_size - 1) / (double)z->node_size * (double)F;
-        s->comm_reduce_bytes += b; s->reduces++;
-        break;
-    case ZERO3_COLL_QG_ACROSS:        // ... and across the node groups (all-to-all)
-        b = (double)(z->nodes - 1) / (double)z->nodes * (double)F;
-        s->comm_reduce_bytes += b; s->reduces++;
-        break;
-    case ZERO3_COLL_REPLICA_REDUCE:   // all-reduced across the replica groups
-        b = 2.0 * (double)(z->replicas - 1) / (double)z->replicas * (double)F;
+    case ZERO3_COLL_REPLICA_REDUCE:
         s->comm_inter_bytes += b; s->reduces++;
         break;
-    default: {                        // the norm: over every rank (under HSDP too)
-        double n = (double)z->be->world;
-        b = 2.0 * (n - 1.0) / n * (double)F;
+    default:                          // the norm
         s->comm_scalar_bytes += b;
-    }
     }
     s->comm_bytes += b;
     s->ledger.row[kind].count += 1.0;
@@ -274,16 +296,25 @@ double zero3_theory_comm_bytes(int stage, double psi, int world, Zero3DType para
 // collective each unit gets is not worked out here: the theory asks the engine's own policy
 // (zero3_gather_for, zero3_reduction_for, zero3_gathers_after_step) for every gather the passes
 // make (fwd[u], bwd[u] per micro-step: recorded from the passes) and every micro-step's reduction,
-// and prices what it answers. Per unit of P elements (padded), f = (N-1)/N, p and g the bytes of a
-// param and a gradient, G the node group's size and X = N / G the node groups, q(n) = n + 4 n / block
-// the bytes of n quantized elements, each collective sends (ring model):
-//   gather of the shards       f P p            quantized (qwZ)  f q(P)
-//   secondary gather (hpZ)     (G-1)/G P p      step gather      f P p
-//   reduce-scatter             f P g            all-reduce       2 f P g
-//   quantized reduction (qgZ)  (G-1)/G q(P) inside the node group, and for X > 1 q(P / N) across
-//   replica reduce (HSDP)      2 (R-1)/R x span g, the unit's optimizer span across R replica groups
-//   norm                       one double all-reduced over every rank: 2 f 8
+// and prices each collective with the ring model (zero3_ring_cost) over its buffer and its group.
+// Per unit of P elements (padded), p and g the bytes of a param and a gradient, G the node group's
+// size and X = N / G the node groups, q(n) = n + 4 n / block the bytes of n quantized elements:
+//   collective                 buffer          over         collective       buffer   over
+//   gather of the shards       P p             N            quantized (qwZ)  q(P)     N
+//   secondary gather (hpZ)     P p             G            step gather      P p      N
+//   reduce-scatter             P g             N            all-reduce       P g      N
+//   quantized reduction (qgZ)  q(P)            G, and for X > 1 X q(P / N) over X (two all-to-alls)
+//   replica reduce (HSDP)      span g, the unit's optimizer span, all-reduced over R replica groups
+//   norm                       one double all-reduced over every rank
 static double quant_bytes(double n) { return n + n / ZERO3_QUANT_BLOCK * sizeof(float); }
+
+// The ring model's bytes this rank sends in one collective of kind `kind` on a buffer of F bytes
+// over n ranks.
+static double ring_sent(Zero3Collective kind, double F, int n) {
+    double sent, steps;
+    zero3_ring_cost(zero3_coll_all_reduces(kind), F, n, &sent, &steps);
+    return sent;
+}
 
 // How many of each collective one unit gets in a step of A micro-steps, by the policy: counts by
 // ledger row (gathers, the step gather, the replica reduce) and by reduction (how).
@@ -311,41 +342,39 @@ static TheoryCounts theory_counts(const Zero3UnitFacts *f, int A, int fwd, int b
     return c;
 }
 
-static void theory_add(Zero3Ledger *out, Zero3Collective kind, double count, double bytes_each_times_count) {
+// `count` collectives of kind `kind`, each on a buffer of F bytes over n ranks, into the ledger.
+static void theory_add(Zero3Ledger *out, Zero3Collective kind, double count, double F, int n) {
     if (count == 0) return;
     out->row[kind].count += count;
-    out->row[kind].bytes += bytes_each_times_count;
+    out->row[kind].bytes += count * ring_sent(kind, F, n);
 }
 
-// Prices one unit's counts into the ledger (each product in the formulas' order above).
-static void theory_unit(const Zero3UnitFacts *f, const TheoryCounts *c, double P, double G, Zero3DType pt,
+// Prices one unit's counts into the ledger (the buffers and groups of the table above).
+static void theory_unit(const Zero3UnitFacts *f, const TheoryCounts *c, double P, int G, Zero3DType pt,
                         Zero3DType gt, Zero3Ledger *out) {
-    const int world = f->world;
-    const double X = world / G, fG = (G - 1.0) / G, R = (double)f->replicas;
-    const double fr = (double)(world - 1) / (double)world, p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
-    const double span = f->layout.optimizer == ZERO3_SHARDED ? P / world : P;
-    theory_add(out, ZERO3_COLL_REPLICA_REDUCE, c->replica, c->replica * 2.0 * (R - 1.0) / R * span * g);
-    const double gather = c->gather_quantized ? fr * quant_bytes(P) : fr * P * p;
-    const Zero3Collective shard_rows[] = {ZERO3_COLL_FWD_GATHER, ZERO3_COLL_BWD_GATHER};
-    for (int i = 0; i < 2; i++) theory_add(out, shard_rows[i], c->gathers[shard_rows[i]], c->gathers[shard_rows[i]] * gather);
-    const double hp = c->gathers[ZERO3_COLL_HP_GATHER], step = c->gathers[ZERO3_COLL_STEP_GATHER];
-    theory_add(out, ZERO3_COLL_HP_GATHER, hp, hp * fG * P * p);
-    theory_add(out, ZERO3_COLL_STEP_GATHER, step, step * fr * P * p);
-    const double ar = c->reductions[ZERO3_REDUCE_ALL_REDUCE], rs = c->reductions[ZERO3_REDUCE_SCATTER];
+    const int N = f->world, X = N / G;
+    const double p = (double)zero3_dtype_size(pt), g = (double)zero3_dtype_size(gt);
+    const double span = f->layout.optimizer == ZERO3_SHARDED ? P / N : P;
+    theory_add(out, ZERO3_COLL_REPLICA_REDUCE, c->replica, span * g, f->replicas);
+    const double gather = c->gather_quantized ? quant_bytes(P) : P * p;
+    theory_add(out, ZERO3_COLL_FWD_GATHER, c->gathers[ZERO3_COLL_FWD_GATHER], gather, N);
+    theory_add(out, ZERO3_COLL_BWD_GATHER, c->gathers[ZERO3_COLL_BWD_GATHER], gather, N);
+    theory_add(out, ZERO3_COLL_HP_GATHER, c->gathers[ZERO3_COLL_HP_GATHER], P * p, G);
+    theory_add(out, ZERO3_COLL_STEP_GATHER, c->gathers[ZERO3_COLL_STEP_GATHER], P * p, N);
+    const Zero3ReduceHow whole[] = {ZERO3_REDUCE_ALL_REDUCE, ZERO3_REDUCE_SCATTER};   // the unit's gradient buffer
+    for (int i = 0; i < 2; i++) theory_add(out, zero3_reduction_row(whole[i]), c->reductions[whole[i]], P * g, N);
     const double qg = c->reductions[ZERO3_REDUCE_QUANTIZED];
-    theory_add(out, ZERO3_COLL_ALL_REDUCE, ar, ar * 2.0 * fr * P * g);
-    theory_add(out, ZERO3_COLL_REDUCE_SCATTER, rs, rs * fr * P * g);
-    theory_add(out, ZERO3_COLL_QG_INTRA, qg, qg * fG * quant_bytes(P));
-    if (X > 1) theory_add(out, ZERO3_COLL_QG_ACROSS, qg, qg * (X - 1.0) * quant_bytes(P / world));
+    theory_add(out, ZERO3_COLL_QG_INTRA, qg, quant_bytes(P), G);
+    if (X > 1) theory_add(out, ZERO3_COLL_QG_ACROSS, qg, X * quant_bytes(P / N), X);
 }
 
 static void theory_ledger(const Zero3StageLayout *layouts, int world, int replicas, int A, Zero3DType pt, Zero3DType gt,
                           int nunits, const double *padded, const int *fwd, const int *bwd, const Zero3PlusPlus *pp,
                           Zero3Ledger *out) {
     memset(out, 0, sizeof(*out));
-    const double G = pp->node_size > 0 ? pp->node_size : world, ranks = (double)world * replicas;
+    const int G = pp->node_size > 0 ? pp->node_size : world;
     out->row[ZERO3_COLL_NORM].count = 1.0;
-    out->row[ZERO3_COLL_NORM].bytes = 2.0 * (ranks - 1.0) / ranks * sizeof(double);
+    out->row[ZERO3_COLL_NORM].bytes = ring_sent(ZERO3_COLL_NORM, sizeof(double), world * replicas);
     for (int u = 0; u < nunits; u++) {
         const Zero3UnitFacts f = {.layout = layouts[u], .world = world, .replicas = replicas,
                                   .quant_weights = pp->quant_weights, .hp_group = pp->hp_group,
@@ -407,7 +436,7 @@ void zero3_theory_ledger_zeropp(const Zero3 *z, double nparams, int world, int m
 
 int zero3_theory_backward_ahead(int prefetch_depth, Zero3BackwardPrefetch bp) {
     if (prefetch_depth <= 0) return 0;
-    return bp == ZERO3_BACKWARD_POST ? prefetch_depth - 1 : prefetch_depth;
+    return prefetch_depth - zero3_prefetch_after_compute(bp, ZERO3_FOR_BACKWARD);
 }
 
 int zero3_theory_backward_live(int prefetch_depth, Zero3BackwardPrefetch bp) {

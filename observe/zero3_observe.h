@@ -23,6 +23,12 @@ extern "C" {
 extern const Zero3Observer ZERO3_OBSERVER;
 
 extern const char *const ZERO3_COLL_NAMES[ZERO3_COLL_KINDS];   // "fwd_gather", ...
+// 1 for the kinds that all-reduce (all_reduce, replica_reduce, norm: zero3_ring_cost's all_reduce),
+// 0 for one pass (the gathers, the reduce-scatter, qgZ's all-to-alls).
+int zero3_coll_all_reduces(Zero3Collective kind);
+// The ledger row of a reduction the policy answers (zero3_reduction_for): all_reduce,
+// reduce_scatter, qg_intra (qgZ's first hop); ZERO3_COLL_KINDS for ZERO3_REDUCE_NONE.
+Zero3Collective zero3_reduction_row(Zero3ReduceHow how);
 
 // ---- what a trainer reads ----------------------------------------------------------------------
 // The timeline of the step so far: reads the stamps (once per step, after the step's work) into
