@@ -225,7 +225,8 @@ static inline const Zero3Link *zero3_links_ring(const Zero3Links *links, int fir
 // A ring collective over n ranks on a buffer of F bytes (the full buffer: the gathered unit, the
 // reduced gradients): the bytes each rank sends and the ring steps it takes. An all-gather or a
 // reduce-scatter sends (N-1)/N * F in N-1 steps; an all-reduce (all_reduce = 1: a reduce-scatter
-// then an all-gather) twice both.
+// then an all-gather) twice both. The one definition: the theory, the planner, the time model and
+// the emulated links price with it; the measured ledger counts the calls and applies no model.
 static inline void zero3_ring_cost(int all_reduce, double F, int n, double *sent_bytes, double *steps) {
     const double times = all_reduce ? 2.0 : 1.0;
     *sent_bytes = n > 1 ? times * (n - 1.0) / n * F : 0.0;
