@@ -1,8 +1,10 @@
 // zero3_observe.h: what the engine measures, kept apart from what it does (zero3_observe.c).
 //
 // zero3.c is the ZeRO mechanism; this is the instrument panel beside it:
-//   the ledger    every collective the engine issues, counted by what it is for, with the bytes
-//                 this rank sends under the ring cost model (Zero3Stats, Zero3Ledger);
+//   the ledger    every collective the engine issues, counted by what it is for, with the bytes of
+//                 its buffer this rank hands the other ranks (no cost model: the theory prices the
+//                 same collectives with zero3_ring_cost, and a ring sends exactly those bytes)
+//                 (Zero3Stats, Zero3Ledger);
 //   the timeline  when each unit computes, when each collective moves, and when the compute side
 //                 waits for one: the exposed communication (Zero3Event, zero3_timeline_read);
 //   the theory    the same ledger and the model-state bytes worked out from the stage table alone,
