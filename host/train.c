@@ -336,7 +336,7 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     const int step = r->step;
     float lr = r->lr, norm, clip;
     double t0 = now_seconds();
-    g_proc.step = step + 1;   // the step the backend's watchdog names
+    if (tr->be->at_step) tr->be->at_step(tr->be->ctx, step + 1);   // the step the backend's watchdog names
     tr->compute->step_begin(tr->compute_state, step);
     float loss;
     int done = trainer_step(tr, step, lr, &loss, &norm, &clip);
@@ -415,7 +415,7 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
     TrainArgs args;
     if (args_read(&args, argc, argv, build->ddp_only)) return 0;   // -h: the usage printed
     if (args.plan_world) return plan_main(&args, build->align);   // -plan: on paper only, nothing allocated, no data read
-    install_stop_handlers();
+    install_stop_handlers(be);
     if (be->collective_timeout) be->collective_timeout(be->ctx, args.collective_timeout_s);   // -ct: the watchdog
     else if (be->world > 1 && be->rank == 0)   // a flag never means nothing silently
         fprintf(stderr, "warning: -ct %g is not applied: this trainer's collectives (NCCL) have no watchdog, so a peer "

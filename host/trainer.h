@@ -115,7 +115,7 @@ float trainer_validate(Trainer *tr);   // the mean val loss over -m batches per 
 void trainer_sample(Trainer *tr);      // -g tokens sampled after an EOT, printed by rank 0
 
 // ---- stop.c
-void install_stop_handlers(void);
+void install_stop_handlers(const Zero3Backend *be);   // and the backend's waits told of a stop (stop_source)
 int trainer_stop_requested(const Trainer *tr);   // did any rank get a stop signal? (collective)
 int trainer_stop_if_asked(Trainer *tr, const TrainLoop *loop, int step);   // after a whole step: the exit status, or 0
 int trainer_stop_in_step(Trainer *tr, const TrainLoop *loop, const StepResult *r);   // a step given up: the exit status
