@@ -214,9 +214,10 @@ Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const Tra
     // the flags against each other and the N ranks, as -plan N checks them (cli.h), before the output
     // folder is touched; A micro-steps per step
     tr->A = args_validate(&tr->args, be->world);
-    trainer_note_inputs(&tr->args);
+    tr->output.files = output_files_new();
+    trainer_note_inputs(tr);
     trainer_prepare_out_dir(tr);
-    tr->measure.trace = trace_open(tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
+    tr->measure.trace = trace_open(tr->output.files, tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
     trainer_setup(tr, be);
     predict_links(&tr->measure.predict, &tr->args, be);   // the engine's groups are made: the links can be set
     trainer_publish(tr);
@@ -250,6 +251,7 @@ void trainer_destroy(Trainer *tr) {
     if (tr->output.log) fclose(tr->output.log);
     free(tr->measure.unit_exposed_sum);
     clip_probe_destroy(tr->clip_probe);
+    output_files_free(tr->output.files);
     free(tr);
 }
 
