@@ -64,32 +64,37 @@ void agree_or_exit(const Zero3Backend *be, const char *err) {
 }
 
 // proc_exit_after's watch: a detached thread that sleeps to the deadline (monotonic), then exits.
-static struct { struct timespec deadline; int status; } g_exit_after;
+typedef struct { struct timespec deadline; int status; } ExitAfter;
 
-static void *exit_after_main(void *unused) {
-    (void)unused;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &g_exit_after.deadline, NULL) != 0) {}   // EINTR: sleep on
+static void *exit_after_main(void *arg) {
+    const ExitAfter *when = arg;   // the thread's own, never freed: the process ends here
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &when->deadline, NULL) != 0) {}   // EINTR: sleep on
     fflush(stdout);
     fflush(stderr);
-    _exit(g_exit_after.status);
+    _exit(when->status);
 }
 
 void proc_exit_after(double seconds, int status) {
     double until = now_seconds() + seconds;
-    g_exit_after.deadline.tv_sec = (time_t)until;
-    g_exit_after.deadline.tv_nsec = (long)((until - (double)(time_t)until) * 1e9);
-    g_exit_after.status = status;
+    ExitAfter *when = xmalloc(sizeof(ExitAfter));
+    when->deadline.tv_sec = (time_t)until;
+    when->deadline.tv_nsec = (long)((until - (double)(time_t)until) * 1e9);
+    when->status = status;
     pthread_t watch;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&watch, &attr, exit_after_main, NULL) != 0)   // then the launcher's own kill ends it
+    if (pthread_create(&watch, &attr, exit_after_main, when) != 0) {   // then the launcher's own kill ends it
         fprintf(stderr, "warning (rank %d): cannot start the stop's exit watch; the launcher ends this rank\n", proc_rank());
+        free(when);
+    }
     pthread_attr_destroy(&attr);
 }
 
 // The current allocation phase (alloc_phase_begin): what the memory is for, and the backend whose
 // agreement ends it (NULL outside a phase; `what` then keeps the last phase's words as context).
+// The error path's, as the lent exits are: xmalloc, called from every layer, takes no context, and
+// its out-of-memory line must name the phase it fell in.
 static struct { const Zero3Backend *be; char what[512]; } g_alloc;
 
 void alloc_phase_begin(const Zero3Backend *be, const char *fmt, ...) {
