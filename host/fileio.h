@@ -58,9 +58,9 @@ void output_remove_pending(void);
 
 // ---- the output folder, held by identity
 // One run per output folder: takes DIR/.lock with flock (exclusive, non-blocking) and holds it for
-// the life of the process; the kernel drops it when the process dies, however it dies. The file
-// says who holds it ("pid P on host H, started T"); a clean exit removes it (only if the path still
-// names this lock's file). Returns 0 (held), 1 when another process holds it (msg: that line), 2
+// the life of the run (until output_files_free, or the exit); the kernel drops it when the process
+// dies, however it dies. The file says who holds it ("pid P on host H, started T"); letting it go
+// removes it (only if the path still names this lock's file). Returns 0 (held), 1 when another process holds it (msg: that line), 2
 // when the file system has no locks (msg: why; the run goes on unlocked), -1 on an error (msg).
 int dir_lock(OutputFiles *o, const char *dir, char *msg, size_t n);
 // Every rank: remembers which folder DIR is now (device and inode). 0, or -1 (errno).
