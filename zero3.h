@@ -319,11 +319,16 @@ typedef struct Zero3Backend {
     int (*collectives_in_flight)(void *ctx);
     // the watchdog (optional). collective_timeout: from this call on, a collective not complete
     // timeout_s seconds after it started ends every rank with one error line naming it, its unit
-    // (label), the step (g_proc.step) and its peers' nodes; a shorter stall is reported when it ends.
+    // (label), the step (at_step) and its peers' nodes; a shorter stall is reported when it ends.
     // label: the unit the collectives started from here on belong to (NULL: none, e.g. a scalar).
+    // at_step: the step they belong to (1-based; 0, before the first, until it is called).
+    // stop_source: what the backend's interruptible waits (an emulated link's hold) ask, to end early
+    // once a stop signal arrived (returns nonzero then).
     // node_name: the host name of a rank's node (NULL where unknown).
     void (*collective_timeout)(void *ctx, double timeout_s);
     void (*label)(void *ctx, const char *unit);
+    void (*at_step)(void *ctx, int step);
+    void (*stop_source)(void *ctx, int (*stop_requested)(void));
     const char *(*node_name)(void *ctx, int rank);
 } Zero3Backend;
 

@@ -84,7 +84,7 @@ typedef struct {
     double ready;       // when this rank could start it: issued, and the collectives before it done
     double deadline;    // ready + the collective timeout: past it the watchdog ends the run
     char unit[40];      // the unit it belongs to (be->label when it was issued; "" for none)
-    int step;           // the step it was issued in (g_proc.step)
+    int step;           // the step it was issued in (be->at_step's)
     unsigned gen;       // the stamp generation the two stamps belong to
     int state;          // SLOT_*, under mu
 #ifdef USE_MPI
@@ -135,7 +135,8 @@ typedef struct {
 // The backend's state, reached through every function's ctx (Zero3Backend.ctx): nothing of it is
 // the file's, so two backends can live in one process.
 struct CpuBackend {
-    int rank, world;      // this process among the ranks (the process's, g_proc, gets the same)
+    int rank, world;      // this process among the ranks
+    ProcessExits exits;   // how every rank ends from here (proc/proc.h; lent to the error path by the first backend)
     int owns_mpi;         // this backend initialized MPI: it finalizes it
     CpuComm comm;         // the communication thread, its slots and the stamps
     CpuGroups groups;
@@ -145,6 +146,8 @@ struct CpuBackend {
         double timeout_s;     // a collective's deadline after its start (0: none)
         double report_s;      // a transfer that waited longer is reported as a stall when it ends
         char unit[40];        // the label of the collectives started from here on
+        int step;             // the step they belong to (at_step)
+        int (*stop_requested)(void);   // a stop signal arrived? (stop_source; NULL: never asked)
         int holds_off;        // a stop was requested: emulated holds end at once
         char (*nodes)[CPU_NODE_NAME];   // every rank's host name (gathered at start)
     } watch;
@@ -528,12 +531,12 @@ static void op_begin(CpuBackend *b, CpuOp *o) {
     op_start(b, o);
 }
 
-static int stop_signalled(void) { return g_proc.stop_signal && *g_proc.stop_signal; }
+static int stop_signalled(const CpuBackend *b) { return b->watch.stop_requested && b->watch.stop_requested(); }
 
 // Sleeps until the monotonic time `until`, in slices, ending early once a stop is requested.
 static void sleep_until(CpuBackend *b, double until) {
     for (double t = now_seconds(); t < until && !b->watch.holds_off; t = now_seconds()) {
-        if (stop_signalled()) { b->watch.holds_off = 1; break; }
+        if (stop_signalled(b)) { b->watch.holds_off = 1; break; }
         double next = fmin(until, t + HOLD_SLICE_S);
         struct timespec ts = {(time_t)next, (long)((next - (double)(time_t)next) * 1e9)};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
@@ -547,7 +550,7 @@ static void sleep_until(CpuBackend *b, double until) {
 static double link_hold(CpuBackend *b, const CpuOp *o) {
     MPI_Comm comm;
     const double seconds = op_link_seconds(b, o, &comm);
-    double clock[2] = {o->ready, stop_signalled() || b->watch.holds_off ? 1.0 : 0.0};   // the start, a stop
+    double clock[2] = {o->ready, stop_signalled(b) || b->watch.holds_off ? 1.0 : 0.0};   // the start, a stop
     MPI_Request req;
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, clock, 2, MPI_DOUBLE, MPI_MAX, comm, &req), "all-reduce (link clock)");
     drive(b, o, &req);
@@ -628,7 +631,7 @@ static void *op_issue(CpuBackend *b, int s) {
     const CpuGroups *g = &b->groups;
     CpuOp *o = &c->op[s];
     if (o->kind != OP_SCALAR) snprintf(o->unit, sizeof o->unit, "%s", b->watch.unit);
-    o->step = g_proc.step;
+    o->step = b->watch.step;
     // the ranks this collective spans: the shard group, or the replica group for HSDP's all-reduce
     const int span = o->kind == OP_SCALAR ? b->world : o->replica ? g->replica_size
                    : o->group == IN_NODE_GROUP ? g->node_size : o->group == IN_CROSS_GROUP ? g->cross_size : g->shard_size;
@@ -786,7 +789,7 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
     int s = cpu_slot(c);
     CpuOp *o = &c->op[s];
     o->kind = OP_SCALAR; o->scalar = x;
-    o->step = g_proc.step;
+    o->step = b->watch.step;
 #ifdef USE_MPI
     if (b->world > 1 && c->threaded) {
         cpu_wait(ctx, op_issue(b, s));
@@ -1006,8 +1009,8 @@ static int cpu_emulate_links(void *ctx, const Zero3Links *links, char *err, size
 // Start and end
 
 #ifdef USE_MPI
-// The process's exits (proc/proc.h), installed by its first backend: a collective exit stops the
-// worker and finalizes MPI; one rank's failure takes every rank down.
+// The backend's exits (proc/proc.h), lent to the error path by the process's first backend: a
+// collective exit stops the worker and finalizes MPI; one rank's failure takes every rank down.
 static void cpu_shutdown(void *transport) {
     comm_thread_stop(&((CpuBackend *)transport)->comm);
     MPI_Finalize();
@@ -1048,13 +1051,8 @@ static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
                 "communication thread; collectives progress only while the compute thread is inside MPI\n", provided);
     c->threaded = b->world > 1 && wanted && c->thread_level_ok;
     if (c->threaded) comm_thread_start(b);
-    if (!g_proc.transport) {   // the process's first backend: its rank, and how it ends (proc/proc.h)
-        g_proc.rank = b->rank;
-        g_proc.world = b->world;
-        g_proc.shutdown = cpu_shutdown;
-        g_proc.abort_all = cpu_abort_all;
-        g_proc.transport = b;
-    }
+    b->exits = (ProcessExits){b->rank, b->world, cpu_shutdown, cpu_abort_all, b};
+    proc_exits_lend(&b->exits);   // the process's first backend: the error path's rank and exits
 }
 #endif
 
@@ -1068,6 +1066,8 @@ static void cpu_label(void *ctx, const char *unit) {
     CpuBackend *b = ctx;
     snprintf(b->watch.unit, sizeof b->watch.unit, "%s", unit ? unit : "");
 }
+static void cpu_at_step(void *ctx, int step) { ((CpuBackend *)ctx)->watch.step = step; }
+static void cpu_stop_source(void *ctx, int (*stop_requested)(void)) { ((CpuBackend *)ctx)->watch.stop_requested = stop_requested; }
 static const char *cpu_node_name(void *ctx, int rank) {
     const CpuBackend *b = ctx;
     return b->watch.nodes && rank >= 0 && rank < b->world ? b->watch.nodes[rank] : NULL;
@@ -1124,6 +1124,8 @@ static void cpu_fill_table(Zero3Backend *be, CpuBackend *b) {
     be->collectives_in_flight = cpu_collectives_in_flight;
     be->collective_timeout = cpu_collective_timeout;
     be->label = cpu_label;
+    be->at_step = cpu_at_step;
+    be->stop_source = cpu_stop_source;
     be->node_name = cpu_node_name;
 }
 
@@ -1152,11 +1154,7 @@ void backend_cpu_finish(Zero3Backend *be) {
     MPI_Comm *split[] = {&g->shard, &g->replica, &g->node, &g->cross};   // the groups made by splits
     for (int i = 0; i < 4; i++)
         if (*split[i] != MPI_COMM_NULL && *split[i] != MPI_COMM_WORLD) MPI_Comm_free(split[i]);
-    if (g_proc.transport == b) {   // the process's exits no longer lead here
-        g_proc.shutdown = NULL;
-        g_proc.abort_all = NULL;
-        g_proc.transport = NULL;
-    }
+    proc_exits_return(&b->exits);   // the error path's exits no longer lead here
     if (b->owns_mpi) MPI_Finalize();
 #endif
     pthread_mutex_destroy(&b->comm.mu);

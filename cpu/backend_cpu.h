@@ -12,7 +12,7 @@ typedef struct CpuBackend CpuBackend;
 
 // Makes a backend's state and fills the table with it (be->ctx): starts the transport (MPI when
 // built with USE_MPI, unless the process has it already) and, for the backend that started it,
-// tells the process its rank and installs its exits (g_proc, proc/proc.h).
+// lends the error path its rank and its exits (proc_exits_lend, proc/proc.h).
 void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv);
 void backend_cpu_finish(Zero3Backend *be);   // stops the communication thread, finalizes MPI, frees the state
 // One line on how collectives run (for the startup report).

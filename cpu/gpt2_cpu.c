@@ -48,7 +48,7 @@ struct GPT2ComputeState {
     const int *targets;     // NULL: no loss
     double loss_sum;        // loss_accumulate's running sum
     int bf16;               // params and gradients are bf16 (GPT2_CPU_COMPUTE_BF16)
-    Bf16Path path;          // ... and the bf16 matmuls' instruction (bf16_path_best, or ZERO3_BF16_PATH)
+    Bf16Matmul *mm;         // ... and the bf16 matmuls' instruction (bf16_path_best, or ZERO3_BF16_PATH) and scratch
     float *norm[4];         // bf16 only: a layernorm's weight, bias, and their gradients in fp32 (C each)
 };
 enum { NORM_W, NORM_B, NORM_DW, NORM_DB };
@@ -122,7 +122,8 @@ static Bf16Path bf16_path_chosen(void) {
 static GPT2ComputeState *create_bf16(const GPT2Config *cfg, int B, int T, int recompute, void *device) {
     GPT2ComputeState *m = create(cfg, B, T, recompute, device);
     m->bf16 = 1;
-    m->path = bf16_path_chosen();
+    m->mm = xmalloc(sizeof(Bf16Matmul));
+    *m->mm = bf16_matmul_new(bf16_path_chosen());
     for (int i = 0; i < 4; i++) m->norm[i] = xcalloc(cfg->channels, sizeof(float));
     return m;
 }
@@ -130,6 +131,7 @@ static GPT2ComputeState *create_bf16(const GPT2Config *cfg, int B, int T, int re
 static void destroy(GPT2ComputeState *m) {
     if (!m) return;
     for (int i = 0; i < 4; i++) free(m->norm[i]);
+    if (m->mm) { bf16_matmul_free(m->mm); free(m->mm); }
     free(m->memory);
     free(m);
 }
@@ -149,12 +151,12 @@ static const float *block_input(const GPT2ComputeState *m, int l) {
 
 static void linear_forward(const GPT2ComputeState *m, float *out, const float *inp, const void *w, const void *b,
                            int C, int OC) {
-    if (m->bf16) matmul_forward_bf16(m->path, out, inp, w, b, m->B, m->T, C, OC);
+    if (m->bf16) matmul_forward_bf16(m->mm, out, inp, w, b, m->B, m->T, C, OC);
     else matmul_forward(out, inp, w, b, m->B, m->T, C, OC);
 }
 static void linear_backward(const GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout,
                             const float *inp, const void *w, int C, int OC) {
-    if (m->bf16) matmul_backward_bf16(m->path, dinp, dw, db, dout, inp, w, m->B, m->T, C, OC);
+    if (m->bf16) matmul_backward_bf16(m->mm, dinp, dw, db, dout, inp, w, m->B, m->T, C, OC);
     else matmul_backward(dinp, dw, db, dout, inp, w, m->B, m->T, C, OC);
 }
 
@@ -312,7 +314,7 @@ static void describe(GPT2ComputeState *m, char *buf, size_t n) {
     backend_cpu_describe(m->backend, comm, sizeof comm);
     if (m->bf16)
         snprintf(buf, n, "CPU bf16 (fp32 master and activations; matmuls on the %s path), %d OpenMP threads per rank, %s",
-                 bf16_path_name(m->path), omp_get_max_threads(), comm);
+                 bf16_path_name(m->mm->path), omp_get_max_threads(), comm);
     else snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank, %s", omp_get_max_threads(), comm);
 }
 static double flops_fraction(GPT2ComputeState *m, double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU

@@ -93,6 +93,21 @@ static inline const char *bf16_path_name(Bf16Path path) {
     return path == BF16_PATH_AVX512 ? "avx512bf16 (VDPBF16PS)" : "portable C";
 }
 
+// The matmuls' state, owned by whoever calls them (the CPU compute, a test, a benchmark): the path,
+// and the buffers of the operands packed ahead (bk_pack_buffer), one for A and one for B, grown as
+// a call needs and kept, since the shapes repeat every step; freed by bf16_matmul_free. Used by one
+// thread at a time (the one that calls the matmuls; their OpenMP threads only fill the buffers).
+typedef struct {
+    Bf16Path path;
+    uint32_t *pack[2];
+    size_t pack_words[2];
+} Bf16Matmul;
+
+static inline Bf16Matmul bf16_matmul_new(Bf16Path path) { Bf16Matmul mm = {path, {NULL, NULL}, {0, 0}}; return mm; }
+static inline void bf16_matmul_free(Bf16Matmul *mm) {
+    for (int i = 0; i < 2; i++) { free(mm->pack[i]); mm->pack[i] = NULL; mm->pack_words[i] = 0; }
+}
+
 // Tolerance of one output, derived at the top of the file: n = K + 1 terms summed in fp32 whose
 // magnitudes add up to S (= |init| + sum |a_k b_k| of the bf16 operands); bf16_out: the result was
 // then rounded to bf16 once, and `exact` is the exact sum it approximates.
@@ -417,27 +432,24 @@ static void bk_gemm_into_bf16(Bf16Path path, uint16_t *out, size_t ldo, const fl
         }
 }
 
-// The buffers of the operands packed ahead: one for A, one for B, grown as a call needs and kept
-// (the shapes repeat every step); used only by the thread that calls bk_gemm_parallel.
-static inline uint32_t *bk_pack_buffer(int which, size_t words) {
-    static uint32_t *buf[2];
-    static size_t cap[2];
-    if (words > cap[which]) {
-        free(buf[which]);
-        buf[which] = aligned_alloc(64, (words * sizeof(uint32_t) + 63) / 64 * 64);
-        if (!buf[which]) { fprintf(stderr, "error: out of memory (%zu bytes to pack a matmul's operand)\n", words * 4); exit(1); }
-        cap[which] = words;
+// The buffer an operand is packed into (which: 0 for A, 1 for B), at least `words` long.
+static inline uint32_t *bk_pack_buffer(Bf16Matmul *mm, int which, size_t words) {
+    if (words > mm->pack_words[which]) {
+        free(mm->pack[which]);
+        mm->pack[which] = aligned_alloc(64, (words * sizeof(uint32_t) + 63) / 64 * 64);
+        if (!mm->pack[which]) { fprintf(stderr, "error: out of memory (%zu bytes to pack a matmul's operand)\n", words * 4); exit(1); }
+        mm->pack_words[which] = words;
     }
-    return buf[which];
+    return mm->pack[which];
 }
 
 // the length of the block that starts at `at` of `total` (a full `block`, or the ragged last one)
 static inline int bk_block_len(int total, int at, int block) { return total - at < block ? total - at : block; }
 
 // Every block of A (row blocks x depth blocks) packed, the blocks split over the threads.
-static inline uint32_t *bk_pack_a_all(const float *a, size_t a_rs, size_t a_ks, int M, int K) {
+static inline uint32_t *bk_pack_a_all(Bf16Matmul *mm, const float *a, size_t a_rs, size_t a_ks, int M, int K) {
     int row_blocks = (M + BK_ROW_BLOCK - 1) / BK_ROW_BLOCK, depth_blocks = (K + BK_DEPTH_BLOCK - 1) / BK_DEPTH_BLOCK;
-    uint32_t *pre = bk_pack_buffer(0, (size_t)row_blocks * depth_blocks * BK_A_BLOCK_WORDS);
+    uint32_t *pre = bk_pack_buffer(mm, 0, (size_t)row_blocks * depth_blocks * BK_A_BLOCK_WORDS);
     #pragma omp parallel for collapse(2) schedule(static)
     for (int rb = 0; rb < row_blocks; rb++)
         for (int kb = 0; kb < depth_blocks; kb++) {
@@ -449,10 +461,10 @@ static inline uint32_t *bk_pack_a_all(const float *a, size_t a_rs, size_t a_ks, 
 }
 
 // Every panel of B (depth blocks x column tiles) packed, the panels split over the threads.
-static inline uint32_t *bk_pack_b_all(const void *b, int b_bf16, size_t b_ks, size_t b_ns, int N, int K) {
+static inline uint32_t *bk_pack_b_all(Bf16Matmul *mm, const void *b, int b_bf16, size_t b_ks, size_t b_ns, int N, int K) {
     int depth_blocks = (K + BK_DEPTH_BLOCK - 1) / BK_DEPTH_BLOCK, tiles = (N + BK_TILE_COLS - 1) / BK_TILE_COLS;
     size_t b_elem = b_bf16 ? sizeof(uint16_t) : sizeof(float);
-    uint32_t *pre = bk_pack_buffer(1, (size_t)depth_blocks * tiles * BK_B_PANEL_WORDS);
+    uint32_t *pre = bk_pack_buffer(mm, 1, (size_t)depth_blocks * tiles * BK_B_PANEL_WORDS);
     #pragma omp parallel for collapse(2) schedule(static)
     for (int kb = 0; kb < depth_blocks; kb++)
         for (int ct = 0; ct < tiles; ct++) {
@@ -466,15 +478,16 @@ static inline uint32_t *bk_pack_b_all(const void *b, int b_bf16, size_t b_ks, si
 
 // bk_gemm over all threads, out cut into BK_ROW_BLOCK x BK_COL_BLOCK tasks as mm_gemm_parallel's.
 // Exactly one of out_f32, out_bf16 is non-NULL; bias (bf16, only with out_f32) may be NULL.
-static inline void bk_gemm_parallel(Bf16Path path, float *out_f32, uint16_t *out_bf16, size_t ldo,
+static inline void bk_gemm_parallel(Bf16Matmul *mm, float *out_f32, uint16_t *out_bf16, size_t ldo,
                                     const float *a, size_t a_rs, size_t a_ks, const void *b, int b_bf16,
                                     size_t b_ks, size_t b_ns, const uint16_t *bias, int accumulate,
                                     int M, int N, int K) {
     int row_blocks = (M + BK_ROW_BLOCK - 1) / BK_ROW_BLOCK, col_blocks = (N + BK_COL_BLOCK - 1) / BK_COL_BLOCK;
     int depth_blocks = (K + BK_DEPTH_BLOCK - 1) / BK_DEPTH_BLOCK, tiles = (N + BK_TILE_COLS - 1) / BK_TILE_COLS;
     size_t b_elem = b_bf16 ? sizeof(uint16_t) : sizeof(float);
-    const uint32_t *a_pre = col_blocks >= 3 ? bk_pack_a_all(a, a_rs, a_ks, M, K) : NULL;
-    const uint32_t *b_pre = row_blocks >= 3 ? bk_pack_b_all(b, b_bf16, b_ks, b_ns, N, K) : NULL;
+    const Bf16Path path = mm->path;
+    const uint32_t *a_pre = col_blocks >= 3 ? bk_pack_a_all(mm, a, a_rs, a_ks, M, K) : NULL;
+    const uint32_t *b_pre = row_blocks >= 3 ? bk_pack_b_all(mm, b, b_bf16, b_ks, b_ns, N, K) : NULL;
     #pragma omp parallel for collapse(2) schedule(dynamic, 1)
     for (int cb = 0; cb < col_blocks; cb++) {
         for (int rb = 0; rb < row_blocks; rb++) {
@@ -503,21 +516,21 @@ static inline void bk_gemm_parallel(Bf16Path path, float *out_f32, uint16_t *out
 // Linear layer
 
 // out (B,T,OC) fp32 = inp (B,T,C) fp32 @ weight (OC,C)^T bf16 + bias (OC) bf16; bias may be NULL.
-static inline void matmul_forward_bf16(Bf16Path path, float *out, const float *inp, const uint16_t *weight,
+static inline void matmul_forward_bf16(Bf16Matmul *mm, float *out, const float *inp, const uint16_t *weight,
                                        const uint16_t *bias, int B, int T, int C, int OC) {
-    bk_gemm_parallel(path, out, NULL, OC, inp, C, 1, weight, 1, 1, C, bias, 0, B * T, OC, C);
+    bk_gemm_parallel(mm, out, NULL, OC, inp, C, 1, weight, 1, 1, C, bias, 0, B * T, OC, C);
 }
 
 // Given dout (B,T,OC) fp32 = dL/dout of matmul_forward_bf16:
 //   dinp (B,T,C) fp32    += dout @ weight
 //   dweight (OC,C) bf16   = bf16(dweight + dout^T @ inp)
 //   dbias (OC) bf16       = bf16(dbias + dout summed over tokens)   (dbias may be NULL)
-static inline void matmul_backward_bf16(Bf16Path path, float *dinp, uint16_t *dweight, uint16_t *dbias,
+static inline void matmul_backward_bf16(Bf16Matmul *mm, float *dinp, uint16_t *dweight, uint16_t *dbias,
                                         const float *dout, const float *inp, const uint16_t *weight,
                                         int B, int T, int C, int OC) {
     int BT = B * T;
-    bk_gemm_parallel(path, dinp, NULL, C, dout, OC, 1, weight, 1, C, 1, NULL, 1, BT, C, OC);
-    bk_gemm_parallel(path, NULL, dweight, C, dout, 1, OC, inp, 0, C, 1, NULL, 1, OC, C, BT);
+    bk_gemm_parallel(mm, dinp, NULL, C, dout, OC, 1, weight, 1, C, 1, NULL, 1, BT, C, OC);
+    bk_gemm_parallel(mm, NULL, dweight, C, dout, 1, OC, inp, 0, C, 1, NULL, 1, OC, C, BT);
     if (dbias) {
         // over chunks of channels, sequential over tokens (a fixed order), rounded once at the end
         int chunks = (OC + 255) / 256;

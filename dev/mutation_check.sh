@@ -58,7 +58,7 @@ MUTATIONS=(
 "22|observe/zero3_observe.c|parts[1] = placed(L->grads, psi * g, n);|parts[1] = placed(L->params, psi * g, n);|train_gpt2_zero3|bash tests/test_boundaries.sh"
 "23|observe/zero3_observe.c|void observe_transient_released(Zero3 *z, size_t bytes) { z->observe.stats.transient_bytes -= bytes; }|void observe_transient_released(Zero3 *z, size_t bytes) { (void)bytes; }|$ENGINE_T|$ENGINE"
 "24|proc/proc.c|return ts.tv_sec + ts.tv_nsec * 1e-9;|return ts.tv_sec + ts.tv_nsec * 1e-6;|$ENGINE_T|$ENGINE"
-"25|proc/proc.c|    if (g_proc.rank == 0) {\n        va_list ap;|    if (g_proc.rank == 1) {\n        va_list ap;|train_gpt2_zero3|bash tests/test_bad_inputs.sh"
+"25|proc/proc.c|    if (x->rank == 0) {\n        va_list ap;|    if (x->rank == 1) {\n        va_list ap;|train_gpt2_zero3|bash tests/test_bad_inputs.sh"
 "26|host/dataloader.h|return (size_t)(w % ld->nwindows) * ld->B * ld->T + (size_t)b * ld->T;|return (size_t)(w % ld->nwindows) * ld->T + (size_t)b * ld->T;|test_gpt2|TEST_STAGES=0 mpirun -np 2 ./test_gpt2 $CLIP"
 "27|host/dataloader.h|targets[(size_t)b * T + t] = tok[t + 1];|targets[(size_t)b * T + t] = tok[t];|test_gpt2|./test_gpt2 $SMALL"
 "28|host/evaluate.c|loader_window(&tr->data.val, (long long)j * N + r, tr->data.inputs, tr->data.targets);|loader_window(&tr->data.val, (long long)j + r, tr->data.inputs, tr->data.targets);|train_gpt2_zero3|bash tests/test_boundaries.sh"

@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
-#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef USE_MPI
@@ -43,6 +42,7 @@
 typedef struct {
     int rank, world, local_rank, device;
     int owns_mpi;               // this backend started MPI: it finalizes it
+    ProcessExits exits;         // how every rank ends from here (proc/proc.h; lent to the error path by the first backend)
     ncclComm_t comm;            // every rank; NULL on one rank
     ncclComm_t shard_comm;      // the collectives' group: comm, or HSDP's shard group (NULL: one rank)
     ncclComm_t replica_comm;    // HSDP: the ranks with the same place in their groups (NULL: none)
@@ -506,7 +506,7 @@ static void gpu_abort_comms(GpuBackend* g) {
     g->comm = g->shard_comm = g->replica_comm = g->node_comm = g->cross_comm = NULL;
 }
 
-// The process's exits (proc/proc.h), for the backend that installed them (gpu_find_rank).
+// The backend's exits (proc/proc.h), lent to the error path by the process's first backend (gpu_find_rank).
 static void gpu_shutdown(void* transport) {
     // a collective exit (every rank found the same error): nothing may block on the others
     GpuBackend* g = (GpuBackend*)transport;
@@ -524,8 +524,8 @@ static void gpu_abort_all(void* transport) {
 }
 
 // This process's rank and world (MPI, started here unless the process has it already, or the
-// launcher's RANK / WORLD_SIZE / LOCAL_RANK). The process's first backend also tells g_proc, and
-// installs its exits there.
+// launcher's RANK / WORLD_SIZE / LOCAL_RANK). The process's first backend also lends the error path
+// its rank and its exits (proc_exits_lend).
 static void gpu_find_rank(GpuBackend* g, int* argc, char*** argv) {
 #ifdef USE_MPI
     int started = 0;
@@ -545,12 +545,8 @@ static void gpu_find_rank(GpuBackend* g, int* argc, char*** argv) {
     if (g->world < 1 || g->rank >= g->world)
         fatal("environment: RANK=%d must be below WORLD_SIZE=%d", g->rank, g->world);
 #endif
-    if (g_proc.transport) return;
-    g_proc.rank = g->rank;
-    g_proc.world = g->world;
-    g_proc.shutdown = gpu_shutdown;
-    g_proc.abort_all = gpu_abort_all;
-    g_proc.transport = g;
+    g->exits = ProcessExits{g->rank, g->world, gpu_shutdown, gpu_abort_all, g};
+    proc_exits_lend(&g->exits);
 }
 
 // This rank's GPU (LOCAL_RANK % devices), its two streams, and the small buffers and events the
@@ -676,11 +672,7 @@ static void gpu_backend_finish(Zero3Backend* be) {
     cudaCheck(cudaEventDestroy(g->adamw_uploaded));
     cudaCheck(cudaStreamDestroy(g->compute));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
-    if (g_proc.transport == g) {   // the process's exits no longer lead here
-        g_proc.shutdown = NULL;
-        g_proc.abort_all = NULL;
-        g_proc.transport = NULL;
-    }
+    proc_exits_return(&g->exits);   // the error path's exits no longer lead here
 #ifdef USE_MPI
     if (g->owns_mpi) MPI_Finalize();
 #endif

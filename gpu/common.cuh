@@ -99,12 +99,6 @@ __device__ inline void store16(T* p, const Vec16<T>& x) {
     memcpy(&bits, &x, sizeof(bits));
     *reinterpret_cast<int4*>(p) = bits;
 }
-template <typename T>
-__device__ inline void store16_stream(T* p, const Vec16<T>& x) {
-    int4 bits;
-    memcpy(&bits, &x, sizeof(bits));
-    __stcs(reinterpret_cast<int4*>(p), bits);
-}
 
 typedef Vec16<floatX> xvec;  // the vector of the working precision
 #define XVEC_SIZE ((int)(16 / sizeof(floatX)))
@@ -138,17 +132,6 @@ __device__ inline float block_sum(float x, float* scratch) {
 
 // ------------------------------------------------------------------------------------------------
 // Host helpers
-
-// number of streaming multiprocessors of the current device (cached: asked once per process)
-static inline int device_sm_count() {
-    static int count = 0;
-    if (count == 0) {
-        int dev;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    }
-    return count;
-}
 
 // is this pointer aligned to `bytes`? (host code asks it of device pointers; kernels too)
 __host__ __device__ inline bool is_aligned(const void* p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }

@@ -132,12 +132,10 @@ static void cast_copy(Tdst* dst, const Tsrc* src, size_t n, cudaStream_t stream)
 //     p = p - lr (m / bias_correction1) / (sqrt(v / bias_correction2) + eps)
 // master, m, v fp32; the working params (floatX) are rewritten from the new master.
 //
-// Two kernels share adamw_element, so they give the same bits element for element:
-//   adamw_kernel        one tensor, one element per thread: the plain form of the update, which
-//                       dev/cuda/adamw.cu holds the multi-tensor kernel to, bit for bit;
-//   adamw_multi_kernel  every tensor piece of a step in ONE launch (what the trainer runs): the
-//                       engine's ~150 pieces per step (GPT-2 124M) would otherwise be ~150 launches,
-//                       most of them too small to fill the GPU.
+// adamw_element is the update of one element; adamw_multi_kernel applies it to every tensor piece
+// of a step in ONE launch (what the trainer runs): the engine's ~150 pieces per step (GPT-2 124M)
+// would otherwise be ~150 launches, most of them too small to fill the GPU. dev/cuda/adamw.cu holds
+// it, bit for bit, to a one-tensor kernel over the same adamw_element.
 
 typedef struct {
     float lr, beta1, beta2, bias_correction1, bias_correction2, eps, grad_scale;
@@ -165,31 +163,6 @@ __device__ inline void adamw_element(float& p, float& m, float& v, float grad, c
     const float mhat = m / h.bias_correction1, vhat = v / h.bias_correction2;
     const float decayed = p * (1.0f - h.lr * weight_decay);
     p = decayed - h.lr * mhat / (sqrtf(vhat) + h.eps);
-}
-
-// One tensor. params: the floatX working copy, or NULL to skip (the fp32 master is the params).
-template <typename Tgrad>
-__global__ void adamw_kernel(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
-                             AdamwHyper h, float weight_decay) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float p = master[i], mi = m[i], vi = v[i];
-        adamw_element(p, mi, vi, to_float(grads[i]), h, weight_decay);
-        m[i] = mi;
-        v[i] = vi;
-        master[i] = p;
-        if (params != NULL) params[i] = from_float<floatX>(p);
-    }
-}
-
-template <typename Tgrad>
-static void adamw_update(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
-                         const AdamwHyper& h, float weight_decay, cudaStream_t stream) {
-    if (n == 0) return;
-    const int block = 512;
-    const size_t blocks = CEIL_DIV(n, (size_t)block);
-    const unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
-    adamw_kernel<Tgrad><<<grid, block, 0, stream>>>(master, params, grads, m, v, n, h, weight_decay);
-    cudaCheckLaunch();
 }
 
 // The multi-tensor launch (like apex's multi_tensor_apply). The segments (zero3.h's

@@ -80,7 +80,7 @@ static size_t ckpt_layout_words(const CkptMeta *m) {
     return n;
 }
 
-static int ckpt_meta_write(const char *path, const CkptMeta *m, char *err, size_t errlen) {
+static int ckpt_meta_write(OutputFiles *files, const char *path, const CkptMeta *m, char *err, size_t errlen) {
     size_t layout = ckpt_layout_words(m), total = M_FIXED_WORDS + layout + 1;
     int64_t *w = (int64_t *)xcalloc(total, sizeof(int64_t));
     const GPT2Config *c = &m->cfg;
@@ -103,12 +103,12 @@ static int ckpt_meta_write(const char *path, const CkptMeta *m, char *err, size_
     }
     w[k] = (int64_t)ckpt_hash(CKPT_HASH_INIT, w, k * 8);
     char tmp[4200];
-    FILE *f = output_begin(path, tmp, sizeof tmp, err, errlen);
+    FILE *f = output_begin(files, path, tmp, sizeof tmp, err, errlen);
     int rc = -1;
     if (f && !write_words(f, w, total)) {
         set_err(err, errlen, "%s: write failed (%s)", tmp, strerror(errno));
-        output_abandon(f, tmp);
-    } else if (f) rc = commit_file(f, tmp, path, err, errlen);
+        output_abandon(files, f, tmp);
+    } else if (f) rc = commit_file(files, f, tmp, path, err, errlen);
     free(w);
     return rc;
 }
@@ -281,7 +281,7 @@ static void shard_path(char *buf, size_t n, const char *ckpt_dir, int rank) {
 }
 
 // Writes this rank's shard file: the owned slice of master, m, v of every unit, checksummed.
-static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err, size_t errlen) {
+static int ckpt_shard_write(OutputFiles *files, const char *ckpt_dir, const CkptMeta *m, Zero3 *z, char *err, size_t errlen) {
     char path[4096], tmp[4200];
     shard_path(path, sizeof path, ckpt_dir, z->rank);
     size_t hwords = S_FIXED_WORDS + 3 * (size_t)z->nunits + 1;
@@ -290,7 +290,7 @@ static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, c
     h[S_RANK] = z->rank; h[S_WORLD] = z->world; h[S_STEP] = m->step; h[S_GENERATION] = m->generation;
     h[S_NUNITS] = z->nunits; h[S_TOTAL_SHARD] = (int64_t)z->totals.shard;
     float *stage_buf = (float *)xmalloc(CKPT_CHUNK * sizeof(float));
-    FILE *f = output_begin(path, tmp, sizeof tmp, err, errlen);
+    FILE *f = output_begin(files, path, tmp, sizeof tmp, err, errlen);
     int ok = f != NULL && write_words(f, h, hwords);   // checksums filled in below, header rewritten
     for (int u = 0; u < z->nunits && ok; u++) {
         size_t S = z->units[u].shard;
@@ -315,8 +315,8 @@ static int ckpt_shard_write(const char *ckpt_dir, const CkptMeta *m, Zero3 *z, c
     free(h);
     free(stage_buf);
     if (!f) return -1;
-    if (!ok) { set_err(err, errlen, "%s: write failed (%s)", tmp, strerror(errno)); output_abandon(f, tmp); return -1; }
-    return commit_file(f, tmp, path, err, errlen);
+    if (!ok) { set_err(err, errlen, "%s: write failed (%s)", tmp, strerror(errno)); output_abandon(files, f, tmp); return -1; }
+    return commit_file(files, f, tmp, path, err, errlen);
 }
 
 // A piece of a tensor that this rank needs: `count` elements at old unit coordinate `old_pos`
@@ -644,7 +644,7 @@ static long long ckpt_max_generation(const char *out_dir) {
 // Saves the training state as checkpoint `m->step`. Every rank calls it (collective). The meta
 // fields other than generation and layout are filled by the caller. Writes `name` (the new
 // directory's name). Dies on every rank if any rank fails; `latest` then still names the old one.
-void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
+void ckpt_save(OutputFiles *files, const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
     const Zero3Backend *be = z->be;
     char err[1024] = "", prev[CKPT_NAME_MAX] = "", dir[4200];
     // 1. rank 0 picks the generation (one more than latest's) and prepares the directory
@@ -669,10 +669,10 @@ void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
     // 2. every rank writes its shard, rank 0 the meta file
     ckpt_layout_from_engine(z, m);
     // under HSDP the replica groups hold the same shards: the first group writes them
-    if ((z->replica != 0 || ckpt_shard_write(dir, m, z, err, sizeof err) == 0) && be->rank == 0) {
+    if ((z->replica != 0 || ckpt_shard_write(files, dir, m, z, err, sizeof err) == 0) && be->rank == 0) {
         char path[4300];
         fmt_path(path, sizeof path, "%s/meta.bin", dir);
-        ckpt_meta_write(path, m, err, sizeof err);
+        ckpt_meta_write(files, path, m, err, sizeof err);
     }
     ckpt_meta_free(m);
     // a failure on any rank: the half-written directory goes (each rank already removed its temp file)
@@ -690,14 +690,14 @@ void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name) {
         fmt_path(path, sizeof path, "%s/latest", out_dir);
         fsync_dir(dir);
         FILE *f = NULL;
-        if (dir_moved())   // the folder was moved away meanwhile: the one at this path is not ours to touch
+        if (dir_moved(files))   // the folder was moved away meanwhile: the one at this path is not ours to touch
             set_err(err, sizeof err, "checkpoint: %s is no longer the folder this run started in (moved or replaced while "
                     "the run went on): this run writes nothing more there; its checkpoints are where the folder went", out_dir);
-        else if ((f = output_begin(path, tmp, sizeof tmp, err, sizeof err)) != NULL) {
+        else if ((f = output_begin(files, path, tmp, sizeof tmp, err, sizeof err)) != NULL) {
             fprintf(f, "%s\n", name);
-            if (commit_file(f, tmp, path, err, sizeof err) == 0) ckpt_prune(out_dir, name, prev);
+            if (commit_file(files, f, tmp, path, err, sizeof err) == 0) ckpt_prune(out_dir, name, prev);
         }
-        if (err[0] && !dir_moved()) ckpt_remove_dir(dir);   // complete, but `latest` could not name it
+        if (err[0] && !dir_moved(files)) ckpt_remove_dir(dir);   // complete, but `latest` could not name it
     }
     agree_or_exit(be, err);
 }

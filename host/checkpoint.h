@@ -25,6 +25,7 @@
 #include "common.h"
 #include "gpt2.h"
 #include "cli.h"   // TrainArgs and the table of flags: which ones meta.bin records
+#include "fileio.h"   // OutputFiles: the rule every file written follows
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,7 +82,7 @@ static const char *const CKPT_ARRAY_NAMES[CKPT_NARRAYS] = {"master weights", "Ad
 // Saves the training state as checkpoint `m->step`. The meta fields other than generation and
 // layout are filled by the caller. Writes `name` (the new directory's name); `latest` still names
 // the old checkpoint if anything fails.
-void ckpt_save(const char *out_dir, CkptMeta *m, Zero3 *z, char *name);
+void ckpt_save(OutputFiles *files, const char *out_dir, CkptMeta *m, Zero3 *z, char *name);   // files: the run's (fileio.h)
 // Loads the checkpoint `latest` names into this rank's engine state (before zero3_publish_params).
 // m receives the run fields (its units are freed).
 void ckpt_load_latest(const char *out_dir, const GPT2Config *cfg, Zero3 *z, CkptMeta *m, char *name);

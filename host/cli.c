@@ -371,7 +371,7 @@ static void usage_flag(const Flag *f, const TrainArgs *a) {
 }
 
 void args_usage(const TrainArgs *a, const char *prog) {
-    if (g_proc.rank != 0) return;
+    if (proc_rank() != 0) return;
     printf("usage: %s [flags]   (mpirun -np N %s [flags] for N ranks)\n", prog, prog);
     for (int i = 0; i < ARGS_NFLAGS; i++) usage_flag(&ARGS_FLAGS[i], a);
     printf("  -h        this help\n");

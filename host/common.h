@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../proc/proc.h"   // the process: g_proc, fatal, agree_or_exit, xmalloc, alloc phases, now_seconds
+#include "../proc/proc.h"   // the process: fatal, agree_or_exit, xmalloc, alloc phases, now_seconds
 #include "../proc/bf16.h"   // bf16_to_f32, f32_to_bf16
 #include "../zero3.h"
 

@@ -26,15 +26,15 @@ static void export_piece(const GPT2Piece *p, void *varg) {
 
 // agree_or_exit, except that when any rank failed, rank 0 first removes the temporary file: a
 // failed export leaves no partial model.bin.tmp behind.
-static void export_agree(const Zero3Backend *be, const char *err, const char *tmp) {
+static void export_agree(OutputFiles *files, const Zero3Backend *be, const char *err, const char *tmp) {
     if (be->all_reduce_scalar(be->ctx, err[0] ? 1.0 : 0.0) == 0.0) return;
-    if (be->rank == 0) output_abandon(NULL, tmp);
+    if (be->rank == 0) output_abandon(files, NULL, tmp);
     agree_or_exit(be, err);
 }
 
 // Writes `path` (collective): rank 0 creates path.tmp with the header at its full size, every rank
 // writes its owned slices at their file offsets, all agree, rank 0 renames. Dies on failure.
-void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version) {
+void model_export(OutputFiles *files, const char *path, const GPT2Config *cfg, Zero3 *z, int version) {
     const Zero3Backend *be = z->be;
     char err[1024] = "", tmp[4200];
     fmt_path(tmp, sizeof tmp, "%s.tmp", path);
@@ -43,7 +43,7 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
         int32_t h[256];
         gpt2_write_header(h, cfg, version);
         char why[900] = "";
-        FILE *f = output_begin(path, tmp, sizeof tmp, why, sizeof why);
+        FILE *f = output_begin(files, path, tmp, sizeof tmp, why, sizeof why);
         off_t size = (off_t)(1024 + (long long)gpt2_num_parameters(cfg) * elem);
         if (!f) set_err(err, sizeof err, "export: %s", why);
         else {
@@ -52,7 +52,7 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
             fclose(f);
         }
     }
-    export_agree(be, err, tmp);
+    export_agree(files, be, err, tmp);
     // under HSDP the replica groups hold the same slices: the first group writes them
     FILE *f = z->replica == 0 ? fopen(tmp, "r+b") : NULL;
     if (!f && z->replica == 0) set_err(err, sizeof err, "export: cannot open %s (%s)", tmp, strerror(errno));
@@ -70,11 +70,11 @@ void model_export(const char *path, const GPT2Config *cfg, Zero3 *z, int version
             set_err(err, sizeof err, "export: write to %s failed (%s)", tmp, strerror(errno));
         fclose(f);
     }
-    export_agree(be, err, tmp);
+    export_agree(files, be, err, tmp);
     if (be->rank == 0) {   // every rank's slices are durable (fsynced above): rename into place
         FILE *done = fopen(tmp, "rb");
         char why[900] = "";
-        if (!done || commit_file(done, tmp, path, why, sizeof why) != 0) set_err(err, sizeof err, "export: %s", done ? why : strerror(errno));
+        if (!done || commit_file(files, done, tmp, path, why, sizeof why) != 0) set_err(err, sizeof err, "export: %s", done ? why : strerror(errno));
     }
-    export_agree(be, err, tmp);
+    export_agree(files, be, err, tmp);
 }

@@ -17,7 +17,7 @@
 // Its log and checkpoints so far are in the moved folder: resume there with -o NEWPATH -y 1.
 void trainer_check_folder(const Trainer *tr, const char *writing) {
     char err[4096] = "";
-    if (dir_moved())
+    if (dir_moved(tr->output.files))
         set_err(err, sizeof err, "flag -o: %s is no longer the folder this run started in (it was moved or replaced while the run "
                 "went on): not writing %s there. This run's log and checkpoints are in the folder where it went "
                 "(resume from there with -o NEWPATH -y 1); the files at %s are untouched", tr->args.out_dir, writing, tr->args.out_dir);
@@ -54,23 +54,25 @@ static int out_dir_earlier_run(const char *dir, char *found, size_t n) {
 
 // The files a run writes into -o by name, checked before anything is written (fileio.h's rule): each
 // a regular file or nothing, and none of them an input.
-static void trainer_check_out_files(const char *dir, char *err, size_t n) {
+static void trainer_check_out_files(const OutputFiles *files, const char *dir, char *err, size_t n) {
     const char *names[] = {"log.csv", "model.bin", "latest"};
     for (int i = 0; i < 3 && !err[0]; i++) {
         char path[4200];
         fmt_path(path, sizeof path, "%s/%s", dir, names[i]);
         if (strcmp(names[i], "latest") != 0 || access(path, F_OK) != 0)   // a bad `latest` is out_dir_earlier_run's to name
-            output_check(path, "flag -o", err, n);
+            output_check(files, path, "flag -o", err, n);
     }
 }
 
 // The run's inputs, by identity, for the outputs to be checked against (fileio.h's rule).
-void trainer_note_inputs(const TrainArgs *a) {
+void trainer_note_inputs(const Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    OutputFiles *files = tr->output.files;
     GPT2Config shape;
-    if (!(a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &shape) == 0)) input_note(a->init, "the model file of -e");
-    input_note(a->train_path, "the train tokens of -i");
-    input_note(a->val_path, "the val tokens of -j");
-    input_note(TOKENIZER_PATH, "the tokenizer");
+    if (!(a->init[0] == 'd' && gpt2_config_from_descriptor(a->init, &shape) == 0)) input_note(files, a->init, "the model file of -e");
+    input_note(files, a->train_path, "the train tokens of -i");
+    input_note(files, a->val_path, "the val tokens of -j");
+    input_note(files, TOKENIZER_PATH, "the tokenizer");
 }
 
 // -o: creates the output directory (and its parents) and checks that it takes files, before the
@@ -96,13 +98,13 @@ void trainer_prepare_out_dir(const Trainer *tr) {
             set_err(err, sizeof err, "flag -o: cannot write into %s (%s)", dir, strerror(errno));
         if (f) { fclose(f); remove(probe); }
         char msg[1024];
-        int lock = err[0] ? 0 : dir_lock(dir, msg, sizeof msg);
+        int lock = err[0] ? 0 : dir_lock(tr->output.files, dir, msg, sizeof msg);
         if (lock == 1)
             set_err(err, sizeof err, "flag -o: %s is in use by another run (%s): two runs in one folder would overwrite "
                     "each other's log and checkpoints; wait for it to end, or give another -o", dir, msg);
         else if (lock == 2) fprintf(stderr, "warning: flag -o: %s; nothing stops a second run from using %s at the same time\n", msg, dir);
         else if (lock < 0) set_err(err, sizeof err, "flag -o: %s", msg);
-        if (!err[0]) trainer_check_out_files(dir, err, sizeof err);
+        if (!err[0]) trainer_check_out_files(tr->output.files, dir, err, sizeof err);
         char found[4600];
         if (!err[0] && !a->resume && out_dir_earlier_run(dir, found, sizeof found)) {
             if (!a->fresh)
@@ -115,18 +117,18 @@ void trainer_prepare_out_dir(const Trainer *tr) {
     }
     agree_or_exit(tr->be, err);
     // every rank: the folder by identity, so a folder renamed away under the run is never taken for a new one
-    if (dir && dir_hold(dir) != 0) set_err(err, sizeof err, "flag -o: cannot open %s (%s)", dir, strerror(errno));
+    if (dir && dir_hold(tr->output.files, dir) != 0) set_err(err, sizeof err, "flag -o: cannot open %s (%s)", dir, strerror(errno));
     agree_or_exit(tr->be, err);
 }
 
 // When resuming, log.csv keeps its header and the rows of the steps before the checkpoint; the rows
 // of steps the resumed run will redo are dropped (the file is rewritten beside and renamed; the
 // temp file is the one a -f 1 run killed before its first checkpoint left, so that goes too).
-static int log_truncate(const char *path, int keep_below, char *err, size_t errlen) {
+static int log_truncate(OutputFiles *files, const char *path, int keep_below, char *err, size_t errlen) {
     FILE *in = open_regular_file(path, NULL, 0);
     if (!in) return 0;   // no log yet: trainer_open_log starts one
     char tmp[4200];
-    FILE *out = output_begin(path, tmp, sizeof tmp, err, errlen);
+    FILE *out = output_begin(files, path, tmp, sizeof tmp, err, errlen);
     if (!out) { fclose(in); return -1; }
     char line[4096];
     int first = 1;
@@ -140,7 +142,7 @@ static int log_truncate(const char *path, int keep_below, char *err, size_t errl
         first = 0;
     }
     fclose(in);
-    return commit_file(out, tmp, path, err, errlen);
+    return commit_file(files, out, tmp, path, err, errlen);
 }
 
 // DIR/log.csv, one log per history: it always matches the checkpoint `latest` names. A resumed run
@@ -158,10 +160,10 @@ void trainer_open_log(Trainer *tr) {
         int append = tr->args.resume && exists;
         if (exists && !S_ISREG(st.st_mode))   // opening a FIFO to write would wait for a reader forever
             set_err(err, sizeof err, "flag -o: %s is not a regular file (it is %s)", path, file_kind(st.st_mode));
-        else if (append && log_truncate(path, tr->start_step, err, sizeof err) != 0) { /* err says why */ }
+        else if (append && log_truncate(tr->output.files, path, tr->start_step, err, sizeof err) != 0) { /* err says why */ }
         else if (append && !(tr->output.log = fopen(path, "a")))
             set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
-        else if (!append && exists) tr->output.log = output_begin(path, tr->output.log_tmp, sizeof tr->output.log_tmp, err, sizeof err);
+        else if (!append && exists) tr->output.log = output_begin(tr->output.files, path, tr->output.log_tmp, sizeof tr->output.log_tmp, err, sizeof err);
         else if (!append && !(tr->output.log = fopen(path, "w")))   // nothing to keep: the rows go straight in
             set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
         if (tr->output.log && !append)
@@ -177,7 +179,7 @@ void trainer_log_publish(Trainer *tr) {
     if (tr->be->rank == 0 && tr->output.log_tmp[0]) {
         char path[4096];
         fmt_path(path, sizeof path, "%s/log.csv", tr->args.out_dir);
-        if (!dir_moved() && publish_file(tr->output.log, tr->output.log_tmp, path, err, sizeof err) == 0) tr->output.log_tmp[0] = '\0';
+        if (!dir_moved(tr->output.files) && publish_file(tr->output.files, tr->output.log, tr->output.log_tmp, path, err, sizeof err) == 0) tr->output.log_tmp[0] = '\0';
     }
     agree_or_exit(tr->be, err);
 }
@@ -211,7 +213,7 @@ void trainer_checkpoint(Trainer *tr, int step) {
     m.data_window = (long long)step * tr->A * tr->be->world;
     m.sample_rng = tr->sample.rng;
     double t0 = now_seconds();
-    ckpt_save(a->out_dir, &m, &tr->z, tr->output.last_ckpt);
+    ckpt_save(tr->output.files, a->out_dir, &m, &tr->z, tr->output.last_ckpt);
     trainer_log_publish(tr);
     char size[32];
     format_bytes(size, sizeof size, 12.0 * (double)tr->z.totals.shard * tr->z.world);
@@ -226,6 +228,6 @@ void trainer_export(Trainer *tr) {
     trainer_check_folder(tr, "model.bin");
     double t0 = now_seconds();
     progress(tr, "export: writing %s (llm.c version %d, every rank its own slices)\n", path, tr->build->export_version);
-    model_export(path, &tr->cfg, &tr->z, tr->build->export_version);
+    model_export(tr->output.files, path, &tr->cfg, &tr->z, tr->build->export_version);
     progress(tr, "export: done (%.2f s)\n", now_seconds() - t0);
 }

@@ -484,7 +484,7 @@ int plan_main(const TrainArgs *a, int align) {
     plan_read_model(&p);
     plan_shape(&p);
     plan_layout(&p, align);
-    if (g_proc.rank == 0) {
+    if (proc_rank() == 0) {
         print_model(&p);
         plan_ledgers(&p);
         print_communication(&p);

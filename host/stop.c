@@ -13,7 +13,10 @@
 // rank adds its flag in one scalar all-reduce, so all ranks stop at the same point, write a
 // checkpoint of the last whole step (with -o) and exit non-zero. A second signal ends the
 // process at once, by the signal's default action.
+// A handler gets no argument, so what it reaches is the file's: the signal it recorded, and
+// whether this rank is the one that says so (written once, before the handlers are installed).
 static volatile sig_atomic_t g_stop_signal = 0;
+static int g_stop_quiet;   // not rank 0: the handler's line is rank 0's
 
 // After the stop, the shutdown (MPI_Finalize) gets this long; then the rank exits with the stop's
 // status by itself (proc_exit_after): mpirun on SIGTERM no longer serves MPI_Finalize.
@@ -29,10 +32,13 @@ static void on_stop_signal(int sig) {
     g_stop_signal = sig;
     static const char msg[] = "\nstop requested: stopping at the next step, micro-step, validation batch or sampled "
                               "token, then a checkpoint (with -o) and exit; a second signal stops at once\n";
-    if (g_proc.rank == 0) { ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1); (void)k; }
+    if (!g_stop_quiet) { ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1); (void)k; }
 }
 
-void install_stop_handlers(void) {
+static int stop_signal_arrived(void) { return g_stop_signal != 0; }
+
+void install_stop_handlers(const Zero3Backend *be) {
+    g_stop_quiet = be->rank != 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
@@ -41,7 +47,7 @@ void install_stop_handlers(void) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);   // mpirun forwards SIGUSR1 to every rank (SIGTERM it acts on itself)
-    g_proc.stop_signal = &g_stop_signal;   // the backend's waits (an emulated link's hold) end early on it
+    if (be->stop_source) be->stop_source(be->ctx, stop_signal_arrived);   // its waits (an emulated link's hold) end early on it
 }
 
 // Collective: did any rank get a stop signal? (One scalar all-reduce: the long loops ask it at every

@@ -9,6 +9,7 @@
 
 struct Trace {
     const Zero3Backend *be;
+    OutputFiles *files; // the run's (fileio.h): the parts are pending there until joined
     char path[4096];   // -tr FILE, as given
     long long run;     // this run's id (rank 0's pid): the parts and the temp file carry it
     char part[4200];   // this rank's part, FILE.<run>.rank<r>.part
@@ -19,26 +20,27 @@ struct Trace {
 static void part_path(char *buf, size_t n, const Trace *t, int rank) { fmt_path(buf, n, "%s.%lld.rank%d.part", t->path, t->run, rank); }
 
 // This rank's part (or rank 0's temp file): a new file (O_EXCL: never one that exists, so never another run's or a FIFO).
-static FILE *part_create(const char *part) {
+static FILE *part_create(OutputFiles *files, const char *part) {
     int fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f && fd >= 0) close(fd);
-    if (f) output_pending_add(part);
+    if (f) output_pending_add(files, part);
     return f;
 }
 
-Trace *trace_open(const char *path, const Zero3Backend *be) {
+Trace *trace_open(OutputFiles *files, const char *path, const Zero3Backend *be) {
     if (!path) return NULL;
     Trace *t = (Trace *)xcalloc(1, sizeof(Trace));
     t->be = be;
+    t->files = files;
     char err[1024] = "";
     // the run id every rank names its part with: rank 0's pid (two runs with one -tr never meet)
     t->run = (long long)be->all_reduce_scalar(be->ctx, be->rank == 0 ? (double)getpid() : 0.0);
     if (strlen(path) > 4000) set_err(err, sizeof err, "flag -tr: the path is longer than 4000 characters");
-    else if (output_check(path, "flag -tr", err, sizeof err) == 0) {
+    else if (output_check(files, path, "flag -tr", err, sizeof err) == 0) {
         snprintf(t->path, sizeof t->path, "%s", path);
         part_path(t->part, sizeof t->part, t, be->rank);
-        if (!(t->f = part_create(t->part))) set_err(err, sizeof err, "flag -tr: cannot write %s (%s)", path, strerror(errno));
+        if (!(t->f = part_create(files, t->part))) set_err(err, sizeof err, "flag -tr: cannot write %s (%s)", path, strerror(errno));
     }
     agree_or_exit(be, err);
     double mine = now_seconds();
@@ -95,8 +97,8 @@ static int trace_place(const Trace *t, const char *tmp, char *out, size_t n, cha
     for (int k = 0; k < 10000; k++) {
         if (k == 0) fmt_path(out, n, "%s", t->path);
         else fmt_path(out, n, "%.*s.%d%s", stem, t->path, k, t->path + stem);
-        if (output_check(out, "trace", err, errlen) != 0) { err[0] = '\0'; continue; }   // a folder or an input: the next name
-        if (link(tmp, out) == 0) { unlink(tmp); output_pending_forget(tmp); return 0; }
+        if (output_check(t->files, out, "trace", err, errlen) != 0) { err[0] = '\0'; continue; }   // a folder or an input: the next name
+        if (link(tmp, out) == 0) { unlink(tmp); output_pending_forget(t->files, tmp); return 0; }
         if (errno == EEXIST) continue;
         set_err(err, errlen, "trace: cannot write %s (%s)", out, strerror(errno));
         return -1;
@@ -142,7 +144,7 @@ void trace_close(Trace *t, char *written, size_t n) {
     if (t->be->all_reduce_scalar(t->be->ctx, err[0] ? 1.0 : 0.0) == 0.0 && t->be->rank == 0) {
         char tmp[4200], name[4200];
         fmt_path(tmp, sizeof tmp, "%s.%lld.tmp", t->path, t->run);
-        FILE *out = part_create(tmp);
+        FILE *out = part_create(t->files, tmp);
         if (!out) set_err(err, sizeof err, "trace: cannot write %s (%s)", tmp, strerror(errno));
         else {
             int ok = trace_join(t, out, tmp, err, sizeof err) == 0;
@@ -151,12 +153,12 @@ void trace_close(Trace *t, char *written, size_t n) {
                 printf("trace: %s (%d ranks; open it in https://ui.perfetto.dev or chrome://tracing)\n", name, t->be->world);
                 if (written) fmt_path(written, n, "%s", name);
             }
-            output_abandon(NULL, tmp);   // gone already when it was linked into place
+            output_abandon(t->files, NULL, tmp);   // gone already when it was linked into place
         }
     }
     t->be->all_reduce_scalar(t->be->ctx, 0.0);   // rank 0 has read every part
     unlink(t->part);
-    output_pending_forget(t->part);
+    output_pending_forget(t->files, t->part);
     agree_or_exit(t->be, err);
     free(t);
 }

@@ -14,6 +14,7 @@
 // 0's start; on one machine every rank reads the same monotonic clock, so the lanes line up exactly.
 #pragma once
 #include "common.h"
+#include "fileio.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,7 +25,7 @@ typedef struct Trace Trace;
 // Collective: checks FILE (not an input, a regular file or nothing) and creates this rank's part
 // (one error line, exit 1 on every rank otherwise), agrees on the time origin. NULL path: returns
 // NULL, traces nothing. The inputs must be noted first (input_note).
-Trace *trace_open(const char *path, const Zero3Backend *be);
+Trace *trace_open(OutputFiles *files, const char *path, const Zero3Backend *be);   // files: the run's (fileio.h)
 // Writes one step's timeline (zero3_timeline_read's events) and the step's span [t0, t1] (seconds).
 void trace_step(Trace *t, const Zero3 *z, const Zero3Event *ev, int n, int step, double t0, double t1);
 // Collective: closes the parts and joins them into FILE or its numbered sibling (rank 0), whose

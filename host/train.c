@@ -214,9 +214,10 @@ Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const Tra
     // the flags against each other and the N ranks, as -plan N checks them (cli.h), before the output
     // folder is touched; A micro-steps per step
     tr->A = args_validate(&tr->args, be->world);
-    trainer_note_inputs(&tr->args);
+    tr->output.files = output_files_new();
+    trainer_note_inputs(tr);
     trainer_prepare_out_dir(tr);
-    tr->measure.trace = trace_open(tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
+    tr->measure.trace = trace_open(tr->output.files, tr->args.trace_path, be);   // an unwritable -tr fails before the long setup
     trainer_setup(tr, be);
     predict_links(&tr->measure.predict, &tr->args, be);   // the engine's groups are made: the links can be set
     trainer_publish(tr);
@@ -250,6 +251,7 @@ void trainer_destroy(Trainer *tr) {
     if (tr->output.log) fclose(tr->output.log);
     free(tr->measure.unit_exposed_sum);
     clip_probe_destroy(tr->clip_probe);
+    output_files_free(tr->output.files);
     free(tr);
 }
 
@@ -336,7 +338,7 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     const int step = r->step;
     float lr = r->lr, norm, clip;
     double t0 = now_seconds();
-    g_proc.step = step + 1;   // the step the backend's watchdog names
+    if (tr->be->at_step) tr->be->at_step(tr->be->ctx, step + 1);   // the step the backend's watchdog names
     tr->compute->step_begin(tr->compute_state, step);
     float loss;
     int done = trainer_step(tr, step, lr, &loss, &norm, &clip);
@@ -415,7 +417,7 @@ int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *
     TrainArgs args;
     if (args_read(&args, argc, argv, build->ddp_only)) return 0;   // -h: the usage printed
     if (args.plan_world) return plan_main(&args, build->align);   // -plan: on paper only, nothing allocated, no data read
-    install_stop_handlers();
+    install_stop_handlers(be);
     if (be->collective_timeout) be->collective_timeout(be->ctx, args.collective_timeout_s);   // -ct: the watchdog
     else if (be->world > 1 && be->rank == 0)   // a flag never means nothing silently
         fprintf(stderr, "warning: -ct %g is not applied: this trainer's collectives (NCCL) have no watchdog, so a peer "

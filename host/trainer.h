@@ -55,6 +55,7 @@ struct Trainer {
         uint64_t rng;                // the sampling RNG (a checkpoint carries it on)
     } sample;
     struct {                         // what the run writes into -o (outdir.c)
+        OutputFiles *files;          // the rule's state: inputs noted, temp files pending, -o's lock and identity (fileio.h)
         FILE *log;                   // log.csv (rank 0), or NULL without -o
         char log_tmp[4200];          // while log.csv still holds an earlier run's rows (-f 1): this run's, beside it
         char last_ckpt[CKPT_NAME_MAX];   // the newest checkpoint this run wrote or resumed from
@@ -91,7 +92,7 @@ typedef struct {
 } StepResult;
 
 // ---- outdir.c
-void trainer_note_inputs(const TrainArgs *a);        // the inputs by identity, for the outputs to be checked against
+void trainer_note_inputs(const Trainer *tr);         // the inputs by identity, for the outputs to be checked against
 void trainer_prepare_out_dir(const Trainer *tr);     // -o made, locked, checked for an earlier run (collective)
 void trainer_check_folder(const Trainer *tr, const char *writing);   // is -o still this run's folder? (collective)
 void trainer_open_log(Trainer *tr);                  // log.csv: new, cut back to the resumed step, or beside (-f 1)
@@ -115,7 +116,7 @@ float trainer_validate(Trainer *tr);   // the mean val loss over -m batches per 
 void trainer_sample(Trainer *tr);      // -g tokens sampled after an EOT, printed by rank 0
 
 // ---- stop.c
-void install_stop_handlers(void);
+void install_stop_handlers(const Zero3Backend *be);   // and the backend's waits told of a stop (stop_source)
 int trainer_stop_requested(const Trainer *tr);   // did any rank get a stop signal? (collective)
 int trainer_stop_if_asked(Trainer *tr, const TrainLoop *loop, int step);   // after a whole step: the exit status, or 0
 int trainer_stop_in_step(Trainer *tr, const TrainLoop *loop, const StepResult *r);   // a step given up: the exit status

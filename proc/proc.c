@@ -10,10 +10,23 @@
 #include <dirent.h>
 #include <unistd.h>
 
-ProcessInfo g_proc = {0, 1, NULL, NULL, NULL, 0, NULL};
+// The lent exits (proc.h), or the defaults before a transport started: one rank, a plain exit.
+static const ProcessExits kNoTransport = {0, 1, NULL, NULL, NULL};
+static const ProcessExits *g_exits = &kNoTransport;
+
+void proc_exits_lend(const ProcessExits *exits) {
+    if (g_exits == &kNoTransport) g_exits = exits;
+}
+
+void proc_exits_return(const ProcessExits *exits) {
+    if (g_exits == exits) g_exits = &kNoTransport;
+}
+
+int proc_rank(void) { return g_exits->rank; }
 
 void fatal(const char *fmt, ...) {
-    if (g_proc.rank == 0) {
+    const ProcessExits *x = g_exits;
+    if (x->rank == 0) {
         va_list ap;
         va_start(ap, fmt);
         fprintf(stderr, "error: ");
@@ -22,19 +35,20 @@ void fatal(const char *fmt, ...) {
         va_end(ap);
         fflush(stderr);
     }
-    if (g_proc.shutdown) g_proc.shutdown(g_proc.transport);
+    if (x->shutdown) x->shutdown(x->transport);
     exit(1);
 }
 
 void fatal_local(const char *fmt, ...) {
+    const ProcessExits *x = g_exits;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error (rank %d): ", g_proc.rank);
+    fprintf(stderr, "error (rank %d): ", x->rank);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
     fflush(stderr);
-    if (g_proc.abort_all && g_proc.world > 1) g_proc.abort_all(g_proc.transport);
+    if (x->abort_all && x->world > 1) x->abort_all(x->transport);
     exit(1);
 }
 
@@ -45,37 +59,42 @@ void agree_or_exit(const Zero3Backend *be, const char *err) {
     if (failed && be->rank == 0) fprintf(stderr, "error: %s\n", err);
     else if (failed && !rank0_failed) fprintf(stderr, "error (rank %d): %s\n", be->rank, err);
     fflush(stderr);
-    if (g_proc.shutdown) g_proc.shutdown(g_proc.transport);
+    if (g_exits->shutdown) g_exits->shutdown(g_exits->transport);
     exit(1);
 }
 
 // proc_exit_after's watch: a detached thread that sleeps to the deadline (monotonic), then exits.
-static struct { struct timespec deadline; int status; } g_exit_after;
+typedef struct { struct timespec deadline; int status; } ExitAfter;
 
-static void *exit_after_main(void *unused) {
-    (void)unused;
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &g_exit_after.deadline, NULL) != 0) {}   // EINTR: sleep on
+static void *exit_after_main(void *arg) {
+    const ExitAfter *when = arg;   // the thread's own, never freed: the process ends here
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &when->deadline, NULL) != 0) {}   // EINTR: sleep on
     fflush(stdout);
     fflush(stderr);
-    _exit(g_exit_after.status);
+    _exit(when->status);
 }
 
 void proc_exit_after(double seconds, int status) {
     double until = now_seconds() + seconds;
-    g_exit_after.deadline.tv_sec = (time_t)until;
-    g_exit_after.deadline.tv_nsec = (long)((until - (double)(time_t)until) * 1e9);
-    g_exit_after.status = status;
+    ExitAfter *when = xmalloc(sizeof(ExitAfter));
+    when->deadline.tv_sec = (time_t)until;
+    when->deadline.tv_nsec = (long)((until - (double)(time_t)until) * 1e9);
+    when->status = status;
     pthread_t watch;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&watch, &attr, exit_after_main, NULL) != 0)   // then the launcher's own kill ends it
-        fprintf(stderr, "warning (rank %d): cannot start the stop's exit watch; the launcher ends this rank\n", g_proc.rank);
+    if (pthread_create(&watch, &attr, exit_after_main, when) != 0) {   // then the launcher's own kill ends it
+        fprintf(stderr, "warning (rank %d): cannot start the stop's exit watch; the launcher ends this rank\n", proc_rank());
+        free(when);
+    }
     pthread_attr_destroy(&attr);
 }
 
 // The current allocation phase (alloc_phase_begin): what the memory is for, and the backend whose
 // agreement ends it (NULL outside a phase; `what` then keeps the last phase's words as context).
+// The error path's, as the lent exits are: xmalloc, called from every layer, takes no context, and
+// its out-of-memory line must name the phase it fell in.
 static struct { const Zero3Backend *be; char what[512]; } g_alloc;
 
 void alloc_phase_begin(const Zero3Backend *be, const char *fmt, ...) {
@@ -106,7 +125,7 @@ void alloc_failed(size_t bytes, const char *detail) {
     // outside a phase the ranks are not at a common point: the failing rank reports and aborts the
     // job. Ranks other than 0 wait a moment first, so that when every rank fails alike (the usual
     // case) rank 0's line is the one printed and its abort ends the others before they print.
-    if (g_proc.rank != 0 && g_proc.world > 1) {
+    if (g_exits->rank != 0 && g_exits->world > 1) {
         struct timespec ts = {2, 0};
         nanosleep(&ts, NULL);
     }

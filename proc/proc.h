@@ -1,11 +1,12 @@
 // proc.h: the process, the bottom layer every other part may include (it includes only zero3.h, for
 // the backend table that the all-ranks agreement calls). Four things:
-//   who am I     g_proc: this rank, the world size, and how the transport shuts down or aborts
+//   who am I     the transport's exits, lent to the error path: this rank, the world size, and how
+//                every rank shuts down or aborts
 //   how I end    fatal (an error every rank finds), fatal_local (one rank's), agree_or_exit,
 //                proc_exit_after (a stopped rank's bounded shutdown)
 //   my memory    xmalloc / xcalloc, allocation phases, alloc_failed (one "out of memory" line)
 //   my clock     now_seconds (and proc_open_files, the open file descriptors)
-// The backends (cpu/, gpu/) install g_proc's hooks and report failed allocations here; the host
+// The backends (cpu/, gpu/) lend their exits here and report failed allocations here; the host
 // library (host/) and the trainers use the rest. Compiled once (proc/proc.c) into the library both
 // trainers link.
 #pragma once
@@ -24,17 +25,26 @@ extern "C" {
 //    on another, so nothing hangs.
 //  - fatal_local(): an error only this rank sees (its own shard file, a failed collective). It
 //    prints with its rank and takes every other rank down with it (MPI_Abort / NCCL abort).
-// The transport (cpu/backend_cpu.c, gpu/backend_nccl.cuh) installs the two hooks.
+//
+// Who the error path is, and how it ends every rank, are the transport's: each backend keeps its
+// ProcessExits in its own context, and the process's first one lends them here when it starts
+// (proc_exits_lend) and takes them back when it ends. The error path takes no context of its own:
+// fatal() is reached from a hundred places, most far from any backend (a flag, a file), and
+// xmalloc's out-of-memory line from inside every layer, so it holds that one pointer, written at
+// the transport's start and end and never in between: the rank and the exits do not change while a
+// transport runs. Everything that changes as a run goes (the step, the unit, a stop signal) lives
+// in the backend's context, told through its table (zero3.h).
 typedef struct {
     int rank, world;
     void (*shutdown)(void *transport);   // finalize the transport before a collective exit
     void (*abort_all)(void *transport);  // kill every rank (never returns)
-    void *transport;                     // the hooks' backend state: the one that started the transport
-    // where the process is, for the lower layers' waits and error lines (set by the trainer):
-    int step;                            // the step being run (1-based; 0 before the first)
-    volatile sig_atomic_t *stop_signal;  // nonzero once a stop signal arrived (NULL: no handler installed)
-} ProcessInfo;
-extern ProcessInfo g_proc;
+    void *transport;                     // the hooks' backend state (the context these exits belong to)
+} ProcessExits;
+
+void proc_exits_lend(const ProcessExits *exits);     // the first transport, when it starts (later ones keep theirs)
+void proc_exits_return(const ProcessExits *exits);   // ... when it ends: fatal() then only exits
+// The rank the lent exits name (0 before a transport started): for what only rank 0 prints.
+int proc_rank(void);
 
 void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void fatal_local(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));

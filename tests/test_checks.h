@@ -67,7 +67,7 @@ static void check_rows(Tally *t, const char *name, const float *got, size_t gs, 
     if (bad) {
         t->failures++;
         fprintf(stderr, "rank %d: MISMATCH %s: %zu of %zu elements beyond tol %.1e (worst %.3e); first at [%zu,%zu]: %.9g vs ref %.9g\n",
-                g_proc.rank, name, bad, rows * cols, tol, worst, first_r, first_c, got[first_r * gs + first_c],
+                g_test_be->rank, name, bad, rows * cols, tol, worst, first_r, first_c, got[first_r * gs + first_c],
                 ref[first_r * rs + first_c]);
     }
 }
@@ -77,7 +77,7 @@ static void check_scalar(Tally *t, const char *name, double got, double ref, dou
     tally_worst(t, name, err);
     if (!(err <= tol)) {
         t->failures++;
-        if (g_proc.rank == 0) fprintf(stderr, "MISMATCH %s: %.9g vs ref %.9g (rel %.3e > %.1e)\n", name, got, ref, err, tol);
+        if (g_test_be->rank == 0) fprintf(stderr, "MISMATCH %s: %.9g vs ref %.9g (rel %.3e > %.1e)\n", name, got, ref, err, tol);
     }
 }
 
@@ -119,11 +119,11 @@ static void check_grad_piece(const GPT2Piece *p, void *varg) {
     if (bad) {
         a->t->failures++;
         fprintf(stderr, "rank %d: MISMATCH %s (layer %d): %zu of %zu beyond tol (worst %.3e); first %.9g vs ref %.9g\n",
-                g_proc.rank, name, p->layer, bad, p->count, worst, got[first], r->f[idx + first]);
+                g_test_be->rank, name, p->layer, bad, p->count, worst, got[first], r->f[idx + first]);
     }
     if (!(normwise <= a->tol->grad_normwise)) {
         a->t->failures++;
-        fprintf(stderr, "rank %d: MISMATCH %s (layer %d): normwise error %.3e beyond %.1e\n", g_proc.rank, name, p->layer,
+        fprintf(stderr, "rank %d: MISMATCH %s (layer %d): normwise error %.3e beyond %.1e\n", g_test_be->rank, name, p->layer,
                 normwise, a->tol->grad_normwise);
     }
 }
@@ -196,7 +196,7 @@ static void check_tokens(Tally *t, const Dump *d, Trainer *tr, int s, int k) {
         if (in[i] != tok[row0 * T + i] || tg[i] != tok[row0 * T + i + 1]) {
             t->failures++;
             fprintf(stderr, "rank %d: MISMATCH tokens of step %d micro-step %d at %d: the token file is not the dump's\n",
-                    g_proc.rank, s, k, i);
+                    g_test_be->rank, s, k, i);
             return;
         }
 }
@@ -291,7 +291,7 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
     Dump d;
     char err[512];
     if (dump_open(&d, dump_path, err, sizeof err)) fatal("%s (make dumps creates it)", err);
-    if (g_proc.rank == 0) {   // (the device line comes with the first case: the compute describes it)
+    if (g_test_be->rank == 0) {   // (the device line comes with the first case: the compute describes it)
         printf("%s: %s (L=%d C=%d NH=%d V=%d B=%d T=%d, %d steps, reference in float%d) on %d rank(s)\n", prog,
                dump_path, d.L, d.C, d.NH, d.V, d.B, d.T, d.nsteps, d.compute_bits, be->world);
         printf("  tolerances: activations %.0e, gradients %.0e and normwise %.0e, grad norm %.0e, loss %.0e, "
@@ -309,7 +309,7 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
             failures += run_case(be, &d, model_path, tokens_path, stages[i], A, prefetch, tol, cases == 0) ? 1 : 0;
             cases++;
         }
-    if (g_proc.rank == 0) printf("%s: %d of %d cases passed on %d rank(s)\n", prog, cases - failures, cases, be->world);
+    if (g_test_be->rank == 0) printf("%s: %d of %d cases passed on %d rank(s)\n", prog, cases - failures, cases, be->world);
     dump_free(&d);
     return failures ? 1 : 0;
 }

@@ -11,6 +11,33 @@
 #include "common.h"
 #include "../../gpu/shard_math.cuh"
 
+// The one-tensor form of the update, one element per thread, over shard_math.cuh's adamw_element:
+// the plain kernel the trainer's multi-tensor one is held to, bit for bit. params: the floatX
+// working copy, or NULL to skip (the fp32 master is the params).
+template <typename Tgrad>
+__global__ void adamw_kernel(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
+                             AdamwHyper h, float weight_decay) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float p = master[i], mi = m[i], vi = v[i];
+        adamw_element(p, mi, vi, to_float(grads[i]), h, weight_decay);
+        m[i] = mi;
+        v[i] = vi;
+        master[i] = p;
+        if (params != NULL) params[i] = from_float<floatX>(p);
+    }
+}
+
+template <typename Tgrad>
+static void adamw_update(float* master, floatX* params, const Tgrad* grads, float* m, float* v, size_t n,
+                         const AdamwHyper& h, float weight_decay, cudaStream_t stream) {
+    if (n == 0) return;
+    const int block = 512;
+    const size_t blocks = CEIL_DIV(n, (size_t)block);
+    const unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
+    adamw_kernel<Tgrad><<<grid, block, 0, stream>>>(master, params, grads, m, v, n, h, weight_decay);
+    cudaCheckLaunch();
+}
+
 static const float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, grad_scale = 0.7f;
 static const int step_t = 5;
 

@@ -98,6 +98,8 @@ static void fuzz_make_checkpoint(const char *out_dir) {
     m.sample_rng = 12345; m.run.seed = 1337; m.run.steps = 10; m.run.lr = 3e-4f; m.run.final_frac = 1.0f; m.run.grad_clip = 1.0f;
     char name[CKPT_NAME_MAX];
     mkdir(out_dir, 0755);
-    ckpt_save(out_dir, &m, &z, name);
+    OutputFiles *files = output_files_new();
+    ckpt_save(files, out_dir, &m, &z, name);
+    output_files_free(files);
     zero3_free(&z);
 }

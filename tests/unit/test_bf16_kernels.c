@@ -165,8 +165,10 @@ static Result run_case(const Case *k, Bf16Path path) {
     memcpy(r.dinp, k->dinp0, dinp_bytes);
     memcpy(r.dw, k->dw0, dw_bytes);
     memcpy(r.db, k->db0, db_bytes);
-    matmul_forward_bf16(path, r.out, k->inp, k->w, k->bias, k->B, k->T, k->C, k->OC);
-    matmul_backward_bf16(path, r.dinp, r.dw, r.db, k->dout, k->inp, k->w, k->B, k->T, k->C, k->OC);
+    Bf16Matmul mm = bf16_matmul_new(path);
+    matmul_forward_bf16(&mm, r.out, k->inp, k->w, k->bias, k->B, k->T, k->C, k->OC);
+    matmul_backward_bf16(&mm, r.dinp, r.dw, r.db, k->dout, k->inp, k->w, k->B, k->T, k->C, k->OC);
+    bf16_matmul_free(&mm);
     if (!guards_intact(r.out, out_bytes) || !guards_intact(r.dinp, dinp_bytes) || !guards_intact(r.dw, dw_bytes) ||
         !guards_intact(r.db, db_bytes)) {
         failures++;
