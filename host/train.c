@@ -120,15 +120,15 @@ static void trainer_open_data(Trainer *tr) {
     if (rc && rc != LOADER_SHORT) fatal("flag -j: %s; validation (every -v %d steps) reads it, -v 0 turns it off", err, a->val_every);
 }
 
-// -p: the engine's types and the compute that uses them. bf16 is the build's own (the GPU's bf16
-// build) or its second table (the CPU's); fp32 is the build's (a bf16 build stays bf16).
+// -p: the engine's types and the compute that uses them: the build's own, or -p bf16's second table
+// on a build that has one (the CPU's). A build of one precision (the GPU's) took only its own
+// (args_read, train_args_build).
 static void trainer_precision(Trainer *tr, Zero3DType *pt, Zero3DType *gt) {
     const TrainBuild *b = tr->build;
     *pt = b->param_type;
     *gt = b->grad_type;
     tr->compute = b->compute;
-    if (!tr->args.bf16 || b->param_type == ZERO3_BF16) return;
-    if (!b->compute_bf16) fatal("flag -p: bf16 is not in this build (its params are fp32)");
+    if (!tr->args.bf16 || !b->compute_bf16) return;
     *pt = *gt = ZERO3_BF16;
     tr->compute = b->compute_bf16;
 }
@@ -411,9 +411,15 @@ static int trainer_run(Trainer *tr) {
     return 0;
 }
 
+ArgsBuild train_args_build(const TrainBuild *b) {
+    ArgsBuild ab = {.ddp_only = b->ddp_only, .precision = ARGS_PRECISION_EITHER};
+    if (!b->compute_bf16) ab.precision = b->param_type == ZERO3_BF16 ? ARGS_PRECISION_BF16 : ARGS_PRECISION_FP32;
+    return ab;
+}
+
 int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
     TrainArgs args;
-    if (args_read(&args, argc, argv, build->ddp_only)) return 0;   // -h: the usage printed
+    if (args_read(&args, argc, argv, train_args_build(build))) return 0;   // -h: the usage printed
     if (args.plan_world) return plan_main(&args, build->align);   // -plan: on paper only, nothing allocated, no data read
     install_stop_handlers();
     if (be->collective_timeout) be->collective_timeout(be->ctx, args.collective_timeout_s);   // -ct: the watchdog
