@@ -307,7 +307,7 @@ int trainer_step(Trainer *tr, int step, float lr, float *loss, float *norm, floa
     float global_clip = tr->clip_probe ? clip_coefficient(a->grad_clip, clip_probe_before(tr->clip_probe, &tr->z, gnorm)) : 0;
     zero3_optimizer_step(&tr->z, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, *clip, step + 1);
     if (tr->clip_probe) clip_probe_after(tr->clip_probe, &tr->z, *clip, global_clip, 0.9f, 0.95f, 1e-8f, step + 1);
-    zero3_check_idle(&tr->z);
+    zero3_check_released(&tr->z);
     *norm = (float)gnorm;
     *loss = (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));
     return A;
@@ -357,7 +357,7 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
 // in zero3_check_step_end): no more open files after a step than after the first one, so a file
 // the loop's outputs (log, trace, checkpoints, samples) leak once a step shows in a long run.
 static void trainer_check_open_files(Trainer *tr) {
-    if (!tr->z.step.check_at_end) return;
+    if (!tr->z.step.check_steps) return;
     int files = proc_open_files();
     if (tr->measure.open_files < 0) tr->measure.open_files = files;
     else if (files > tr->measure.open_files)
