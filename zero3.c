@@ -130,7 +130,7 @@ static const char *const PARAM_STATE_NAMES[ZERO3_PARAMS_STATES] = {"RESIDENT", "
 
 // Every change of a unit's params state; in check mode a move the table does not list stops here.
 static void set_params_state(const Zero3 *z, Zero3Unit *U, Zero3ParamState to) {
-    if (z->step.check_at_end && !PARAM_MOVES[U->param_state][to]) {
+    if (z->step.check_steps && !PARAM_MOVES[U->param_state][to]) {
         char msg[160];
         snprintf(msg, sizeof msg, "unit %s: params %s -> %s is not a move of the state table", U->name,
                  PARAM_STATE_NAMES[U->param_state], PARAM_STATE_NAMES[to]);
@@ -197,10 +197,10 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     // fp32 working params need no separate master copy: the params ARE the master weights
     z->resident.master_is_params = (cfg->param_type == ZERO3_F32);
 #ifdef ZERO3_CHECK_STEPS
-    z->step.check_at_end = 1;
+    z->step.check_steps = 1;
 #else
     const char *check = getenv("ZERO3_CHECK_STEPS");
-    z->step.check_at_end = check && strcmp(check, "0") != 0;
+    z->step.check_steps = check && strcmp(check, "0") != 0;
 #endif
 }
 
@@ -887,7 +887,7 @@ static int params_at_rest(const Zero3 *z, int u) {
     return z->units[u].param_state == (params_sharded(z, u) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT);
 }
 
-void zero3_check_idle(const Zero3 *z) {
+void zero3_check_released(const Zero3 *z) {
     for (int u = 0; u < z->nunits; u++) {
         const Zero3Unit *U = &z->units[u];
         if (busy(U) || !params_at_rest(z, u) || U->grad_state != ZERO3_GRADS_IDLE) {
@@ -1066,7 +1066,7 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
     hp_invalidate(z);
     for_units_batched(z, start_updated_params_gather, ZERO3_COLL_STEP_GATHER);
     OBSERVE(z, step_end);
-    if (z->step.check_at_end) zero3_check_step_end(z);
+    if (z->step.check_steps) zero3_check_step_end(z);
 }
 
 int zero3_persistent_units(const Zero3 *z) {

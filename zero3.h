@@ -584,7 +584,8 @@ typedef struct {
 typedef struct {
     int micro, micro_steps;    // the micro-step now running, of how many in this step
     int grads_complete;        // this step's gradients are reduced (and all-reduced across replicas)
-    int check_at_end;          // run zero3_check_step_end after every optimizer step (ZERO3_CHECK_STEPS=1)
+    int check_steps;           // ZERO3_CHECK_STEPS=1: every params move against the table, each step's end
+                               // against zero3_check_step_end (and the trainer's open files)
     int checked_steps;         // steps whose end zero3_check_step_end has checked
 } Zero3StepState;
 
@@ -683,8 +684,9 @@ double zero3_grad_norm(Zero3 *z);        // global L2 norm of the reduced gradie
 double zero3_local_grad_norm(Zero3 *z);  // the norm of this rank's slice only: the clipping pitfall
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t);
-// After the whole pass, every unit must be released and every reduction finished.
-void zero3_check_idle(const Zero3 *z);
+// After the whole pass, every unit must be released and every reduction finished: the cheap part of
+// zero3_check_step_end's invariant, checked after every step whatever ZERO3_CHECK_STEPS says.
+void zero3_check_released(const Zero3 *z);
 // The invariant at the end of a step (after zero3_optimizer_step's gathers), checked there when the
 // environment sets ZERO3_CHECK_STEPS=1 or the build defines ZERO3_CHECK_STEPS (tests do both): no
 // collective in flight (the engine's and the backend's handles), every pool buffer returned, every

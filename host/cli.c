@@ -135,9 +135,17 @@ static void parse_clip(const Flag *f, const char *v, TrainArgs *a) {
 }
 
 // -p fp32|bf16: the working params' and gradients' precision (the master, m and v are fp32 either way).
+// A build with one precision built in (the GPU's) takes only that one: the other would mean nothing.
+static const char *const PRECISION_NAMES[2] = {"fp32", "bf16"};
+static const char *const PRECISION_MAKE[2] = {"PRECISION=FP32", "PRECISION=BF16"};   // the GPU build's make setting
 static void parse_precision(const Flag *f, const char *v, TrainArgs *a) {
     if (strcmp(v, "fp32") && strcmp(v, "bf16")) fatal("flag %s: expected fp32 or bf16, got '%s'", f->name, v);
-    a->bf16 = !strcmp(v, "bf16");
+    const int bf16 = !strcmp(v, "bf16");
+    const ArgsPrecision built = a->build.precision;
+    if (built != ARGS_PRECISION_EITHER && bf16 != (int)built)
+        fatal("flag %s %s: this build is %s (built with %s); rebuild with %s", f->name, v, PRECISION_NAMES[built],
+              PRECISION_MAKE[built], PRECISION_MAKE[bf16]);
+    a->bf16 = bf16;
 }
 
 // -bp pre|post: where the backward's prefetch starts (zero3.h's Zero3BackwardPrefetch).
@@ -176,7 +184,7 @@ const Flag ARGS_FLAGS[] = {
     // the batch and the optimizer: recorded, a resume may change them
     {"-b", FLAG_INT, F(B), "4", 1, 1 << 20, .metavar = "B", .help = "micro-batch per rank",
      .recorded = 1, .on_resume = BATCH_CHANGED},
-    {"-t", FLAG_INT, F(T), "64", 1, 1 << 20, .metavar = "T", .help = "sequence length",
+    {"-t", FLAG_INT, F(T), "64", 1, 1 << 20, .metavar = "T", .help = "sequence length (at most the model's maxT)",
      .recorded = 1, .on_resume = BATCH_CHANGED},
     {"-d", FLAG_COUNT, F(tokens_per_step), NULL, 1, 1e15, .expected = "a positive token count", .metavar = "TOK",
      .help = "tokens per optimizer step, a multiple of N*B*T (gives A micro-steps)", .shown_def = "N*B*T",
@@ -189,36 +197,39 @@ const Flag ARGS_FLAGS[] = {
      .recorded = 1, .on_resume = SCHEDULE_CHANGED},
     {"-q", FLAG_FLOAT, F(final_frac), "1.0", 0, 1, .metavar = "F", .help = "final LR fraction (cosine decay to F*LR; 1 = constant)",
      .recorded = 1, .on_resume = SCHEDULE_CHANGED},
-    {"-c", FLAG_FLOAT, F(weight_decay), "0", 0, 10, .metavar = "WD", .help = "weight decay on the six matrices",
+    {"-c", FLAG_FLOAT, F(weight_decay), "0", 0, 10, .metavar = "WD", .help = "weight decay, on the six matrices only (wte wpe qkvw attprojw fcw fcprojw)",
      .recorded = 1, .on_resume = SCHEDULE_CHANGED},
     {"-gc", FLAG_FLOAT, F(grad_clip), "1.0", 0, 1e6, .metavar = "G", .help = "max global grad norm, 0 = no clipping",
      .recorded = 1, .on_resume = SCHEDULE_CHANGED},
     // ZeRO and its variants (-z recorded: a resume at another stage reshards, and its line says so)
-    {"-z", FLAG_INT, F(stage), "3", 0, 3, .metavar = "Z", .help = "ZeRO stage 0 (DDP), 1, 2, 3", .recorded = 1},
+    {"-z", FLAG_INT, F(stage), "3", 0, 3, .metavar = "Z", .help = "ZeRO stage 0 (DDP), 1, 2, 3 (the DDP build, make DDP=1, takes 0 only)",
+     .recorded = 1},
     {"-pd", FLAG_INT, F(prefetch_depth), "1", 0, 64, .metavar = "P", .help = "stage-3 prefetch depth (units gathered ahead)"},
     {"-bp", FLAG_CUSTOM, F(backward_prefetch), NULL, 0, 0, .parse = parse_backward_prefetch, .metavar = "pre|post",
      .help = "backward prefetch (-z 3): pre starts the next units' gathers before this unit's gradient\n"
              "compute (FSDP's BACKWARD_PRE), post after it, once its params are freed (one unit fewer live)",
      .shown_def = "pre"},
     {"-hs", FLAG_INT, F(shard_group), NULL, 1, 1 << 20, .metavar = "G",
-     .help = "HSDP: shard within groups of G consecutive ranks, replicate across groups (G divides N)"},
+     .help = "HSDP: shard within groups of G consecutive ranks, replicate across groups (G divides N; -z 1-3)",
+     .shown_def = "off"},
     {"-ra", FLAG_INT, F(reshard_after_forward), "1", 0, 1, .metavar = "0|1",
      .help = "reshard after forward; 0 keeps each unit gathered until its backward (-z 3)"},
-    {"-rc", FLAG_INT, F(recompute), NULL, 0, 2, .metavar = "0|1|2",
+    {"-rc", FLAG_INT, F(recompute), "0", 0, 2, .metavar = "0|1|2",
      .help = "activation recompute: 1 inside the backward's gather, 2 with its own gather (the pitfall)"},
     {"-pt", FLAG_COUNT, F(persist_threshold), "0", 0, 1e16, .expected = "a parameter count", .metavar = "N",
-     .help = "persistence threshold: units with fewer than N parameters stay replicated",
+     .help = "persistence threshold: units with fewer than N parameters stay replicated (-z 1-3)",
      .plan_refuses = "the planner lays every unit out by its stage and does not model persistent units; leave -pt out "
                      "(a run's report shows them)"},
     {"-p", FLAG_CUSTOM, F(bf16), NULL, 0, 0, .parse = parse_precision, .metavar = "fp32|bf16",
      .help = "precision of the working params and gradients; bf16: 2 + 2 bytes a parameter, gathered and\n"
-             "reduced as bf16, beside the fp32 master, m, v (12 bytes); checkpoints hold the fp32 master",
-     .shown_def = "fp32", .recorded = 1,
+             "reduced as bf16, beside the fp32 master, m, v (12 bytes); checkpoints hold the fp32 master;\n"
+             "the GPU trainer is built for one (make PRECISION=BF16 or FP32) and takes only that one",
+     .recorded = 1,
      .on_resume = "the checkpoint holds the fp32 master, m and v, so the run goes on from them with the working params "
                   "and gradients in the new precision (-p 0 is fp32, 1 bf16)",
      .plan_refuses = "the planner prints the fp32 and the mixed-precision tables side by side; leave it out"},
     {"-clip", FLAG_CUSTOM, F(clip_local), NULL, 0, 0, .parse = parse_clip, .metavar = "global|local",
-     .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)",
+     .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)", .shown_def = "global",
      .plan_refuses = "local changes the losses, not the memory or traffic the planner prints; leave it out"},
     {"-wrap", FLAG_CUSTOM, F(wrap), NULL, 1, GPT2_WRAP_MAX, .parse = parse_wrap, .metavar = "K|half",
      .help = "unit granularity: K blocks per unit (K divides L, at most 8), or each block's\n"
@@ -227,40 +238,45 @@ const Flag ARGS_FLAGS[] = {
     {"-qw", FLAG_CUSTOM, F(quant_weights), NULL, 8, 8, .parse = parse_bits, .metavar = "8",
      .help = "ZeRO++ qwZ: gather params as int8 blocks with a scale each (-z 3)", .shown_def = "off"},
     {"-hp", FLAG_INT, F(hp_group), NULL, 1, 1 << 20, .metavar = "G",
-     .help = "ZeRO++ hpZ: keep a secondary shard in groups of G ranks; backward gathers stay in the group (-z 3)"},
+     .help = "ZeRO++ hpZ: keep a secondary shard in groups of G ranks; backward gathers stay in the group (-z 3)",
+     .shown_def = "off"},
     {"-qg", FLAG_CUSTOM, F(quant_grads), NULL, 8, 8, .parse = parse_bits, .metavar = "8",
-     .help = "ZeRO++ qgZ: reduce gradients as int8 blocks, all-to-all in the -hp group then across (-z 3)"},
+     .help = "ZeRO++ qgZ: reduce gradients as int8 blocks, all-to-all in the -hp group then across (-z 3)",
+     .shown_def = "off"},
     // what the run does besides training
-    {"-v", FLAG_INT, F(val_every), "10", 0, BIG, .metavar = "n", .help = "val every n steps (0 off)"},
+    {"-v", FLAG_INT, F(val_every), "10", 0, BIG, .metavar = "n", .help = "val every n steps and after the last (0 off)"},
     {"-m", FLAG_INT, F(val_batches), "4", 1, 1000000, .metavar = "n", .help = "val batches per rank"},
     {"-s", FLAG_INT, F(sample_every), "0", 0, BIG, .metavar = "n", .help = "sample every n steps (0 off)"},
     {"-g", FLAG_INT, F(gen_tokens), "64", 1, 1 << 20, .metavar = "n", .help = "tokens to generate"},
     {"-n", FLAG_INT, F(ckpt_every), "0", 0, BIG, .metavar = "n", .help = "checkpoint every n steps (0 off; needs -o)"},
-    {"-y", FLAG_INT, F(resume), NULL, 0, 1, .metavar = "1", .help = "resume from the latest checkpoint in -o"},
-    {"-f", FLAG_INT, F(fresh), NULL, 0, 1, .metavar = "1",
+    {"-y", FLAG_INT, F(resume), "0", 0, 1, .metavar = "1", .help = "resume from the latest checkpoint in -o"},
+    {"-f", FLAG_INT, F(fresh), "0", 0, 1, .metavar = "1",
      .help = "start over in an -o that holds an earlier run's checkpoints or log (they are kept\n"
              "until this run's first checkpoint is complete; without -y 1 or -f 1 such an -o is refused)"},
     {"-S", FLAG_SEED, F(seed), "1337", 0, COUNT_MAX, .expected = "an integer seed", .metavar = "SEED",
      .help = "seed for init and sampling", .recorded = 1, .on_resume = "the sampling RNG continues from the checkpoint"},
     {"-tr", FLAG_PATH, F(trace_path), NULL, 1, 0, .metavar = "FILE",
-     .help = "write a Chrome trace-event JSON of the run (open in Perfetto / chrome://tracing)"},
+     .help = "write a Chrome trace-event JSON of the run (open in Perfetto / chrome://tracing)", .shown_def = "none"},
     // the planner, its links and compute rate (-link, -linkx: a run's emulated links too)
     {"-plan", FLAG_INT, F(plan_world), NULL, 1, 1 << 24, .metavar = "N",
      .help = "print the memory and communication plan for N ranks and the model of -e (which may\n"
-             "also be a parameter count: 7.5B, 350M, 1.5e9), allocate nothing, exit"},
+             "also be a parameter count: 7.5B, 350M, 1.5e9), allocate nothing, read no data, exit", .shown_def = "off"},
     {"-link", FLAG_CUSTOM, F(link), NULL, 0, 0, .parse = parse_link, .metavar = "G[,LAT]",
      .help = "links: GB/s each rank sends inside a node (25, 25GB/s, 200Gbit/s) and the latency of\n"
-             "a ring step (10us, 1ms); a run holds each collective for the ring model's time (docs/time.md)"},
+             "a ring step (10us, 1ms); a run holds each collective for the ring model's time (docs/time.md)",
+     .shown_def = "none"},
     {"-linkx", FLAG_CUSTOM, F(link_x), NULL, 0, 0, .parse = parse_link, .metavar = "G[,LAT]",
-     .help = "the same across nodes (nodes: -rpn R ranks, or the -hs G groups)"},
-    {"-bw", FLAG_REAL, F(link.gbps), NULL, LINK_GBPS_MIN, LINK_GBPS_MAX, .metavar = "G", .help = "planner: GB/s each rank sends inside a node (ring links)"},
+     .help = "the same across nodes (nodes: -rpn R ranks, or the -hs G groups)", .shown_def = "-link"},
+    {"-bw", FLAG_REAL, F(link.gbps), NULL, LINK_GBPS_MIN, LINK_GBPS_MAX, .metavar = "G", .help = "planner: GB/s each rank sends inside a node (ring links)",
+     .shown_def = "none"},
     {"-bwx", FLAG_REAL, F(link_x.gbps), NULL, LINK_GBPS_MIN, LINK_GBPS_MAX, .metavar = "G", .help = "planner: GB/s each rank sends across nodes",
      .shown_def = "-bw"},
     {"-rpn", FLAG_INT, F(ranks_per_node), NULL, 1, 1 << 24, .metavar = "R", .help = "planner: ranks per node",
      .shown_def = "N (one node)"},
-    {"-tf", FLAG_REAL, F(tflops), NULL, 1e-3, 1e6, .metavar = "F", .help = "planner: TFLOP/s each rank achieves"},
+    {"-tf", FLAG_REAL, F(tflops), NULL, 1e-3, 1e6, .metavar = "F", .help = "planner: TFLOP/s each rank achieves", .shown_def = "none"},
     {"-mem", FLAG_REAL, F(mem_gib), NULL, 1e-3, 1e6, .metavar = "M",
-     .help = "planner: GiB per rank; prints per stage the deepest GPT-2 of -e's width whose peak fits"},
+     .help = "planner: GiB per rank; prints per stage the deepest GPT-2 of -e's width whose peak fits",
+     .shown_def = "off"},
     // the watchdog
     {"-ct", FLAG_REAL, F(collective_timeout_s), "600", 1, 604800, .metavar = "SEC",
      .help = "collective timeout: a collective not complete SEC seconds after it started ends every\n"
@@ -316,7 +332,7 @@ static size_t field_size(const Flag *f) {
 
 int args_flag_given(const Flag *f, const TrainArgs *a) {
     TrainArgs d;
-    args_defaults(&d, a->ddp_only);
+    args_defaults(&d, a->build);
     if (f->type == FLAG_PATH) {
         const char *v = *(const char **)field_of(f, a), *dv = *(const char **)field_of(f, &d);
         return (v == NULL) != (dv == NULL) || (v && strcmp(v, dv));
@@ -341,28 +357,39 @@ static void flag_set(const Flag *f, const char *v, TrainArgs *a) {
 // ------------------------------------------------------------------------------------------------
 // Defaults and usage
 
-void args_defaults(TrainArgs *a, int ddp_only) {
+void args_defaults(TrainArgs *a, ArgsBuild build) {
     memset(a, 0, sizeof(*a));
-    a->ddp_only = ddp_only;
+    a->build = build;
     for (int i = 0; i < ARGS_NFLAGS; i++)
         if (ARGS_FLAGS[i].def) flag_set(&ARGS_FLAGS[i], ARGS_FLAGS[i].def, a);
-    if (ddp_only) a->stage = 0;   // the DDP build is fixed at stage 0
+    if (build.ddp_only) a->stage = 0;   // the DDP build is fixed at stage 0
+    if (build.precision != ARGS_PRECISION_EITHER) a->bf16 = build.precision;   // and a GPU build at its precision
+}
+
+// A flag's default as -h and --help-md say it, "" when there is none to say: the table's words
+// (shown_def), an integer as this build holds it (the DDP build's -z 0), -p's the build's precision.
+static void default_text(const Flag *f, const TrainArgs *a, char *buf, size_t n) {
+    buf[0] = '\0';
+    if (f->parse == parse_precision) {
+        if (a->build.precision == ARGS_PRECISION_EITHER) snprintf(buf, n, "%s", PRECISION_NAMES[a->bf16]);
+        else snprintf(buf, n, "%s (built with %s)", PRECISION_NAMES[a->bf16], PRECISION_MAKE[a->bf16]);
+    } else if (f->shown_def) snprintf(buf, n, "%s", f->shown_def);
+    else if (f->def && f->type == FLAG_INT) snprintf(buf, n, "%lld", args_flag_int(f, a));
+    else if (f->def) snprintf(buf, n, "%s", f->def);
 }
 
 // One flag's lines of -h: "  -b B      micro-batch per rank               default 4" (the help's
 // further lines indented under the first; the default, when there is one to say, on the last).
 static void usage_flag(const Flag *f, const TrainArgs *a) {
-    char head[64], line[512], def[64] = "";
+    char head[64], line[512], def[96];
     snprintf(head, sizeof head, "%s %s", f->name, f->metavar);
     int n = snprintf(line, sizeof line, strlen(head) < 10 ? "  %-10s" : "  %s  ", head);
     for (const char *h = f->help; *h; h++) {
         if (*h == '\n') { printf("%s\n", line); n = snprintf(line, sizeof line, "%12s", ""); continue; }
         if (n < (int)sizeof line - 1) { line[n++] = *h; line[n] = '\0'; }
     }
-    if (f->shown_def) snprintf(def, sizeof def, "%s", f->shown_def);
-    else if (f->def && f->type == FLAG_INT) snprintf(def, sizeof def, "%lld", args_flag_int(f, a));   // as this build holds it
-    else if (f->def) snprintf(def, sizeof def, "%s", f->def);
-    char range[96], tail[192] = "";
+    default_text(f, a, def, sizeof def);
+    char range[96], tail[224] = "";
     args_flag_range(f, range, sizeof range);
     if (def[0]) snprintf(tail, sizeof tail, " default %s%s", def, range[0] ? "," : "");
     if (range[0]) snprintf(tail + strlen(tail), sizeof tail - strlen(tail), " range %s", range);
@@ -374,11 +401,37 @@ void args_usage(const TrainArgs *a, const char *prog) {
     if (proc_rank() != 0) return;
     printf("usage: %s [flags]   (mpirun -np N %s [flags] for N ranks)\n", prog, prog);
     for (int i = 0; i < ARGS_NFLAGS; i++) usage_flag(&ARGS_FLAGS[i], a);
-    printf("  -h        this help\n");
+    printf("  -h        this help (--help-md: the same table in Markdown, as docs/formats.md shows it)\n");
 }
 
-// ------------------------------------------------------------------------------------------------
-// Parsing and the checks between flags
+// Text for a cell of a Markdown table: a '|' escaped (in a code span too), a line break a space,
+// and outside code a '*' escaped, so that N*B*T is not read as emphasis.
+static void markdown_cell(const char *text, int code) {
+    for (const char *c = text; *c; c++) {
+        if (*c == '|' || (*c == '*' && !code)) printf("\\%c", *c);
+        else putchar(*c == '\n' ? ' ' : *c);
+    }
+}
+
+void args_usage_markdown(const TrainArgs *a) {
+    if (g_proc.rank != 0) return;
+    printf("| flag | meaning | default | range |\n|---|---|---|---|\n");
+    for (int i = 0; i < ARGS_NFLAGS; i++) {
+        const Flag *f = &ARGS_FLAGS[i];
+        char def[96], range[96];
+        default_text(f, a, def, sizeof def);
+        args_flag_range(f, range, sizeof range);
+        printf("| `%s ", f->name);
+        markdown_cell(f->metavar, 1);
+        printf("` | ");
+        markdown_cell(f->help, 0);
+        printf(" | ");
+        markdown_cell(def, 0);
+        printf(" | ");
+        markdown_cell(range, 0);
+        printf(" |\n");
+    }
+}
 
 // ------------------------------------------------------------------------------------------------
 // The checks between flags (args_validate): a run on N ranks and -plan N call the same code, so
@@ -420,7 +473,7 @@ static void check_init(const TrainArgs *a) {
 // Flags that contradict each other or the build, whatever the number of ranks: one error line each.
 static void check_flags(const TrainArgs *a) {
     check_init(a);
-    if (a->ddp_only && a->stage != 0) fatal("flag -z: this binary is the DDP build (make DDP=1), fixed at stage 0; got -z %d", a->stage);
+    if (a->build.ddp_only && a->stage != 0) fatal("flag -z: this binary is the DDP build (make DDP=1), fixed at stage 0; got -z %d", a->stage);
     if (a->ckpt_every > 0 && !a->out_dir) fatal("flag -n: checkpoints need an output directory (-o DIR)");
     if (a->resume && !a->out_dir) fatal("flag -y: resuming needs the output directory of the run (-o DIR)");
     // a variant with a stage where it means nothing is a mistake, not a no-op
@@ -445,11 +498,14 @@ void args_check_plan(const TrainArgs *a) {
             fatal("flag %s: %s", ARGS_FLAGS[i].name, ARGS_FLAGS[i].plan_refuses);
 }
 
-// Parses argv into a (defaults already set). Returns 1 if -h was given.
+// ------------------------------------------------------------------------------------------------
+// Reading argv
+
 int args_parse(TrainArgs *a, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *name = argv[i];
-        if (!strcmp(name, "-h") || !strcmp(name, "--help")) return 1;
+        if (!strcmp(name, "-h") || !strcmp(name, "--help")) return ARGS_HELP;
+        if (!strcmp(name, "--help-md")) return ARGS_HELP_MD;
         if (name[0] != '-') fatal("unexpected argument '%s' (flags start with '-'; -h lists them)", name);
         if (i + 1 >= argc) fatal("flag %s: missing its value", name);
         const Flag *f = args_flag(name);
@@ -534,9 +590,11 @@ void args_check_model(const TrainArgs *a, const GPT2Config *cfg) {
     if (a->T > cfg->max_seq_len) fatal("flag -t: sequence length %d is larger than the model's maxT %d", a->T, cfg->max_seq_len);
 }
 
-int args_read(TrainArgs *a, int argc, char **argv, int ddp_only) {
-    args_defaults(a, ddp_only);
-    if (!args_parse(a, argc, argv)) return 0;
-    args_usage(a, argv[0]);
+int args_read(TrainArgs *a, int argc, char **argv, ArgsBuild build) {
+    args_defaults(a, build);
+    const int help = args_parse(a, argc, argv);
+    if (!help) return 0;
+    if (help == ARGS_HELP_MD) args_usage_markdown(a);
+    else args_usage(a, argv[0]);
     return 1;
 }

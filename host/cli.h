@@ -8,6 +8,15 @@
 extern "C" {
 #endif
 
+// What a binary is built as, which its flags can only confirm: the DDP build's stage 0, and a
+// precision compiled in (the GPU trainer's PRECISION=BF16 or FP32; the CPU trainer has both, -p
+// chooses). train_main fills it from its TrainBuild (train_args_build).
+typedef enum { ARGS_PRECISION_EITHER = -1, ARGS_PRECISION_FP32 = 0, ARGS_PRECISION_BF16 = 1 } ArgsPrecision;
+typedef struct {
+    int ddp_only;             // built with DDP=1: -z 0 only
+    ArgsPrecision precision;  // the one precision built in, which -p's default is and -p may only repeat
+} ArgsBuild;
+
 // The flags' values (cli.c's table says which flag sets which field, its default and its range).
 typedef struct {
     const char *train_path, *val_path;   // -i -j
@@ -47,7 +56,7 @@ typedef struct {
     double tflops;                        // -tf: TFLOP/s per rank, achieved (planner)
     double mem_gib;                       // -mem: GiB per rank the planner fits the largest model in (0 = off)
     double collective_timeout_s;          // -ct: a collective not done this long after it started ends the run
-    int ddp_only;                         // the DDP build (make DDP=1): fixed at stage 0
+    ArgsBuild build;                      // what the binary fixes: the DDP build's stage, a built-in precision
     int bf16;                             // -p bf16: mixed precision (bf16 params and gradients, fp32 master, m, v)
 } TrainArgs;
 
@@ -114,15 +123,19 @@ int args_flag_given(const Flag *f, const TrainArgs *a);
 // The planner (-plan N): one error line for the first flag given that the plan cannot show.
 void args_check_plan(const TrainArgs *a);
 
-// The flags of argv, read once: defaults, parsed, checked. Returns 1 when -h was given (rank 0 has
-// printed the usage); a bad flag is one error line and exit 1 on every rank.
-int args_read(TrainArgs *a, int argc, char **argv, int ddp_only);
-// Sets every flag to its default. ddp_only: this binary is the DDP build (stage 0 only).
-void args_defaults(TrainArgs *a, int ddp_only);
+// The flags of argv, read once: defaults, parsed, checked. Returns 1 when -h or --help-md was given
+// (rank 0 has printed the usage or the table); a bad flag is one error line and exit 1 on every rank.
+int args_read(TrainArgs *a, int argc, char **argv, ArgsBuild build);
+// Sets every flag to its default on this build (the DDP build's stage 0, a built-in precision).
+void args_defaults(TrainArgs *a, ArgsBuild build);
 // Parses argv into a (defaults already set); a bad flag is one error line and exit 1 on every rank.
-// Returns 1 if -h was given.
+// Returns ARGS_HELP if -h was given, ARGS_HELP_MD for --help-md, else 0.
+enum { ARGS_HELP = 1, ARGS_HELP_MD = 2 };
 int args_parse(TrainArgs *a, int argc, char **argv);
-void args_usage(const TrainArgs *a, const char *prog);   // rank 0 prints every flag
+void args_usage(const TrainArgs *a, const char *prog);   // rank 0 prints every flag (-h)
+// Rank 0 prints the table of flags as Markdown, one row a flag: flag and value, meaning, default,
+// range (--help-md: docs/formats.md's table is its output, checked by the docs test).
+void args_usage_markdown(const TrainArgs *a);
 // A bare parameter count for -e with -plan: "7.5B", "350M", "1.5e9", "124k". Returns 1 and sets
 // *n when s is one (n >= 1), 0 when s does not look like a number, -1 when it does but is not a
 // valid count (an unknown suffix, zero, negative): then err says why.

@@ -120,15 +120,15 @@ static void trainer_open_data(Trainer *tr) {
     if (rc && rc != LOADER_SHORT) fatal("flag -j: %s; validation (every -v %d steps) reads it, -v 0 turns it off", err, a->val_every);
 }
 
-// -p: the engine's types and the compute that uses them. bf16 is the build's own (the GPU's bf16
-// build) or its second table (the CPU's); fp32 is the build's (a bf16 build stays bf16).
+// -p: the engine's types and the compute that uses them: the build's own, or -p bf16's second table
+// on a build that has one (the CPU's). A build of one precision (the GPU's) took only its own
+// (args_read, train_args_build).
 static void trainer_precision(Trainer *tr, Zero3DType *pt, Zero3DType *gt) {
     const TrainBuild *b = tr->build;
     *pt = b->param_type;
     *gt = b->grad_type;
     tr->compute = b->compute;
-    if (!tr->args.bf16 || b->param_type == ZERO3_BF16) return;
-    if (!b->compute_bf16) fatal("flag -p: bf16 is not in this build (its params are fp32)");
+    if (!tr->args.bf16 || !b->compute_bf16) return;
     *pt = *gt = ZERO3_BF16;
     tr->compute = b->compute_bf16;
 }
@@ -309,7 +309,7 @@ int trainer_step(Trainer *tr, int step, float lr, float *loss, float *norm, floa
     float global_clip = tr->clip_probe ? clip_coefficient(a->grad_clip, clip_probe_before(tr->clip_probe, &tr->z, gnorm)) : 0;
     zero3_optimizer_step(&tr->z, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, *clip, step + 1);
     if (tr->clip_probe) clip_probe_after(tr->clip_probe, &tr->z, *clip, global_clip, 0.9f, 0.95f, 1e-8f, step + 1);
-    zero3_check_idle(&tr->z);
+    zero3_check_released(&tr->z);
     *norm = (float)gnorm;
     *loss = (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));
     return A;
@@ -359,7 +359,7 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
 // in zero3_check_step_end): no more open files after a step than after the first one, so a file
 // the loop's outputs (log, trace, checkpoints, samples) leak once a step shows in a long run.
 static void trainer_check_open_files(Trainer *tr) {
-    if (!tr->z.step.check_at_end) return;
+    if (!tr->z.step.check_steps) return;
     int files = proc_open_files();
     if (tr->measure.open_files < 0) tr->measure.open_files = files;
     else if (files > tr->measure.open_files)
@@ -413,9 +413,15 @@ static int trainer_run(Trainer *tr) {
     return 0;
 }
 
+ArgsBuild train_args_build(const TrainBuild *b) {
+    ArgsBuild ab = {.ddp_only = b->ddp_only, .precision = ARGS_PRECISION_EITHER};
+    if (!b->compute_bf16) ab.precision = b->param_type == ZERO3_BF16 ? ARGS_PRECISION_BF16 : ARGS_PRECISION_FP32;
+    return ab;
+}
+
 int train_main(int argc, char **argv, const Zero3Backend *be, const TrainBuild *build) {
     TrainArgs args;
-    if (args_read(&args, argc, argv, build->ddp_only)) return 0;   // -h: the usage printed
+    if (args_read(&args, argc, argv, train_args_build(build))) return 0;   // -h: the usage printed
     if (args.plan_world) return plan_main(&args, build->align);   // -plan: on paper only, nothing allocated, no data read
     install_stop_handlers(be);
     if (be->collective_timeout) be->collective_timeout(be->ctx, args.collective_timeout_s);   // -ct: the watchdog

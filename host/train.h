@@ -21,6 +21,10 @@ typedef struct {
     const GPT2Compute *compute_bf16;    // -p bf16's math, bf16 params and gradients (NULL: none in this build)
 } TrainBuild;
 
+// What the flags must agree with (cli.h): the DDP build's stage, and the one precision of a build
+// with no second compute table (the GPU's), which -p then only confirms.
+ArgsBuild train_args_build(const TrainBuild *b);
+
 // The LR at step s (0-based) under the flags' schedule (docs/DESIGN.md section 3).
 float lr_at(const TrainArgs *a, int s);
 

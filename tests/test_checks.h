@@ -180,7 +180,7 @@ static Trainer *make_trainer(const Zero3Backend *be, const Dump *d, const char *
                           "-d", v[2], "-x", v[3], "-l", v[4], "-u", v[5], "-q", v[6], "-c", v[7], "-gc", v[8],
                           "-z", v[9], "-pd", v[10], "-v", "0"};
     TrainArgs args;
-    if (args_read(&args, (int)(sizeof argv / sizeof argv[0]), (char **)argv, g_test_build->ddp_only)) return NULL;
+    if (args_read(&args, (int)(sizeof argv / sizeof argv[0]), (char **)argv, train_args_build(g_test_build))) return NULL;
     return trainer_create(&args, be, g_test_build);
 }
 

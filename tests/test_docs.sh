@@ -83,6 +83,12 @@ rm -f "$slow"
 # every figure, rerun (the slow ones too under SLOW=1)
 $PY scripts/doc_figures.py --check $tier || fail "a figure in the documents differs from the program's output (scripts/doc_figures.py --write $tier rewrites them; check the diff)"
 
+# the flags are described once: docs/formats.md's table is the figure of --help-md (ARGS_FLAGS, the
+# table -h prints), so the figures' check above holds it to the program
+grep -qxF -- '<!-- figure: ./train_gpt2_zero3 --help-md -->' docs/formats.md ||
+  fail "docs/formats.md's flags table is not the figure of ./train_gpt2_zero3 --help-md"
+echo "docs/formats.md's flags table: the figure of --help-md"
+
 lines=$(wc -l < README.md)
 [ "$lines" -lt 300 ] || fail "README.md has $lines lines (the front door stays under 300)"
 echo "README.md: $lines lines"

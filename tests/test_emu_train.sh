@@ -11,6 +11,9 @@
 #     (the portable attention in the tensor-core build) give the default path's losses within 2e-3
 #     relative, and the end-of-run line and the description say which path ran;
 #   - -v 0 never opens the validation file; a validation split shorter than one batch validates.
+#   - -p on a build of one precision (BF16): -h gives bf16 as its default, -p fp32 is refused with one
+#     line naming the flag and the build, -p bf16 runs, and meta.bin's precision word (docs/
+#     CHECKPOINT_FORMAT.md, read here from the file) is 1 for bf16.
 #   - ZeRO++ on the GPU backend (-qw 8 -hp 2 -qg 8: int8 gathers, node-group all-gathers, grouped
 #     send/receive all-to-all) on 2 emulated ranks gives the CPU trainer's losses.
 . "$(dirname "$0")/lib.sh"
@@ -30,6 +33,25 @@ data = open(sys.argv[1], "rb").read()
 header = bytearray(data[:1024]); header[8:12] = (50).to_bytes(4, "little")
 open(sys.argv[2], "wb").write(bytes(header) + data[1024:1024 + 100])
 EOF
+
+# -p on the BF16 build: its default, the other value refused (one line, no output folder made), its own
+# value trained and recorded in meta.bin (word 30: 1 bf16, 0 fp32)
+"$work/train" -h | grep -qE '^ .* default bf16 \(built with PRECISION=BF16\)$' ||
+  { "$work/train" -h | grep -A2 -- '-p fp32'; fail "-h on the BF16 build does not give bf16 as -p's default"; }
+timeout -k 10 60 "$work/train" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 1 -v 0 -o "$work/p_fp32" -p fp32 >"$work/p_fp32.log" 2>&1 &&
+  fail "-p fp32 on the BF16 build ran"
+[ "$(cat "$work/p_fp32.log")" = "error: flag -p fp32: this build is bf16 (built with PRECISION=BF16); rebuild with PRECISION=FP32" ] ||
+  { cat "$work/p_fp32.log"; fail "-p fp32 on the BF16 build: want one error line naming the flag and the build"; }
+[ ! -e "$work/p_fp32" ] || fail "-p fp32 on the BF16 build made its output folder"
+precision_word() {  # the precision word (30) of the one meta.bin under DIR
+  $PY -c 'import struct, sys; print(struct.unpack_from("<q", open(sys.argv[1], "rb").read(), 30 * 8)[0])' \
+    "$(find "$1" -name meta.bin | head -1)"
+}
+timeout -k 10 120 "$work/train" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 1 -v 0 -n 1 -o "$work/p_bf16" -p bf16 >"$work/p_bf16.log" 2>&1 ||
+  { tail -5 "$work/p_bf16.log"; fail "-p bf16 on the BF16 build"; }
+word=$(precision_word "$work/p_bf16")
+[ "$word" = 1 ] || fail "the BF16 build's meta.bin records precision '$word', want 1 (bf16)"
+echo "ok   -p on the BF16 build: -h's default bf16, -p fp32 refused in one line, -p bf16 runs, meta.bin records 1 (bf16)"
 
 # fallbacks LOG: "N M" from the summary's line (exactly one line mentions fallbacks)
 fallbacks() {
@@ -97,6 +119,14 @@ if command -v mpicxx >/dev/null; then
   dev/cuda/emu/build.sh "$work/train_mpi" train_gpt2_zero3.cu -DENABLE_FP32 -DUSE_MPI --library >"$work/build_mpi.log" 2>&1 ||
     { tail -20 "$work/build_mpi.log"; fail "emulator build of train_gpt2_zero3.cu with MPI"; }
   make -s train_gpt2_zero3 || fail "make train_gpt2_zero3"
+  # the FP32 build takes only fp32
+  timeout -k 10 60 mpirun -np 1 "$work/train_mpi" -e "$MODEL" -i "$TOKENS" -x 1 -v 0 -p bf16 >"$work/p_bf16_fp32.log" 2>&1 &&
+    fail "-p bf16 on the FP32 build ran"
+  grep -qx "error: flag -p bf16: this build is fp32 (built with PRECISION=FP32); rebuild with PRECISION=BF16" "$work/p_bf16_fp32.log" ||
+    { cat "$work/p_bf16_fp32.log"; fail "-p bf16 on the FP32 build: want the error line naming the flag and the build"; }
+  [ "$(grep -c '^error' "$work/p_bf16_fp32.log")" = 1 ] ||   # (the rest is mpirun's own report of the exit)
+    { cat "$work/p_bf16_fp32.log"; fail "-p bf16 on the FP32 build: more than one error line"; }
+  echo "ok   -p bf16 on the FP32 build: refused in one line"
   ZPP=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 3 -v 0 -z 3 -qw 8 -hp 2 -qg 8)
   timeout -k 10 300 mpirun -np 2 "$work/train_mpi" "${ZPP[@]}" >"$work/zpp_gpu.log" 2>&1 || { tail -20 "$work/zpp_gpu.log"; fail "ZeRO++ on 2 emulated ranks"; }
   timeout -k 10 120 mpirun -np 2 ./train_gpt2_zero3 "${ZPP[@]}" >"$work/zpp_cpu.log" 2>&1 || { tail -20 "$work/zpp_cpu.log"; fail "ZeRO++ on 2 CPU ranks"; }

@@ -3,7 +3,8 @@
 #   1. every numeric flag -h gives a range to refuses a value just outside each end, with one error
 #      line naming the flag and that range, and accepts both ends (through -plan, or a one-step run
 #      where the planner refuses the flag); the emulated link's GB/s and latency at and past their
-#      ends; docs/formats.md's table of ranges is dev/flag_ranges.sh's output;
+#      ends; --help-md's table (docs/formats.md's flags, held there by test_docs) gives every flag
+#      and range -h gives;
 #   2. for a set of refused combinations a run on 2 ranks and -plan 2 print the same error line;
 #   3. -plan N with -hp G plans hpZ in groups of G: the model state it prints is the run's startup
 #      report's for those flags, and both are the bytes worked out here by hand.
@@ -12,13 +13,17 @@ make -s train_gpt2_zero3 >/dev/null || fail "build"
 MODEL=(-e d2c64h2t64 -b 2 -t 32 -x 1 -v 0)   # a run of one step, about a second
 
 # ---- 1. ranges ---------------------------------------------------------------------------------
-# FLAG RANGE: the range as -h prints it, from the last line of the flag's help
-ranges=$(dev/flag_ranges.sh "$BIN" | tail -n +3 | sed -E 's/^\| `([^`]*)` \| (.*) \|$/\1 \2/')
+# FLAG RANGE: the range as -h prints it, from the last line of the flag's help (a flag's first line
+# starts "  -NAME"; its range ends its last line: "... range [1, 1048576]")
+ranges=$("$BIN" -h | awk '/^  -[a-zA-Z]/ { name = $1 } match($0, / range [[(].*$/) { print name, substr($0, RSTART + 7) }')
 [ "$(wc -l <<<"$ranges")" -ge 30 ] || fail "-h gives fewer than 30 ranges: $ranges"
-awk '/<!-- flag ranges/{on=1; next} /<!-- end of flag ranges/{on=0} on' docs/formats.md >"$work/doc_table"
-dev/flag_ranges.sh "$BIN" | diff - "$work/doc_table" >"$work/doc_diff" ||
-  { cat "$work/doc_diff"; fail "docs/formats.md's table of ranges is not -h's: regenerate it with dev/flag_ranges.sh"; }
-echo "ok   docs/formats.md's table of ranges is -h's ($(wc -l <<<"$ranges") flags)"
+# the same from --help-md's rows: | `-b B` | meaning | default | [1, 1048576] |
+"$BIN" --help-md >"$work/md" || fail "--help-md failed"
+md_ranges=$(sed -nE 's/^\| `(-[a-zA-Z]+)[^`]*` \|.* \| ([^|]+) \|$/\1 \2/p' "$work/md")
+[ "$md_ranges" = "$ranges" ] || { diff <(echo "$ranges") <(echo "$md_ranges"); fail "--help-md's ranges are not -h's"; }
+[ "$(grep -c '^| `-' "$work/md")" = "$("$BIN" -h | grep '^  -[a-zA-Z]' | grep -vc '^  -h ')" ] ||   # -h itself: not a row
+  fail "--help-md and -h list different numbers of flags"
+echo "ok   --help-md's table gives the flags and ranges -h gives ($(wc -l <<<"$ranges") ranges)"
 
 # the context a value at an end of its range needs to be planned (its other flags in range too)
 context() {

@@ -115,7 +115,7 @@ static void check_departure(void) {
     Case c = {3, 4, 0, 0, 0, ZERO3_F32};
     make(&z, &be, c);
     z.cfg.prefetch_depth = 1;
-    z.step.check_at_end = 1;
+    z.step.check_steps = 1;
     one_step(&z, 0.0);
     zero3_step_begin(&z);
     zero3_micro_begin(&z, 0, 1, ZERO3_PASS_TRAIN);
@@ -139,7 +139,7 @@ static void check_abandon(int stage) {
     Case c = {stage, 4, 0, 0, 0, ZERO3_F32};
     make(&z, &be, c);
     z.cfg.prefetch_depth = 1;
-    z.step.check_at_end = 1;
+    z.step.check_steps = 1;
     for (int step = 1; step <= 3; step++) {
         zero3_step_begin(&z);
         for (int k = 0; k < 2; k++) {
@@ -182,7 +182,7 @@ static void check_lifecycle(int keep) {
     const char *name = keep ? "stage 3, -ra 0" : "stage 3";
     Zero3 z; Zero3Backend be;
     make(&z, &be, (Case){3, 4, 0, 0, keep, ZERO3_F32});
-    z.step.check_at_end = 1;
+    z.step.check_steps = 1;
     const Zero3ParamState after_forward = keep ? ZERO3_PARAMS_KEPT : ZERO3_PARAMS_SHARDED;
     const int bwd_gathers = keep ? 0 : 1;   // -ra 0: the backward finds the unit KEPT
     zero3_step_begin(&z);

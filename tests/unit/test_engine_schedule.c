@@ -155,7 +155,7 @@ static size_t run(int depth, Zero3BackwardPrefetch bp) {
         gpt2_pass_backward(&g, 1.0f);
         zero3_grad_norm(&z);
         zero3_optimizer_step(&z, 0.0f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, step + 1);
-        zero3_check_idle(&z);
+        zero3_check_released(&z);
         if (step == 0) {   // 1. the recording is GPT-2's order
             const Zero3PassOrder *s = &z.schedule.pass_order[ZERO3_PASS_TRAIN];
             int same = s->mode == ZERO3_SCHEDULE_RECORDED && s->len == g_order_len;
