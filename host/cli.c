@@ -414,7 +414,7 @@ static void markdown_cell(const char *text, int code) {
 }
 
 void args_usage_markdown(const TrainArgs *a) {
-    if (g_proc.rank != 0) return;
+    if (proc_rank() != 0) return;
     printf("| flag | meaning | default | range |\n|---|---|---|---|\n");
     for (int i = 0; i < ARGS_NFLAGS; i++) {
         const Flag *f = &ARGS_FLAGS[i];
