@@ -249,7 +249,8 @@ static void keep_for_backward(Zero3 *z, Zero3Unit *U) {
         set_params_state(z, U, ZERO3_PARAMS_KEPT);
 }
 
-static void kept_until_gradients(Zero3 *z, Zero3Unit *U) {
+// KEPT -> GATHERED: the gradients were handed over; freed now if no caller holds the unit.
+static void release_kept(Zero3 *z, Zero3Unit *U) {
     if (U->param_state != ZERO3_PARAMS_KEPT) return;
     set_params_state(z, U, ZERO3_PARAMS_GATHERED);
     if (may_free(U)) free_gathered(z, U);
@@ -493,7 +494,7 @@ void zero3_reduce_grads(Zero3 *z, int u) {
     if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
     label_unit(z, u);
     reduce(z, u);
-    kept_until_gradients(z, U);
+    release_kept(z, U);
 }
 
 void zero3_finish_reductions(Zero3 *z) {
