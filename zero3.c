@@ -1,9 +1,19 @@
-// zero3.c: the ZeRO engine. See zero3.h for the picture; this file is the mechanism, the lifecycle
-// alone: the policy (which gather and which reduction a unit gets) and the unit's table of moves,
-// layout and allocation, where each unit's pieces live, publishing the params, the transient pool,
-// the prefetch schedule, the phase verbs and their building blocks, the reductions, the norm, the
-// optimizer. What the engine measures is not here: each phase reports to the observer handed in
-// (z->cfg.observer, zero3.h's Zero3Observer) through one OBSERVE line. No MPI, no CUDA: every
+// zero3.c: the ZeRO engine. zero3.h draws the picture; this file is the mechanism, in the order a
+// step runs it:
+//   1. the step as the trainer drives it: the phase verbs (pre/post forward/backward), the norm and
+//      the optimizer step, each a few calls of the parts below;
+//   2. a unit's two state machines (params, gradients): their tables of moves, their one setter
+//      each, and -ra 0's KEPT, where the two couple;
+//   3. the gather and the release the verbs call, with the prefetch;
+//   4. the gradients: their buffer, their reduction, the reductions in flight;
+//   5. the step's end: the gradients completed, the norm's sum, AdamW's segments, the post-step gathers;
+//   6. the checks; 7. the policy (which gather and which reduction); 8. the layout, where each
+//      unit's pieces live, publishing the params; 9. the transient pool; 10. the prefetch schedule;
+//   11. one rank, where a shard is the whole unit; 12. ZeRO++. The exact ZeRO-3 path reads without
+//      the last two: each is one call from the mechanism.
+// What the engine measures is not here: each phase reports to the observer handed in
+// (z->cfg.observer, zero3.h's Zero3Observer), a compute span at a verb's edges, a collective where
+// it is issued (issued()), a wait where it is waited (wait_for()). No MPI, no CUDA: every
 // collective, allocation and shard-math loop goes through z->be.
 #include "zero3.h"
 #include <math.h>
@@ -31,38 +41,10 @@ void zero3_die(const char *msg) {
 #define OBSERVE(z, hook, ...) \
     do { if ((z)->cfg.observer) (z)->cfg.observer->hook((z), ##__VA_ARGS__); } while (0)
 
-// Names unit u as the owner of the collectives started next, for the backend's watchdog (its
-// timeout line says which unit a stalled collective was for).
-static void label_unit(const Zero3 *z, int u) {
-    if (z->be->label) z->be->label(z->be->ctx, z->units[u].name);
-}
-
-static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
-static size_t gcd(size_t a, size_t b) { return b ? gcd(b, a % b) : a; }
-
-// ZeRO++'s three ideas (docs/zeropp.md), each on or off for the run.
-static int qw(const Zero3 *z) { return z->cfg.quant_weights != 0; }   // quantized weight gathers
-static int hp(const Zero3 *z) { return z->cfg.hp_group > 0; }         // secondary shard in the node group
-static int qg(const Zero3 *z) { return z->cfg.quant_grads != 0; }     // quantized gradient reduction
-
-// The granularity of a shard, in elements: the alignment, and under quantization (qwZ, qgZ) also a
-// whole number of quantization blocks, so block boundaries fall at the same unit offsets for any N.
-static size_t shard_quantum(const Zero3 *z) {
-    size_t a = (size_t)z->cfg.align;
-    if (qw(z) || qg(z)) a = a / gcd(a, ZERO3_QUANT_BLOCK) * ZERO3_QUANT_BLOCK;
-    return a;
-}
-
-// ZeRO++'s node groups: G consecutive ranks of the shard group (hpZ's G, or the whole shard group
-// for qgZ alone), and the cross groups of the ranks with the same place in theirs.
-static void zeropp_make_node_groups(Zero3 *z) {
-    if (!(hp(z) || qg(z)) || z->world == 1) return;
-    int G = hp(z) ? z->cfg.hp_group : z->world;
-    if (z->world % G != 0 || !z->be->make_node_groups) zero3_die("the node group must divide the shard group");
-    z->be->make_node_groups(z->be->ctx, G);
-    z->node_size = G;
-    z->node_rank = z->rank % G;
-    z->nodes = z->world / G;
+// A collective of unit u just started (its handle): reported, on a buffer of `bytes`, and handed on.
+static void *issued(Zero3 *z, void *handle, int u, Zero3Collective kind, size_t bytes) {
+    OBSERVE(z, collective, u, kind, bytes);
+    return handle;
 }
 
 // The placements of unit u, by question: its stage's row of the table, or DDP's row for a unit kept
@@ -70,13 +52,619 @@ static void zeropp_make_node_groups(Zero3 *z) {
 static int params_sharded(const Zero3 *z, int u) { return z->units[u].layout.params == ZERO3_SHARDED; }
 static int grads_sharded(const Zero3 *z, int u) { return z->units[u].layout.grads == ZERO3_SHARDED; }
 static int optimizer_sharded(const Zero3 *z, int u) { return z->units[u].layout.optimizer == ZERO3_SHARDED; }
-// One rank: a shard is the whole unit, so a gather or a reduction is the identity. The engine then
-// issues no data collective at all and uses the shards in place (stage 3 holds what DDP holds).
-static int solo(const Zero3 *z) { return z->world == 1; }
 
-// ------------------------------------------------------------------------------------------------
-// The policy (zero3.h): which gather and which reduction a unit gets. The mechanism below asks
-// these three functions before it issues a collective, and the theory asks the same ones.
+// The parts below that the verbs call, in the order they are defined.
+static void keep_for_backward(Zero3 *z, Zero3Unit *U);
+static void prefetch(Zero3 *z);
+static int prefetch_after_compute(const Zero3 *z, Zero3Phase phase);
+static void drop_unused_prefetches(Zero3 *z);
+static void *grads_open(Zero3 *z, int u);
+static void finish_gradients(Zero3 *z);
+static double owned_sum_squares(Zero3 *z);
+static int build_adam_segments(Zero3 *z, float weight_decay);
+static void updated_params_gather(Zero3 *z);
+static void schedule_start(Zero3 *z, Zero3Pass pass);
+static void schedule_close_recording(Zero3 *z);
+static void zeropp_params_changed(Zero3 *z);
+
+// ================================================================================================
+// 1. The step, as zero3.h's pseudocode drives it
+
+void zero3_step_begin(Zero3 *z) {
+    OBSERVE(z, step_begin);
+    z->step.grads_complete = 0;
+    // gradients accumulate over the micro-steps of one step: start them at zero
+    const Zero3Backend *be = z->be;
+    size_t gbytes = zero3_dtype_size(z->cfg.grad_type);
+    if (z->resident.grads_full) be->zero(be->ctx, z->resident.grads_full, z->resident.grads_full_numel * gbytes);
+    if (z->resident.grads_shard) be->zero(be->ctx, z->resident.grads_shard, z->resident.grads_shard_numel * gbytes);
+}
+
+void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
+    // the previous micro-step's last reductions still read their gradient buffers; the units
+    // start a new accumulation now, so let those finish first
+    OBSERVE(z, compute_end);
+    zero3_finish_reductions(z);
+    drop_unused_prefetches(z);
+    z->step.micro = micro;
+    z->step.micro_steps = micro_steps;
+    schedule_start(z, pass);
+}
+
+// The step ends here, before its norm and update: the reductions in flight finish (their buffers
+// go back to the pool), units gathered ahead return theirs, and the recording of the micro-step
+// that ran whole is kept. Nothing reads the partial gradients: zero3_step_begin zeros them.
+void zero3_step_abandon(Zero3 *z) {
+    OBSERVE(z, compute_end);
+    zero3_finish_reductions(z);
+    drop_unused_prefetches(z);
+    schedule_close_recording(z);
+}
+
+// ---- the phase verbs: one line before the compute, one after --------------------------------------
+// (Every public entry ends the caller's compute span first: zero3_gather, zero3_release and
+// zero3_reduce_grads do, so the verbs built on them need not.)
+
+void *zero3_pre_forward(Zero3 *z, int u) {
+    void *p = zero3_gather(z, u, ZERO3_FOR_FORWARD);
+    OBSERVE(z, compute_begin, ZERO3_EV_FORWARD, u);
+    return p;
+}
+
+// Release, or (-ra 0, a training pass) keep the unit gathered for its backward.
+void zero3_post_forward(Zero3 *z, int u) {
+    keep_for_backward(z, &z->units[u]);
+    zero3_release(z, u);
+}
+
+Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
+    Zero3UnitBuffers b;
+    b.params = zero3_gather(z, u, ZERO3_FOR_BACKWARD);
+    b.grads = grads_open(z, u);
+    OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);
+    return b;
+}
+
+// -bp post (FSDP's BACKWARD_POST): the unit's params are freed first, so their buffer can take the
+// next gather; the next units' gathers start, ahead of this unit's reduction on the link.
+void zero3_post_backward(Zero3 *z, int u) {
+    if (prefetch_after_compute(z, ZERO3_FOR_BACKWARD)) {
+        zero3_release(z, u);
+        prefetch(z);
+        zero3_reduce_grads(z, u);
+        return;
+    }
+    zero3_reduce_grads(z, u);
+    zero3_release(z, u);
+}
+
+// ---- the norm and the optimizer step ------------------------------------------------------------
+
+// Global gradient norm: one all-reduce of one number gives every rank the same norm. A per-rank
+// norm would give every rank a different clipping coefficient, and the replicas would drift apart.
+double zero3_grad_norm(Zero3 *z) {
+    OBSERVE(z, compute_end);
+    finish_gradients(z);
+    double local = owned_sum_squares(z);
+    OBSERVE(z, norm_begin);
+    double total = z->be->all_reduce_scalar(z->be->ctx, local);   // one number, summed over every rank
+    OBSERVE(z, norm_end);
+    return sqrt(total);
+}
+
+// The norm of this rank's own slice only: the clipping pitfall, on purpose (-clip local).
+double zero3_local_grad_norm(Zero3 *z) {
+    OBSERVE(z, compute_end);
+    finish_gradients(z);
+    return sqrt(owned_sum_squares(z));
+}
+
+// AdamW on the local optimizer span: every segment in one backend call (one launch on a GPU). No
+// communication, except the all-gather of updated params where params are FULL but the optimizer
+// SHARDED.
+void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, float grad_scale, int t) {
+    const Zero3Backend *be = z->be;
+    OBSERVE(z, compute_end);
+    finish_gradients(z);
+    drop_unused_prefetches(z);
+    OBSERVE(z, compute_begin, ZERO3_EV_OPTIMIZER, -1);
+    int nsegs = z->adam.count = build_adam_segments(z, weight_decay);
+    be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
+              grad_scale, t);
+    OBSERVE(z, compute_end);
+    zeropp_params_changed(z);
+    updated_params_gather(z);
+    OBSERVE(z, step_end);
+    if (z->step.check_steps) zero3_check_step_end(z);
+}
+
+// ================================================================================================
+// 2. A unit's two state machines (zero3.h's tables): the moves each state may make, the one setter
+// of each machine, and the two questions the verbs ask of the params. In check mode a move the
+// table does not list stops the setter.
+
+static const unsigned char PARAM_MOVES[ZERO3_PARAMS_STATES][ZERO3_PARAMS_STATES] = {
+    //                 RESIDENT SHARDED GATHERING GATHERED KEPT
+    [ZERO3_PARAMS_RESIDENT]  = {0, 0, 0, 0, 0},
+    [ZERO3_PARAMS_SHARDED]   = {0, 0, 1, 1, 0},
+    [ZERO3_PARAMS_GATHERING] = {0, 0, 0, 1, 0},
+    [ZERO3_PARAMS_GATHERED]  = {0, 1, 0, 0, 1},
+    [ZERO3_PARAMS_KEPT]      = {0, 0, 0, 1, 0},
+};
+static const char *const PARAM_STATE_NAMES[ZERO3_PARAMS_STATES] = {"RESIDENT", "SHARDED", "GATHERING", "GATHERED", "KEPT"};
+
+static const unsigned char GRAD_MOVES[ZERO3_GRADS_STATES][ZERO3_GRADS_STATES] = {
+    //                      IDLE ACCUMULATING REDUCING
+    [ZERO3_GRADS_IDLE]         = {0, 1, 0},
+    [ZERO3_GRADS_ACCUMULATING] = {1, 0, 1},
+    [ZERO3_GRADS_REDUCING]     = {1, 0, 0},
+};
+static const char *const GRAD_STATE_NAMES[ZERO3_GRADS_STATES] = {"IDLE", "ACCUMULATING", "REDUCING"};
+
+int zero3_params_move_listed(Zero3ParamState from, Zero3ParamState to) { return PARAM_MOVES[from][to]; }
+int zero3_grads_move_listed(Zero3GradState from, Zero3GradState to) { return GRAD_MOVES[from][to]; }
+
+static void die_on_move(const Zero3Unit *U, const char *what, const char *from, const char *to) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "unit %s: %s %s -> %s is not a move of the state table", U->name, what, from, to);
+    zero3_die(msg);
+}
+
+// Every change of a unit's params state.
+static void set_params_state(const Zero3 *z, Zero3Unit *U, Zero3ParamState to) {
+    if (z->step.check_steps && !PARAM_MOVES[U->param_state][to])
+        die_on_move(U, "params", PARAM_STATE_NAMES[U->param_state], PARAM_STATE_NAMES[to]);
+    U->param_state = to;
+}
+
+// Every change of a unit's gradients state.
+static void set_grads_state(const Zero3 *z, Zero3Unit *U, Zero3GradState to) {
+    if (z->step.check_steps && !GRAD_MOVES[U->grad_state][to])
+        die_on_move(U, "grads", GRAD_STATE_NAMES[U->grad_state], GRAD_STATE_NAMES[to]);
+    U->grad_state = to;
+}
+
+// A unit's states at its birth, the only write besides the setters': its params at rest where its
+// layout keeps them, its gradients IDLE.
+static void states_at_birth(Zero3Unit *U) {
+    U->param_state = U->layout.params == ZERO3_SHARDED ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
+    U->grad_state = ZERO3_GRADS_IDLE;
+}
+
+// The full unit may go back to the pool: gathered, and no caller holds it (a KEPT unit waits for
+// its gradients to be handed over first).
+static int may_free(const Zero3Unit *U) { return U->param_state == ZERO3_PARAMS_GATHERED && U->holders == 0; }
+// Someone will still read the unit's gathered params: a caller holds them, or its backward is to come.
+static int busy(const Zero3Unit *U) { return U->holders > 0 || U->param_state == ZERO3_PARAMS_KEPT; }
+
+static void free_gathered(Zero3 *z, Zero3Unit *U);
+
+// ---- KEPT (-ra 0, FSDP's reshard_after_forward = False): where the two machines couple ----------
+// In a training pass a unit stays gathered from its forward to its backward (GATHERED -> KEPT), which
+// then needs no second all-gather; once its gradients are handed over (zero3_reduce_grads) it is done
+// with its params (KEPT -> GATHERED), and freed if no caller holds them.
+static void keep_for_backward(Zero3 *z, Zero3Unit *U) {
+    if (!z->cfg.reshard_after_forward && z->schedule.pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
+        set_params_state(z, U, ZERO3_PARAMS_KEPT);
+}
+
+// KEPT -> GATHERED: the gradients were handed over; freed now if no caller holds the unit.
+static void release_kept(Zero3 *z, Zero3Unit *U) {
+    if (U->param_state != ZERO3_PARAMS_KEPT) return;
+    set_params_state(z, U, ZERO3_PARAMS_GATHERED);
+    if (may_free(U)) free_gathered(z, U);
+}
+
+// ================================================================================================
+// 3. Gather and release
+
+static void label_unit(const Zero3 *z, int u);
+static void *owned_params(Zero3 *z, int u);
+static void *resident_params(Zero3 *z, int u);
+static void *pool_acquire(Zero3 *z, size_t bytes);
+static void pool_release(Zero3 *z, void *ptr);
+static void schedule_note_gather(Zero3 *z, int u, Zero3Phase phase);
+static void solo_gather(Zero3 *z, int u);
+static int solo_shard_in_place(Zero3 *z, const Zero3Unit *U);
+static void *zeropp_gather_start(Zero3 *z, int u);
+static void zeropp_gather_finish(Zero3 *z, Zero3Unit *U);
+
+// be->wait for a collective of unit u (-1 none). The compute side stops here: what it waits is the
+// exposed communication, on the timeline.
+static void wait_for(Zero3 *z, void *handle, int u, Zero3Collective kind) {
+    OBSERVE(z, wait_begin, u, kind);
+    z->be->wait(z->be->ctx, handle);
+    OBSERVE(z, wait_end);
+}
+
+// SHARDED -> GATHERING: the gather the policy gives unit u for `phase` starts into a pool buffer:
+// shard by shard, or one of ZeRO++'s (quantized, from the node group's secondary shards). On one
+// rank the shard is the unit (solo_gather).
+static void gather_start(Zero3 *z, int u, Zero3Phase phase) {
+    Zero3Unit *U = &z->units[u];
+    const Zero3Backend *be = z->be;
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    U->gather = zero3_gather_for(&facts, phase, U->secondary_fresh);
+    label_unit(z, u);
+    if (U->gather.how == ZERO3_GATHER_IN_PLACE) {
+        solo_gather(z, u);
+        return;
+    }
+    size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
+    U->params_gathered = pool_acquire(z, full_bytes);
+    if (U->gather.how == ZERO3_GATHER_SHARDS)
+        U->gather_handle = issued(z, be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered, U->shard, z->cfg.param_type),
+                                  u, U->gather.kind, full_bytes);
+    else
+        U->gather_handle = zeropp_gather_start(z, u);
+    set_params_state(z, U, ZERO3_PARAMS_GATHERING);
+}
+
+// GATHERING -> GATHERED: waits for the gather (and lets ZeRO++ finish its own).
+static void gather_finish(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    if (U->gather_handle) wait_for(z, U->gather_handle, u, U->gather.kind);
+    U->gather_handle = NULL;
+    zeropp_gather_finish(z, U);
+    set_params_state(z, U, ZERO3_PARAMS_GATHERED);
+}
+
+void *zero3_gather(Zero3 *z, int u, Zero3Phase phase) {
+    Zero3Unit *U = &z->units[u];
+    OBSERVE(z, compute_end);
+    if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
+        return resident_params(z, u);
+    schedule_note_gather(z, u, phase);
+    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, phase);   // not prefetched: now
+    if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
+    U->holders++;
+    if (!prefetch_after_compute(z, phase)) prefetch(z);   // while the caller computes on u, the next units arrive
+    return U->params_gathered;
+}
+
+// GATHERED -> SHARDED: the full unit's memory returns to the pool.
+static void free_gathered(Zero3 *z, Zero3Unit *U) {
+    if (!solo_shard_in_place(z, U)) pool_release(z, U->params_gathered);
+    U->params_gathered = NULL;
+    set_params_state(z, U, ZERO3_PARAMS_SHARDED);
+}
+
+// Once the last holder lets go the unit is freed, unless it is KEPT for its backward (no reshard
+// after forward): then its gradients' hand-over frees it.
+void zero3_release(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    OBSERVE(z, compute_end);
+    if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
+    if (U->holders <= 0 || (U->param_state != ZERO3_PARAMS_GATHERED && U->param_state != ZERO3_PARAMS_KEPT))
+        zero3_die("zero3_release of a unit that is not gathered");
+    U->holders--;
+    if (may_free(U)) free_gathered(z, U);
+}
+
+// Starts the all-gathers of the next prefetch_depth units of the recorded schedule that are still
+// SHARDED. Bounding the depth bounds memory (FSDP's limit_all_gathers, DeepSpeed's
+// stage3_max_live_parameters).
+static void prefetch(Zero3 *z) {
+    const Zero3PassOrder *s = &z->schedule.pass_order[z->schedule.pass];
+    if (s->mode != ZERO3_SCHEDULE_RECORDED) return;
+    for (int k = 0; k < z->cfg.prefetch_depth; k++) {
+        int pos = z->schedule.pos + k;
+        if (pos >= s->len) break;
+        if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED)
+            gather_start(z, s->order[pos], (Zero3Phase)s->backward[pos]);
+    }
+}
+
+// The prefetch rule (zero3.h): under -bp post a backward gather leaves the prefetch to its unit's
+// post_backward, after the unit's gradient compute; every other gather prefetches at once.
+int zero3_prefetch_after_compute(Zero3BackwardPrefetch bp, Zero3Phase phase) {
+    return phase == ZERO3_FOR_BACKWARD && bp == ZERO3_BACKWARD_POST;
+}
+static int prefetch_after_compute(const Zero3 *z, Zero3Phase phase) {
+    return zero3_prefetch_after_compute(z->cfg.backward_prefetch, phase);
+}
+
+// A unit gathered ahead of use that no pass then asked for (only after a departure from the
+// schedule): its buffer goes back to the pool, so stale params can never be used after an update.
+static void drop_unused_prefetches(Zero3 *z) {
+    for (int u = 0; u < z->nunits; u++) {
+        Zero3Unit *U = &z->units[u];
+        if (busy(U) || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
+            continue;
+        if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
+        free_gathered(z, U);
+    }
+}
+
+// ================================================================================================
+// 4. The gradients: the buffer the backward adds into, its reduction, the reductions in flight
+
+static void *grads_span(Zero3 *z, int u);
+static char *at(void *base, size_t elements, Zero3DType t);
+static void *solo_grads_in_place(Zero3 *z, int u);
+static void zeropp_reduce(Zero3 *z, int u);
+
+// The full-size buffer this micro-step's gradients of unit u are added into. Grads FULL: the
+// resident buffer (it accumulates over micro-steps); SHARDED: a fresh zeroed one (on one rank the
+// shard itself).
+static void *grads_buffer_for(Zero3 *z, int u) {
+    const Zero3Unit *U = &z->units[u];
+    void *in_place = solo_grads_in_place(z, u);
+    if (in_place) return in_place;
+    if (!grads_sharded(z, u)) return at(z->resident.grads_full, U->grads_offset, z->cfg.grad_type);
+    size_t bytes = U->padded * zero3_dtype_size(z->cfg.grad_type);
+    void *buffer = pool_acquire(z, bytes);
+    z->be->zero(z->be->ctx, buffer, bytes);
+    return buffer;
+}
+
+// IDLE -> ACCUMULATING, once per micro-step: later calls add into the same buffer.
+static void *grads_open(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    if (U->grad_state == ZERO3_GRADS_REDUCING) zero3_die("zero3_grads of a unit whose reduction is in flight");
+    if (U->grad_state == ZERO3_GRADS_IDLE) {
+        U->grads_buffer = grads_buffer_for(z, u);
+        set_grads_state(z, U, ZERO3_GRADS_ACCUMULATING);
+    }
+    return U->grads_buffer;
+}
+
+void *zero3_grads(Zero3 *z, int u) {
+    OBSERVE(z, compute_end);
+    void *g = grads_open(z, u);
+    OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);   // the caller computes gradients of u now
+    return g;
+}
+
+// REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
+static void retire_oldest_reduction(Zero3 *z) {
+    wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);
+    Zero3Unit *U = &z->units[z->inflight.unit[0]];
+    if (grads_sharded(z, z->inflight.unit[0])) pool_release(z, U->grads_buffer);
+    U->grads_buffer = NULL;
+    set_grads_state(z, U, ZERO3_GRADS_IDLE);
+    z->inflight.count--;
+    memmove(z->inflight.handle, z->inflight.handle + 1, z->inflight.count * sizeof(void *));
+    memmove(z->inflight.unit, z->inflight.unit + 1, z->inflight.count * sizeof(int));
+    memmove(z->inflight.kind, z->inflight.kind + 1, z->inflight.count * sizeof(Zero3Collective));
+}
+
+// ACCUMULATING -> IDLE at once, for a reduction that needs no collective in flight: none at this
+// micro-step (the gradients accumulate where the optimizer reads them), or qgZ's (finished before
+// it returns).
+static void grads_reduced_now(Zero3 *z, Zero3Unit *U) {
+    U->grads_buffer = NULL;
+    set_grads_state(z, U, ZERO3_GRADS_IDLE);
+}
+
+// ACCUMULATING -> REDUCING: unit u's reduction started (its handle), until retire_oldest_reduction
+// waits for it. A few stay in flight so they overlap the backward of the next units; where grads are
+// SHARDED the full buffer goes back as soon as the reduce-scatter is done with it, which bounds the
+// live gradient buffers to two (this one and the one being computed next).
+static void reduction_in_flight(Zero3 *z, Zero3Unit *U, void *handle, Zero3Collective kind) {
+    const int u = (int)(U - z->units);
+    set_grads_state(z, U, ZERO3_GRADS_REDUCING);
+    if (z->inflight.count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
+    z->inflight.handle[z->inflight.count] = handle;
+    z->inflight.unit[z->inflight.count] = u;
+    z->inflight.kind[z->inflight.count] = kind;
+    z->inflight.count++;
+    if (grads_sharded(z, u))
+        while (z->inflight.count > 1) retire_oldest_reduction(z);
+}
+
+// Hands unit u's gradients of this micro-step to the reduction the policy gives it
+// (zero3_reduction_for).
+static void reduce(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    const Zero3Backend *be = z->be;
+    Zero3DType gt = z->cfg.grad_type;
+    size_t full_bytes = U->padded * zero3_dtype_size(gt);
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    switch (zero3_reduction_for(&facts, z->step.micro, z->step.micro_steps).how) {
+    case ZERO3_REDUCE_NONE:        // they accumulate where they are, where the optimizer reads them
+        grads_reduced_now(z, U);
+        return;
+    case ZERO3_REDUCE_QUANTIZED:   // qgZ: reduced before it returns, into the shard
+        zeropp_reduce(z, u);
+        pool_release(z, U->grads_buffer);
+        grads_reduced_now(z, U);
+        return;
+    case ZERO3_REDUCE_ALL_REDUCE:
+        reduction_in_flight(z, U, issued(z, be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt), u,
+                                         ZERO3_COLL_ALL_REDUCE, full_bytes), ZERO3_COLL_ALL_REDUCE);
+        return;
+    case ZERO3_REDUCE_SCATTER:
+        // Grads SHARDED accumulate without a second shard buffer: each rank adds what its shard
+        // holds so far to its own slice of this micro-step's gradients. The reduce-scatter sums that
+        // slice over ranks, and only the owner added anything to it, so the result is old shard +
+        // new sum.
+        if (grads_sharded(z, u) && z->step.micro > 0)
+            be->add(be->ctx, at(U->grads_buffer, zero3_owned_begin(z, u), gt), grads_span(z, u),
+                    U->shard, gt);
+        reduction_in_flight(z, U, issued(z, be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt), u,
+                                         ZERO3_COLL_REDUCE_SCATTER, full_bytes), ZERO3_COLL_REDUCE_SCATTER);
+        return;
+    }
+}
+
+// ACCUMULATING -> REDUCING (or IDLE): the gradients handed over, and then (-ra 0) the params they
+// kept gathered let go.
+void zero3_reduce_grads(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    OBSERVE(z, compute_end);
+    if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
+    label_unit(z, u);
+    reduce(z, u);
+    release_kept(z, U);
+}
+
+void zero3_finish_reductions(Zero3 *z) {
+    while (z->inflight.count > 0) retire_oldest_reduction(z);
+}
+
+// ================================================================================================
+// 5. The step's end: the gradients complete, the norm's sum, AdamW's segments, the post-step gathers
+
+static void optimizer_span(const Zero3 *z, int u, size_t *begin, size_t *count);
+static float *master_span(Zero3 *z, int u);
+static size_t optimizer_offset(const Zero3 *z, int u);
+
+// Starts one collective for unit u and returns its handle, or NULL when u needs none.
+typedef void *(*UnitCollective)(Zero3 *z, int u);
+
+// Runs start on every unit, at most ZERO3_GATHER_BATCH collectives in flight at once, so a model of
+// any depth fits the backends' handle tables, and waits for all of them.
+static void for_units_batched(Zero3 *z, UnitCollective start, Zero3Collective kind) {
+    void *handles[ZERO3_GATHER_BATCH];
+    int units[ZERO3_GATHER_BATCH];
+    int n = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        void *h = start(z, u);
+        if (h) { handles[n] = h; units[n++] = u; }
+        if (n == ZERO3_GATHER_BATCH || (u == z->nunits - 1 && n > 0)) {
+            for (int i = 0; i < n; i++) wait_for(z, handles[i], units[i], kind);
+            n = 0;
+        }
+    }
+}
+
+// HSDP: every replica group reduced its own micro-batches; all-reduce each unit's reduced gradients
+// (the optimizer span) across the replicas, so they all hold the gradient of the whole batch. Once
+// per step, after the last micro-step (the shard accumulates inside each group before that).
+static void *start_replica_all_reduce(Zero3 *z, int u) {
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    if (!zero3_reduction_for(&facts, z->step.micro_steps - 1, z->step.micro_steps).across_replicas) return NULL;
+    size_t begin, count;
+    optimizer_span(z, u, &begin, &count);
+    label_unit(z, u);
+    return issued(z, z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type), u,
+                  ZERO3_COLL_REPLICA_REDUCE, count * zero3_dtype_size(z->cfg.grad_type));
+}
+
+// The step's gradients, complete: every reduction finished (and, under HSDP, all-reduced across the
+// replicas). Idempotent within a step.
+static void finish_gradients(Zero3 *z) {
+    zero3_finish_reductions(z);
+    schedule_close_recording(z);
+    if (z->step.grads_complete) return;
+    for_units_batched(z, start_replica_all_reduce, ZERO3_COLL_REPLICA_REDUCE);
+    z->step.grads_complete = 1;
+}
+
+// This rank's sum of squares over the gradient slices it owns: every parameter of the group counted
+// once even where the layout keeps replicated gradients (grads FULL); the padding is zero. Under
+// HSDP the replicas hold the same slices, so only replica 0 counts them.
+static double owned_sum_squares(Zero3 *z) {
+    const Zero3Backend *be = z->be;
+    if (z->replica == 0)
+        for (int u = 0; u < z->nunits; u++)
+            be->sum_squares_add(be->ctx, zero3_owned_grads(z, u), z->units[u].shard, z->cfg.grad_type);
+    return be->sum_squares_total(be->ctx);   // the one read-back of the step
+}
+
+// The optimizer step's work as segments: the local optimizer span of every unit, cut tensor by
+// tensor so that weight decay applies exactly to the matrices even where a shard boundary cuts
+// through a tensor; the padding between and after tensors is skipped. Returns their number.
+static int build_adam_segments(Zero3 *z, float weight_decay) {
+    const size_t gsize = zero3_dtype_size(z->cfg.grad_type), psize = zero3_dtype_size(z->cfg.param_type);
+    int nsegs = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        Zero3Unit *U = &z->units[u];
+        size_t span_begin, span_count;
+        optimizer_span(z, u, &span_begin, &span_count);
+        size_t span_end = span_begin + span_count;
+        float *master = master_span(z, u);
+        float *m = z->resident.adam_m + optimizer_offset(z, u);
+        float *v = z->resident.adam_v + optimizer_offset(z, u);
+        char *grads = grads_span(z, u);
+        // the working params of the optimizer span (the master itself when params are fp32)
+        char *params = z->resident.master_is_params ? (char *)master
+                       : optimizer_sharded(z, u) ? (char *)owned_params(z, u)
+                                                 : (char *)resident_params(z, u);
+        for (int i = 0; i < U->ntensors; i++) {
+            const Zero3Tensor *T = &U->tensors[i];
+            size_t lo = T->offset > span_begin ? T->offset : span_begin;
+            size_t hi = T->offset + T->numel < span_end ? T->offset + T->numel : span_end;
+            if (lo >= hi) continue;
+            size_t k = lo - span_begin;   // index inside the span
+            z->adam.segs[nsegs++] = (Zero3AdamSegment){
+                .master = master + k, .m = m + k, .v = v + k, .grad = grads + k * gsize,
+                .params = params + k * psize, .n = hi - lo,
+                .weight_decay = T->decay ? weight_decay : 0.0f,
+            };
+        }
+    }
+    return nsegs;
+}
+
+// Params FULL with the optimizer SHARDED (stages 1-2): every rank updated its slice; gather them so
+// all ranks hold the new full params.
+static void *start_updated_params_gather(Zero3 *z, int u) {
+    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
+    if (!zero3_gathers_after_step(&facts)) return NULL;
+    const Zero3Unit *U = &z->units[u];
+    label_unit(z, u);
+    return issued(z, z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type),
+                  u, ZERO3_COLL_STEP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));
+}
+
+static void updated_params_gather(Zero3 *z) { for_units_batched(z, start_updated_params_gather, ZERO3_COLL_STEP_GATHER); }
+
+// ================================================================================================
+// 6. The checks
+
+// A unit's params at rest: where its layout keeps them between passes (SHARDED, or RESIDENT when
+// FULL), nothing gathered.
+static int params_at_rest(const Zero3 *z, int u) {
+    return z->units[u].param_state == (params_sharded(z, u) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT);
+}
+
+void zero3_check_released(const Zero3 *z) {
+    for (int u = 0; u < z->nunits; u++) {
+        const Zero3Unit *U = &z->units[u];
+        if (busy(U) || !params_at_rest(z, u) || U->grad_state != ZERO3_GRADS_IDLE) {
+            fprintf(stderr, "zero3: unit %s still busy (params %s, %d holders, grads %s)\n", U->name,
+                    PARAM_STATE_NAMES[U->param_state], U->holders, GRAD_STATE_NAMES[U->grad_state]);
+            abort();
+        }
+    }
+    if (z->inflight.count) zero3_die("reductions still in flight");
+}
+
+// One unit at rest between steps: its params where its layout keeps them (SHARDED, or RESIDENT
+// when FULL), no holder, nothing gathered or kept, no gradient buffer open.
+static const char *unit_unrest(const Zero3 *z, int u) {
+    const Zero3Unit *U = &z->units[u];
+    if (!params_at_rest(z, u)) return params_sharded(z, u) ? "params not SHARDED" : "params not RESIDENT";
+    if (busy(U)) return "params still held";
+    if (U->params_gathered || U->gather_handle) return "a gathered buffer or gather handle kept";
+    if (U->grad_state != ZERO3_GRADS_IDLE || U->grads_buffer) return "grads not IDLE";
+    return NULL;
+}
+
+void zero3_check_step_end(Zero3 *z) {
+    char msg[160];
+    for (int u = 0; u < z->nunits; u++) {
+        const char *why = unit_unrest(z, u);
+        if (why) { snprintf(msg, sizeof msg, "step end: unit %s: %s", z->units[u].name, why); zero3_die(msg); }
+    }
+    if (z->inflight.count) zero3_die("step end: reductions still in flight");
+    int backend_handles = z->be->collectives_in_flight ? z->be->collectives_in_flight(z->be->ctx) : 0;
+    if (backend_handles) {
+        snprintf(msg, sizeof msg, "step end: %d collective handles never waited on", backend_handles);
+        zero3_die(msg);
+    }
+    for (int i = 0; i < z->pool.count; i++)
+        if (z->pool.entry[i].used) zero3_die("step end: a pool buffer not returned");
+    if (z->observe.stats.transient_bytes) zero3_die("step end: transient bytes still counted live");
+    z->step.checked_steps++;
+}
+
+// ================================================================================================
+// 7. The policy (zero3.h): which gather and which reduction a unit gets. The mechanism above asks
+// these functions before it issues a collective, and the theory asks the same ones.
 
 Zero3UnitFacts zero3_unit_facts(const Zero3 *z, int u) {
     return (Zero3UnitFacts){.layout = z->units[u].layout, .world = z->world, .replicas = z->replicas,
@@ -115,46 +703,19 @@ int zero3_gathers_after_step(const Zero3UnitFacts *f) {
     return f->layout.params == ZERO3_FULL && f->layout.optimizer == ZERO3_SHARDED && f->world > 1;
 }
 
-// ------------------------------------------------------------------------------------------------
-// A unit's state (zero3.h's tables): the moves each params state may make, and the two questions
-// the verbs ask of it.
-static const unsigned char PARAM_MOVES[ZERO3_PARAMS_STATES][ZERO3_PARAMS_STATES] = {
-    //                 RESIDENT SHARDED GATHERING GATHERED KEPT
-    [ZERO3_PARAMS_RESIDENT]  = {0, 0, 0, 0, 0},
-    [ZERO3_PARAMS_SHARDED]   = {0, 0, 1, 1, 0},
-    [ZERO3_PARAMS_GATHERING] = {0, 0, 0, 1, 0},
-    [ZERO3_PARAMS_GATHERED]  = {0, 1, 0, 0, 1},
-    [ZERO3_PARAMS_KEPT]      = {0, 0, 0, 1, 0},
-};
-static const char *const PARAM_STATE_NAMES[ZERO3_PARAMS_STATES] = {"RESIDENT", "SHARDED", "GATHERING", "GATHERED", "KEPT"};
+// ================================================================================================
+// 8. The layout: init, the units, the resident buffers; where each unit's pieces live; the params
 
-// Every change of a unit's params state; in check mode a move the table does not list stops here.
-static void set_params_state(const Zero3 *z, Zero3Unit *U, Zero3ParamState to) {
-    if (z->step.check_steps && !PARAM_MOVES[U->param_state][to]) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "unit %s: params %s -> %s is not a move of the state table", U->name,
-                 PARAM_STATE_NAMES[U->param_state], PARAM_STATE_NAMES[to]);
-        zero3_die(msg);
-    }
-    U->param_state = to;
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+static size_t shard_quantum(const Zero3 *z);
+static void zeropp_init(Zero3 *z);
+static size_t zeropp_allocate(Zero3 *z);
+
+// Names unit u as the owner of the collectives started next, for the backend's watchdog (its
+// timeout line says which unit a stalled collective was for).
+static void label_unit(const Zero3 *z, int u) {
+    if (z->be->label) z->be->label(z->be->ctx, z->units[u].name);
 }
-
-// The full unit may go back to the pool: gathered, and no caller holds it (a KEPT unit waits for
-// its gradients to be handed over first).
-static int may_free(const Zero3Unit *U) { return U->param_state == ZERO3_PARAMS_GATHERED && U->holders == 0; }
-// Someone will still read the unit's gathered params: a caller holds them, or its backward is to come.
-static int busy(const Zero3Unit *U) { return U->holders > 0 || U->param_state == ZERO3_PARAMS_KEPT; }
-
-// be->wait for a collective of unit u (-1 none). The compute side stops here: what it waits is the
-// exposed communication, on the timeline.
-static void wait_for(Zero3 *z, void *handle, int u, Zero3Collective kind) {
-    OBSERVE(z, wait_begin, u, kind);
-    z->be->wait(z->be->ctx, handle);
-    OBSERVE(z, wait_end);
-}
-
-// ------------------------------------------------------------------------------------------------
-// Layout
 
 void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     memset(z, 0, sizeof(*z));
@@ -178,7 +739,7 @@ void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg) {
     z->node_rank = z->rank;
     z->node_size = z->world;
     z->nodes = 1;
-    zeropp_make_node_groups(z);
+    zeropp_init(z);
     z->layout = ZERO3_STAGE_LAYOUT[cfg->stage];
     if (cfg->align < 1) z->cfg.align = 1;
     if (cfg->prefetch_depth < 0) z->cfg.prefetch_depth = 0;
@@ -229,31 +790,8 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
     // a unit below the persistence threshold stays replicated: DDP's row of the table
     u->persistent = z->cfg.persist_threshold > 0 && u->numel < z->cfg.persist_threshold;
     u->layout = u->persistent ? ZERO3_STAGE_LAYOUT[0] : z->layout;
-    u->param_state = u->layout.params == ZERO3_SHARDED ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT;
-    u->grad_state = ZERO3_GRADS_IDLE;
+    states_at_birth(u);
     return z->nunits++;
-}
-
-// hpZ: the params changed (published, or updated by AdamW): every secondary shard is stale.
-static void hp_invalidate(Zero3 *z) {
-    for (int u = 0; u < z->nunits; u++) z->units[u].secondary_fresh = 0;
-}
-
-// hpZ: the secondary shards, P / G of every unit whose params are SHARDED, resident for the run
-// (params / G more per rank than ZeRO-3). Returns their bytes.
-static size_t hp_allocate_secondary(Zero3 *z) {
-    if (!hp(z) || solo(z)) return 0;
-    size_t n = 0;
-    for (int u = 0; u < z->nunits; u++) {
-        Zero3Unit *U = &z->units[u];
-        if (U->layout.params != ZERO3_SHARDED) continue;
-        U->secondary_offset = n;
-        n += U->padded / (size_t)z->node_size;
-    }
-    if (n == 0) return 0;
-    size_t bytes = n * zero3_dtype_size(z->cfg.param_type);
-    z->resident.params_secondary = z->be->alloc(z->be->ctx, bytes);
-    return bytes;
 }
 
 // Allocates what the units' layouts keep resident. Each part (params, grads) has a FULL buffer (P
@@ -284,7 +822,7 @@ void zero3_allocate(Zero3 *z) {
     size_t bytes = 0;
     if (params_shard) { z->resident.params_shard = be->alloc(be->ctx, params_shard * pbytes); bytes += params_shard * pbytes; }
     if (params_full) { z->resident.params_full = be->alloc(be->ctx, params_full * pbytes); bytes += params_full * pbytes; }
-    bytes += hp_allocate_secondary(z);
+    bytes += zeropp_allocate(z);
     if (!z->resident.master_is_params) {
         z->resident.master = be->alloc(be->ctx, optim * sizeof(float));
         bytes += optim * sizeof(float);
@@ -315,8 +853,13 @@ void zero3_free(Zero3 *z) {
     memset(z, 0, sizeof(*z));
 }
 
-// ------------------------------------------------------------------------------------------------
-// Where each unit's pieces live. "Owned" = the slice [r*S, (r+1)*S) of the unit, in unit coordinates.
+int zero3_persistent_units(const Zero3 *z) {
+    int n = 0;
+    for (int u = 0; u < z->nunits; u++) n += z->units[u].persistent;
+    return n;
+}
+
+// ---- where each unit's pieces live. "Owned" = the slice [r*S, (r+1)*S) of the unit, in unit coordinates.
 
 static char *at(void *base, size_t elements, Zero3DType t) {
     return (char *)base + elements * zero3_dtype_size(t);
@@ -376,11 +919,39 @@ const void *zero3_owned_grads(const Zero3 *z, int u) {
     return at(grads_span(zz, u), owned_in_span(z, u), z->cfg.grad_type);
 }
 
-// ------------------------------------------------------------------------------------------------
-// The transient pool: gathered units and full-size gradient buffers. Like PyTorch's caching
+// ---- the params, published --------------------------------------------------------------------
+
+void zero3_publish_params(Zero3 *z) {
+    const Zero3Backend *be = z->be;
+    zeropp_params_changed(z);
+    for (int u = 0; u < z->nunits; u++) {
+        Zero3Unit *U = &z->units[u];
+        label_unit(z, u);
+        if (!optimizer_sharded(z, u)) {
+            // DDP keeps the full master on every rank: gather the fp32 slices, then cast everything
+            float *master_full = master_span(z, u);
+            be->wait(be->ctx, be->all_gather_start(be->ctx, master_full + zero3_owned_begin(z, u),
+                                                   master_full, U->shard, ZERO3_F32));
+            if (!z->resident.master_is_params)
+                be->cast_from_f32(be->ctx, resident_params(z, u), z->cfg.param_type, master_full, U->padded);
+            continue;
+        }
+        if (!z->resident.master_is_params)
+            be->cast_from_f32(be->ctx, owned_params(z, u), z->cfg.param_type, master_span(z, u), U->shard);
+        if (!params_sharded(z, u)) {
+            void *full = resident_params(z, u);
+            be->wait(be->ctx, be->all_gather_start(be->ctx, owned_params(z, u), full, U->shard,
+                                                   z->cfg.param_type));
+        }
+    }
+}
+
+// ================================================================================================
+// 9. The transient pool: gathered units and full-size gradient buffers. Like PyTorch's caching
 // allocator, a released buffer is kept and handed to the next request it fits (best fit), so once
-// the schedule is recorded and prefetching (the second step) nothing more is allocated. The observer counts what the holders ask for (the transient
-// bytes: what ZeRO-3 needs live); `pool.bytes` is what the process really holds.
+// the schedule is recorded and prefetching (the second step) nothing more is allocated. The observer
+// counts what the holders ask for (the transient bytes: what ZeRO-3 needs live); `pool.bytes` is what
+// the process really holds.
 
 static void *pool_acquire(Zero3 *z, size_t bytes) {
     int best = -1;
@@ -412,36 +983,8 @@ static void pool_release(Zero3 *z, void *ptr) {
     zero3_die("pool_release of a buffer not in use");
 }
 
-// ------------------------------------------------------------------------------------------------
-// Parameters
-
-void zero3_publish_params(Zero3 *z) {
-    const Zero3Backend *be = z->be;
-    hp_invalidate(z);
-    for (int u = 0; u < z->nunits; u++) {
-        Zero3Unit *U = &z->units[u];
-        label_unit(z, u);
-        if (!optimizer_sharded(z, u)) {
-            // DDP keeps the full master on every rank: gather the fp32 slices, then cast everything
-            float *master_full = master_span(z, u);
-            be->wait(be->ctx, be->all_gather_start(be->ctx, master_full + zero3_owned_begin(z, u),
-                                                   master_full, U->shard, ZERO3_F32));
-            if (!z->resident.master_is_params)
-                be->cast_from_f32(be->ctx, resident_params(z, u), z->cfg.param_type, master_full, U->padded);
-            continue;
-        }
-        if (!z->resident.master_is_params)
-            be->cast_from_f32(be->ctx, owned_params(z, u), z->cfg.param_type, master_span(z, u), U->shard);
-        if (!params_sharded(z, u)) {
-            void *full = resident_params(z, u);
-            be->wait(be->ctx, be->all_gather_start(be->ctx, owned_params(z, u), full, U->shard,
-                                                   z->cfg.param_type));
-        }
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-// The prefetch schedule, recorded. The first pass of each kind (training, forward only) writes
+// ================================================================================================
+// 10. The prefetch schedule, recorded. The first pass of each kind (training, forward only) writes
 // down the order of its gathers; later passes of that kind follow the recording and gather ahead
 // along it. A pass that departs from the recording gets no more prefetch, and the next pass of its
 // kind records afresh.
@@ -481,63 +1024,87 @@ static void schedule_note_gather(Zero3 *z, int u, Zero3Phase phase) {
     }
 }
 
-// ------------------------------------------------------------------------------------------------
-// The step
+// ================================================================================================
+// 11. One rank: a shard is the whole unit, so a gather or a reduction is the identity. The engine
+// then issues no data collective at all and uses the shards in place (stage 3 holds what DDP holds).
+// The policy says so (zero3_gather_for's IN_PLACE, zero3_reduction_for's NONE); these are the
+// buffers it means.
 
-void zero3_step_begin(Zero3 *z) {
-    OBSERVE(z, step_begin);
-    z->step.grads_complete = 0;
-    // gradients accumulate over the micro-steps of one step: start them at zero
-    const Zero3Backend *be = z->be;
-    size_t gbytes = zero3_dtype_size(z->cfg.grad_type);
-    if (z->resident.grads_full) be->zero(be->ctx, z->resident.grads_full, z->resident.grads_full_numel * gbytes);
-    if (z->resident.grads_shard) be->zero(be->ctx, z->resident.grads_shard, z->resident.grads_shard_numel * gbytes);
+static int solo(const Zero3 *z) { return z->world == 1; }
+
+// SHARDED -> GATHERED in place: the gathered unit is the shard itself.
+static void solo_gather(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    U->params_gathered = owned_params(z, u);
+    set_params_state(z, U, ZERO3_PARAMS_GATHERED);
 }
 
-// GATHERED -> SHARDED: the full unit's memory returns to the pool.
-static void free_gathered(Zero3 *z, Zero3Unit *U) {
-    if (U->params_gathered != owned_params(z, (int)(U - z->units)))   // one rank: the shard itself, not a pool buffer
-        pool_release(z, U->params_gathered);
-    U->params_gathered = NULL;
-    set_params_state(z, U, ZERO3_PARAMS_SHARDED);
+// The gathered unit is the shard itself, not a pool buffer (nothing to give back).
+static int solo_shard_in_place(Zero3 *z, const Zero3Unit *U) {
+    return U->params_gathered == owned_params(z, (int)(U - z->units));
 }
 
-static void gather_finish(Zero3 *z, int u);
+// Grads SHARDED on one rank: the shard accumulates in place, as grads FULL do. NULL elsewhere.
+static void *solo_grads_in_place(Zero3 *z, int u) {
+    return grads_sharded(z, u) && solo(z) ? grads_span(z, u) : NULL;
+}
 
-// A unit gathered ahead of use that no pass then asked for (only after a departure from the
-// schedule): its buffer goes back to the pool, so stale params can never be used after an update.
-static void drop_unused_prefetches(Zero3 *z) {
+// ================================================================================================
+// 12. ZeRO++ (docs/zeropp.md): the gather and the reduction, each idea one small function, reached
+// from the mechanism through zeropp_init, zeropp_allocate, zeropp_params_changed,
+// zeropp_gather_start, zeropp_gather_finish and zeropp_reduce. Each does nothing when its idea is
+// off.
+
+// ZeRO++'s three ideas, each on or off for the run.
+static int qw(const Zero3 *z) { return z->cfg.quant_weights != 0; }   // quantized weight gathers
+static int hp(const Zero3 *z) { return z->cfg.hp_group > 0; }         // secondary shard in the node group
+static int qg(const Zero3 *z) { return z->cfg.quant_grads != 0; }     // quantized gradient reduction
+
+static size_t gcd(size_t a, size_t b) { return b ? gcd(b, a % b) : a; }
+
+// The granularity of a shard, in elements: the alignment, and under quantization (qwZ, qgZ) also a
+// whole number of quantization blocks, so block boundaries fall at the same unit offsets for any N.
+static size_t shard_quantum(const Zero3 *z) {
+    size_t a = (size_t)z->cfg.align;
+    if (qw(z) || qg(z)) a = a / gcd(a, ZERO3_QUANT_BLOCK) * ZERO3_QUANT_BLOCK;
+    return a;
+}
+
+// ZeRO++'s node groups: G consecutive ranks of the shard group (hpZ's G, or the whole shard group
+// for qgZ alone), and the cross groups of the ranks with the same place in theirs.
+static void zeropp_init(Zero3 *z) {
+    if (!(hp(z) || qg(z)) || z->world == 1) return;
+    int G = hp(z) ? z->cfg.hp_group : z->world;
+    if (z->world % G != 0 || !z->be->make_node_groups) zero3_die("the node group must divide the shard group");
+    z->be->make_node_groups(z->be->ctx, G);
+    z->node_size = G;
+    z->node_rank = z->rank % G;
+    z->nodes = z->world / G;
+}
+
+// hpZ: the params changed (published, or updated by AdamW): every secondary shard is stale.
+static void hp_invalidate(Zero3 *z) {
+    for (int u = 0; u < z->nunits; u++) z->units[u].secondary_fresh = 0;
+}
+static void zeropp_params_changed(Zero3 *z) { hp_invalidate(z); }
+
+// hpZ: the secondary shards, P / G of every unit whose params are SHARDED, resident for the run
+// (params / G more per rank than ZeRO-3). Returns their bytes.
+static size_t hp_allocate_secondary(Zero3 *z) {
+    if (!hp(z) || solo(z)) return 0;
+    size_t n = 0;
     for (int u = 0; u < z->nunits; u++) {
         Zero3Unit *U = &z->units[u];
-        if (busy(U) || (U->param_state != ZERO3_PARAMS_GATHERING && U->param_state != ZERO3_PARAMS_GATHERED))
-            continue;
-        if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
-        free_gathered(z, U);
+        if (U->layout.params != ZERO3_SHARDED) continue;
+        U->secondary_offset = n;
+        n += U->padded / (size_t)z->node_size;
     }
+    if (n == 0) return 0;
+    size_t bytes = n * zero3_dtype_size(z->cfg.param_type);
+    z->resident.params_secondary = z->be->alloc(z->be->ctx, bytes);
+    return bytes;
 }
-
-void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass) {
-    // the previous micro-step's last reductions still read their gradient buffers; the units
-    // start a new accumulation now, so let those finish first
-    OBSERVE(z, compute_end);
-    zero3_finish_reductions(z);
-    drop_unused_prefetches(z);
-    z->step.micro = micro;
-    z->step.micro_steps = micro_steps;
-    schedule_start(z, pass);
-}
-
-// The step ends here, before its norm and update: the reductions in flight finish (their buffers
-// go back to the pool), units gathered ahead return theirs, and the recording of the micro-step
-// that ran whole is kept. Nothing reads the partial gradients: zero3_step_begin zeros them.
-void zero3_step_abandon(Zero3 *z) {
-    OBSERVE(z, compute_end);
-    zero3_finish_reductions(z);
-    drop_unused_prefetches(z);
-    schedule_close_recording(z);
-}
-
-// ---- ZeRO++ (docs/zeropp.md): the gather and the reduction, each idea one small function ----------
+static size_t zeropp_allocate(Zero3 *z) { return hp_allocate_secondary(z); }
 
 // qwZ: the forward (and, without hpZ, the backward) all-gather moves every shard block-quantized:
 // int8 codes and one fp32 scale per block, about a quarter of fp32's bytes and half of bf16's. The
@@ -553,9 +1120,8 @@ static void *qw_gather_start(Zero3 *z, int u, Zero3Collective kind) {
     char *mine = (char *)U->gather_packed + packed * (size_t)z->rank;
     be->quantize(be->ctx, owned_params(z, u), z->cfg.param_type, U->shard, mine);
     if (solo(z)) return NULL;
-    void *handle = be->all_gather_start(be->ctx, mine, U->gather_packed, packed, ZERO3_I8);
-    OBSERVE(z, collective, u, kind, packed * (size_t)z->world);
-    return handle;
+    return issued(z, be->all_gather_start(be->ctx, mine, U->gather_packed, packed, ZERO3_I8), u, kind,
+                  packed * (size_t)z->world);
 }
 
 static void qw_dequantize(Zero3 *z, Zero3Unit *U) {
@@ -586,154 +1152,23 @@ static void hp_keep_secondary(Zero3 *z, Zero3Unit *U) {
 static void *hp_gather_start(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
     size_t n = U->padded / (size_t)z->node_size;
-    void *handle = z->be->node_all_gather_start(z->be->ctx, secondary_shard(z, U), U->params_gathered, n, z->cfg.param_type);
-    OBSERVE(z, collective, u, ZERO3_COLL_HP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));
-    return handle;
+    return issued(z, z->be->node_all_gather_start(z->be->ctx, secondary_shard(z, U), U->params_gathered, n, z->cfg.param_type),
+                  u, ZERO3_COLL_HP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));
 }
 
-// SHARDED -> GATHERING: the gather the policy gives unit u for `phase` starts into a pool buffer:
-// shard by shard, quantized (qwZ), or from the node group's secondary shards (hpZ). On one rank the
-// shard is the unit: SHARDED -> GATHERED in place (under qwZ a quantized copy, still GATHERING).
-static void gather_start(Zero3 *z, int u, Zero3Phase phase) {
+// The gather of unit u the policy made a ZeRO++ one (U->gather): from the node group's secondary
+// shards (hpZ), or quantized (qwZ). Its handle.
+static void *zeropp_gather_start(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    const Zero3Backend *be = z->be;
-    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
-    U->gather = zero3_gather_for(&facts, phase, U->secondary_fresh);
-    label_unit(z, u);
-    if (U->gather.how == ZERO3_GATHER_IN_PLACE) {
-        U->params_gathered = owned_params(z, u);
-        set_params_state(z, U, ZERO3_PARAMS_GATHERED);
-        return;
-    }
-    size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
-    U->params_gathered = pool_acquire(z, full_bytes);
-    if (U->gather.how == ZERO3_GATHER_SECONDARY) {
-        U->gather_handle = hp_gather_start(z, u);
-    } else if (U->gather.how == ZERO3_GATHER_QUANTIZED) {
-        U->gather_handle = qw_gather_start(z, u, U->gather.kind);
-    } else {
-        U->gather_handle = be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered, U->shard, z->cfg.param_type);
-        OBSERVE(z, collective, u, U->gather.kind, full_bytes);
-    }
-    set_params_state(z, U, ZERO3_PARAMS_GATHERING);
+    if (U->gather.how == ZERO3_GATHER_SECONDARY) return hp_gather_start(z, u);
+    return qw_gather_start(z, u, U->gather.kind);
 }
 
-// GATHERING -> GATHERED: waits for the gather; qwZ dequantizes what arrived, and under hpZ a full
-// gather keeps this rank's secondary shard of it.
-static void gather_finish(Zero3 *z, int u) {
-    Zero3Unit *U = &z->units[u];
-    if (U->gather_handle) wait_for(z, U->gather_handle, u, U->gather.kind);
-    U->gather_handle = NULL;
+// A gather arrived: qwZ dequantizes what came, and under hpZ a full gather keeps this rank's
+// secondary shard of it.
+static void zeropp_gather_finish(Zero3 *z, Zero3Unit *U) {
     if (U->gather_packed) qw_dequantize(z, U);
     if (hp(z) && !solo(z) && U->gather.how != ZERO3_GATHER_SECONDARY) hp_keep_secondary(z, U);
-    set_params_state(z, U, ZERO3_PARAMS_GATHERED);
-}
-
-// Starts the all-gathers of the next prefetch_depth units of the recorded schedule that are still
-// SHARDED. Bounding the depth bounds memory (FSDP's limit_all_gathers, DeepSpeed's
-// stage3_max_live_parameters).
-static void prefetch(Zero3 *z) {
-    const Zero3PassOrder *s = &z->schedule.pass_order[z->schedule.pass];
-    if (s->mode != ZERO3_SCHEDULE_RECORDED) return;
-    for (int k = 0; k < z->cfg.prefetch_depth; k++) {
-        int pos = z->schedule.pos + k;
-        if (pos >= s->len) break;
-        if (z->units[s->order[pos]].param_state == ZERO3_PARAMS_SHARDED)
-            gather_start(z, s->order[pos], (Zero3Phase)s->backward[pos]);
-    }
-}
-
-// The prefetch rule (zero3.h): under -bp post a backward gather leaves the prefetch to its unit's
-// post_backward, after the unit's gradient compute; every other gather prefetches at once.
-int zero3_prefetch_after_compute(Zero3BackwardPrefetch bp, Zero3Phase phase) {
-    return phase == ZERO3_FOR_BACKWARD && bp == ZERO3_BACKWARD_POST;
-}
-static int prefetch_after_compute(const Zero3 *z, Zero3Phase phase) {
-    return zero3_prefetch_after_compute(z->cfg.backward_prefetch, phase);
-}
-
-void *zero3_gather(Zero3 *z, int u, Zero3Phase phase) {
-    Zero3Unit *U = &z->units[u];
-    OBSERVE(z, compute_end);
-    if (U->param_state == ZERO3_PARAMS_RESIDENT)   // params FULL: nothing to gather
-        return resident_params(z, u);
-    schedule_note_gather(z, u, phase);
-    if (U->param_state == ZERO3_PARAMS_SHARDED) gather_start(z, u, phase);   // not prefetched: now
-    if (U->param_state == ZERO3_PARAMS_GATHERING) gather_finish(z, u);
-    U->holders++;
-    if (!prefetch_after_compute(z, phase)) prefetch(z);   // while the caller computes on u, the next units arrive
-    return U->params_gathered;
-}
-
-
-// Once the last holder lets go the unit is freed, unless it is KEPT for its backward (no reshard
-// after forward): then its gradients' hand-over frees it.
-void zero3_release(Zero3 *z, int u) {
-    Zero3Unit *U = &z->units[u];
-    OBSERVE(z, compute_end);
-    if (U->param_state == ZERO3_PARAMS_RESIDENT) return;
-    if (U->holders <= 0 || (U->param_state != ZERO3_PARAMS_GATHERED && U->param_state != ZERO3_PARAMS_KEPT))
-        zero3_die("zero3_release of a unit that is not gathered");
-    U->holders--;
-    if (may_free(U)) free_gathered(z, U);
-}
-
-// IDLE -> ACCUMULATING: the full-size buffer this micro-step's gradients of unit u are added into.
-// Grads FULL: the resident buffer (it accumulates over micro-steps); SHARDED: a fresh zeroed one,
-// except on one rank, where the shard is the whole unit and accumulates in place, as grads FULL do.
-static void *grads_open(Zero3 *z, int u) {
-    Zero3Unit *U = &z->units[u];
-    if (U->grad_state == ZERO3_GRADS_REDUCING) zero3_die("zero3_grads of a unit whose reduction is in flight");
-    if (U->grad_state == ZERO3_GRADS_IDLE) {
-        if (grads_sharded(z, u) && solo(z)) {
-            U->grads_buffer = grads_span(z, u);
-        } else if (grads_sharded(z, u)) {
-            size_t bytes = U->padded * zero3_dtype_size(z->cfg.grad_type);
-            U->grads_buffer = pool_acquire(z, bytes);
-            z->be->zero(z->be->ctx, U->grads_buffer, bytes);
-        } else {
-            U->grads_buffer = at(z->resident.grads_full, U->grads_offset, z->cfg.grad_type);
-        }
-        U->grad_state = ZERO3_GRADS_ACCUMULATING;
-    }
-    return U->grads_buffer;
-}
-
-void *zero3_grads(Zero3 *z, int u) {
-    OBSERVE(z, compute_end);
-    void *g = grads_open(z, u);
-    OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);   // the caller computes gradients of u now
-    return g;
-}
-
-// REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
-static void retire_oldest_reduction(Zero3 *z) {
-    wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);
-    Zero3Unit *U = &z->units[z->inflight.unit[0]];
-    if (grads_sharded(z, z->inflight.unit[0])) pool_release(z, U->grads_buffer);
-    U->grads_buffer = NULL;
-    U->grad_state = ZERO3_GRADS_IDLE;
-    z->inflight.count--;
-    memmove(z->inflight.handle, z->inflight.handle + 1, z->inflight.count * sizeof(void *));
-    memmove(z->inflight.unit, z->inflight.unit + 1, z->inflight.count * sizeof(int));
-    memmove(z->inflight.kind, z->inflight.kind + 1, z->inflight.count * sizeof(Zero3Collective));
-}
-
-// The gradients of unit u were handed over (reduced, or their reduction started): a unit KEPT for
-// this backward is done with its params, and freed if no caller holds them.
-static void backward_done(Zero3 *z, Zero3Unit *U) {
-    if (U->param_state != ZERO3_PARAMS_KEPT) return;
-    set_params_state(z, U, ZERO3_PARAMS_GATHERED);
-    if (may_free(U)) free_gathered(z, U);
-}
-
-// ACCUMULATING -> IDLE at once, for a reduction that needs no collective in flight: none at this
-// micro-step (the gradients accumulate where the optimizer reads them), or qgZ's (finished before
-// it returns).
-static void grads_reduced_now(Zero3 *z, Zero3Unit *U) {
-    U->grads_buffer = NULL;
-    U->grad_state = ZERO3_GRADS_IDLE;
-    backward_done(z, U);
 }
 
 // qgZ: unit u's gradients of this micro-step reduced in two quantized hops, so that only a node
@@ -757,8 +1192,8 @@ static void qg_reduce(Zero3 *z, int u) {
     for (int peer = 0; peer < G; peer++)
         for (int x = 0; x < X; x++)
             be->quantize(be->ctx, at(U->grads_buffer, (size_t)(x * G + peer) * S, gt), gt, S, send + (size_t)(peer * X + x) * packed);
-    void *hop = be->all_to_all_start(be->ctx, send, recv, packed * (size_t)X, 0);
-    OBSERVE(z, collective, u, ZERO3_COLL_QG_INTRA, packed * (size_t)z->world);
+    void *hop = issued(z, be->all_to_all_start(be->ctx, send, recv, packed * (size_t)X, 0), u, ZERO3_COLL_QG_INTRA,
+                       packed * (size_t)z->world);
     wait_for(z, hop, u, ZERO3_COLL_QG_INTRA);
     // the node's sums of the X shards of place l: straight into this rank's shard when X = 1
     void *node_sum = X == 1 ? grads_span(z, u) : pool_acquire(z, (size_t)X * S * sizeof(float));
@@ -769,8 +1204,7 @@ static void qg_reduce(Zero3 *z, int u) {
             be->dequantize(be->ctx, recv + (size_t)(peer * X + x) * packed, S, at(node_sum, (size_t)x * S, sum_type), sum_type, 1);
     if (X > 1) {
         for (int x = 0; x < X; x++) be->quantize(be->ctx, at(node_sum, (size_t)x * S, ZERO3_F32), ZERO3_F32, S, send + (size_t)x * packed);
-        hop = be->all_to_all_start(be->ctx, send, recv, packed, 1);
-        OBSERVE(z, collective, u, ZERO3_COLL_QG_ACROSS, packed * (size_t)X);
+        hop = issued(z, be->all_to_all_start(be->ctx, send, recv, packed, 1), u, ZERO3_COLL_QG_ACROSS, packed * (size_t)X);
         wait_for(z, hop, u, ZERO3_COLL_QG_ACROSS);
         for (int x = 0; x < X; x++) be->dequantize(be->ctx, recv + (size_t)x * packed, S, grads_span(z, u), gt, 1);
         pool_release(z, node_sum);
@@ -778,299 +1212,4 @@ static void qg_reduce(Zero3 *z, int u) {
     pool_release(z, send);
     pool_release(z, recv);
 }
-
-// Unit u's reduction started (its handle): REDUCING until retire_oldest_reduction waits for it. A few
-// stay in flight so they overlap the backward of the next units; where grads are SHARDED the full
-// buffer goes back as soon as the reduce-scatter is done with it, which bounds the live gradient
-// buffers to two (this one and the one being computed next).
-static void reduction_in_flight(Zero3 *z, Zero3Unit *U, void *handle, Zero3Collective kind) {
-    const int u = (int)(U - z->units);
-    U->grad_state = ZERO3_GRADS_REDUCING;
-    backward_done(z, U);
-    if (z->inflight.count == ZERO3_MAX_INFLIGHT) retire_oldest_reduction(z);
-    z->inflight.handle[z->inflight.count] = handle;
-    z->inflight.unit[z->inflight.count] = u;
-    z->inflight.kind[z->inflight.count] = kind;
-    z->inflight.count++;
-    if (grads_sharded(z, u))
-        while (z->inflight.count > 1) retire_oldest_reduction(z);
-}
-
-// ACCUMULATING -> REDUCING (or IDLE): hands unit u's gradients of this micro-step to the reduction
-// the policy gives it (zero3_reduction_for).
-void zero3_reduce_grads(Zero3 *z, int u) {
-    Zero3Unit *U = &z->units[u];
-    const Zero3Backend *be = z->be;
-    Zero3DType gt = z->cfg.grad_type;
-    size_t full_bytes = U->padded * zero3_dtype_size(gt);
-    OBSERVE(z, compute_end);
-    if (U->grad_state != ZERO3_GRADS_ACCUMULATING) zero3_die("zero3_reduce_grads before zero3_grads");
-    label_unit(z, u);
-    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
-    void *handle;
-    switch (zero3_reduction_for(&facts, z->step.micro, z->step.micro_steps).how) {
-    case ZERO3_REDUCE_NONE:        // they accumulate where they are, where the optimizer reads them
-        grads_reduced_now(z, U);
-        return;
-    case ZERO3_REDUCE_QUANTIZED:   // qgZ: reduced before it returns, into the shard
-        qg_reduce(z, u);
-        pool_release(z, U->grads_buffer);
-        grads_reduced_now(z, U);
-        return;
-    case ZERO3_REDUCE_ALL_REDUCE:
-        handle = be->all_reduce_start(be->ctx, U->grads_buffer, U->padded, gt);
-        OBSERVE(z, collective, u, ZERO3_COLL_ALL_REDUCE, full_bytes);
-        reduction_in_flight(z, U, handle, ZERO3_COLL_ALL_REDUCE);
-        return;
-    case ZERO3_REDUCE_SCATTER:
-        // Grads SHARDED accumulate without a second shard buffer: each rank adds what its shard
-        // holds so far to its own slice of this micro-step's gradients. The reduce-scatter sums that
-        // slice over ranks, and only the owner added anything to it, so the result is old shard +
-        // new sum.
-        if (grads_sharded(z, u) && z->step.micro > 0)
-            be->add(be->ctx, at(U->grads_buffer, zero3_owned_begin(z, u), gt), grads_span(z, u),
-                    U->shard, gt);
-        handle = be->reduce_scatter_start(be->ctx, U->grads_buffer, grads_span(z, u), U->shard, gt);
-        OBSERVE(z, collective, u, ZERO3_COLL_REDUCE_SCATTER, full_bytes);
-        reduction_in_flight(z, U, handle, ZERO3_COLL_REDUCE_SCATTER);
-        return;
-    }
-}
-
-void zero3_finish_reductions(Zero3 *z) {
-    while (z->inflight.count > 0) retire_oldest_reduction(z);
-}
-
-// ---- the phase verbs: one line before the compute, one after --------------------------------------
-
-void *zero3_pre_forward(Zero3 *z, int u) {
-    OBSERVE(z, compute_end);
-    void *p = zero3_gather(z, u, ZERO3_FOR_FORWARD);
-    OBSERVE(z, compute_begin, ZERO3_EV_FORWARD, u);
-    return p;
-}
-
-// FSDP's reshard_after_forward = False (-ra 0): in a training pass the unit stays gathered from its
-// forward to its backward (GATHERED -> KEPT), which then needs no second all-gather.
-void zero3_post_forward(Zero3 *z, int u) {
-    Zero3Unit *U = &z->units[u];
-    if (!z->cfg.reshard_after_forward && z->schedule.pass == ZERO3_PASS_TRAIN && U->param_state == ZERO3_PARAMS_GATHERED)
-        set_params_state(z, U, ZERO3_PARAMS_KEPT);
-    zero3_release(z, u);
-}
-
-Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u) {
-    Zero3UnitBuffers b;
-    OBSERVE(z, compute_end);
-    b.params = zero3_gather(z, u, ZERO3_FOR_BACKWARD);
-    b.grads = grads_open(z, u);
-    OBSERVE(z, compute_begin, ZERO3_EV_BACKWARD, u);
-    return b;
-}
-
-// -bp post (FSDP's BACKWARD_POST): the unit's params are freed first, so their buffer can take the
-// next gather; the next units' gathers start, ahead of this unit's reduction on the link.
-void zero3_post_backward(Zero3 *z, int u) {
-    if (prefetch_after_compute(z, ZERO3_FOR_BACKWARD)) {
-        zero3_release(z, u);
-        prefetch(z);
-        zero3_reduce_grads(z, u);
-        return;
-    }
-    zero3_reduce_grads(z, u);
-    zero3_release(z, u);
-}
-
-// A unit's params at rest: where its layout keeps them between passes (SHARDED, or RESIDENT when
-// FULL), nothing gathered.
-static int params_at_rest(const Zero3 *z, int u) {
-    return z->units[u].param_state == (params_sharded(z, u) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT);
-}
-
-void zero3_check_released(const Zero3 *z) {
-    for (int u = 0; u < z->nunits; u++) {
-        const Zero3Unit *U = &z->units[u];
-        if (busy(U) || !params_at_rest(z, u) || U->grad_state != ZERO3_GRADS_IDLE) {
-            fprintf(stderr, "zero3: unit %s still busy (params %s, %d holders, grads %s)\n", U->name,
-                    PARAM_STATE_NAMES[U->param_state], U->holders,
-                    U->grad_state == ZERO3_GRADS_IDLE ? "idle" : U->grad_state == ZERO3_GRADS_REDUCING ? "reducing" : "accumulating");
-            abort();
-        }
-    }
-    if (z->inflight.count) zero3_die("reductions still in flight");
-}
-
-// One unit at rest between steps: its params where its layout keeps them (SHARDED, or RESIDENT
-// when FULL), no holder, nothing gathered or kept, no gradient buffer open.
-static const char *unit_unrest(const Zero3 *z, int u) {
-    const Zero3Unit *U = &z->units[u];
-    if (!params_at_rest(z, u)) return params_sharded(z, u) ? "params not SHARDED" : "params not RESIDENT";
-    if (busy(U)) return "params still held";
-    if (U->params_gathered || U->gather_handle) return "a gathered buffer or gather handle kept";
-    if (U->grad_state != ZERO3_GRADS_IDLE || U->grads_buffer) return "grads not IDLE";
-    return NULL;
-}
-
-void zero3_check_step_end(Zero3 *z) {
-    char msg[160];
-    for (int u = 0; u < z->nunits; u++) {
-        const char *why = unit_unrest(z, u);
-        if (why) { snprintf(msg, sizeof msg, "step end: unit %s: %s", z->units[u].name, why); zero3_die(msg); }
-    }
-    if (z->inflight.count) zero3_die("step end: reductions still in flight");
-    int backend_handles = z->be->collectives_in_flight ? z->be->collectives_in_flight(z->be->ctx) : 0;
-    if (backend_handles) {
-        snprintf(msg, sizeof msg, "step end: %d collective handles never waited on", backend_handles);
-        zero3_die(msg);
-    }
-    for (int i = 0; i < z->pool.count; i++)
-        if (z->pool.entry[i].used) zero3_die("step end: a pool buffer not returned");
-    if (z->observe.stats.transient_bytes) zero3_die("step end: transient bytes still counted live");
-    z->step.checked_steps++;
-}
-
-// Starts one collective for unit u and returns its handle, or NULL when u needs none.
-typedef void *(*UnitCollective)(Zero3 *z, int u);
-
-// Runs start on every unit, at most ZERO3_GATHER_BATCH collectives in flight at once, so a model of
-// any depth fits the backends' handle tables, and waits for all of them.
-static void for_units_batched(Zero3 *z, UnitCollective start, Zero3Collective kind) {
-    void *handles[ZERO3_GATHER_BATCH];
-    int units[ZERO3_GATHER_BATCH];
-    int n = 0;
-    for (int u = 0; u < z->nunits; u++) {
-        void *h = start(z, u);
-        if (h) { handles[n] = h; units[n++] = u; }
-        if (n == ZERO3_GATHER_BATCH || (u == z->nunits - 1 && n > 0)) {
-            for (int i = 0; i < n; i++) wait_for(z, handles[i], units[i], kind);
-            n = 0;
-        }
-    }
-}
-
-// HSDP: every replica group reduced its own micro-batches; all-reduce each unit's reduced gradients
-// (the optimizer span) across the replicas, so they all hold the gradient of the whole batch. Once
-// per step, after the last micro-step (the shard accumulates inside each group before that).
-static void *start_replica_all_reduce(Zero3 *z, int u) {
-    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
-    if (!zero3_reduction_for(&facts, z->step.micro_steps - 1, z->step.micro_steps).across_replicas) return NULL;
-    size_t begin, count;
-    optimizer_span(z, u, &begin, &count);
-    label_unit(z, u);
-    void *handle = z->be->replica_all_reduce_start(z->be->ctx, grads_span(z, u), count, z->cfg.grad_type);
-    OBSERVE(z, collective, u, ZERO3_COLL_REPLICA_REDUCE, count * zero3_dtype_size(z->cfg.grad_type));
-    return handle;
-}
-
-// The step's gradients, complete: every reduction finished (and, under HSDP, all-reduced across the
-// replicas). Idempotent within a step.
-static void finish_gradients(Zero3 *z) {
-    zero3_finish_reductions(z);
-    schedule_close_recording(z);
-    if (z->step.grads_complete) return;
-    for_units_batched(z, start_replica_all_reduce, ZERO3_COLL_REPLICA_REDUCE);
-    z->step.grads_complete = 1;
-}
-
-// This rank's sum of squares over the gradient slices it owns: every parameter of the group counted
-// once even where the layout keeps replicated gradients (grads FULL); the padding is zero. Under
-// HSDP the replicas hold the same slices, so only replica 0 counts them.
-static double owned_sum_squares(Zero3 *z) {
-    const Zero3Backend *be = z->be;
-    if (z->replica == 0)
-        for (int u = 0; u < z->nunits; u++)
-            be->sum_squares_add(be->ctx, zero3_owned_grads(z, u), z->units[u].shard, z->cfg.grad_type);
-    return be->sum_squares_total(be->ctx);   // the one read-back of the step
-}
-
-// Global gradient norm: one all-reduce of one number gives every rank the same norm. A per-rank
-// norm would give every rank a different clipping coefficient, and the replicas would drift apart.
-double zero3_grad_norm(Zero3 *z) {
-    OBSERVE(z, compute_end);
-    finish_gradients(z);
-    double local = owned_sum_squares(z);
-    OBSERVE(z, norm_begin);
-    double total = z->be->all_reduce_scalar(z->be->ctx, local);   // one number, summed over every rank
-    OBSERVE(z, norm_end);
-    return sqrt(total);
-}
-
-// The norm of this rank's own slice only: the clipping pitfall, on purpose (-clip local).
-double zero3_local_grad_norm(Zero3 *z) {
-    OBSERVE(z, compute_end);
-    finish_gradients(z);
-    return sqrt(owned_sum_squares(z));
-}
-
-// Params FULL with the optimizer SHARDED (stages 1-2): every rank updated its slice; gather them so
-// all ranks hold the new full params.
-static void *start_updated_params_gather(Zero3 *z, int u) {
-    const Zero3UnitFacts facts = zero3_unit_facts(z, u);
-    if (!zero3_gathers_after_step(&facts)) return NULL;
-    const Zero3Unit *U = &z->units[u];
-    label_unit(z, u);
-    void *handle = z->be->all_gather_start(z->be->ctx, owned_params(z, u), resident_params(z, u), U->shard, z->cfg.param_type);
-    OBSERVE(z, collective, u, ZERO3_COLL_STEP_GATHER, U->padded * zero3_dtype_size(z->cfg.param_type));
-    return handle;
-}
-
-// The optimizer step's work as segments: the local optimizer span of every unit, cut tensor by
-// tensor so that weight decay applies exactly to the matrices even where a shard boundary cuts
-// through a tensor; the padding between and after tensors is skipped. Returns their number.
-static int build_adam_segments(Zero3 *z, float weight_decay) {
-    const size_t gsize = zero3_dtype_size(z->cfg.grad_type), psize = zero3_dtype_size(z->cfg.param_type);
-    int nsegs = 0;
-    for (int u = 0; u < z->nunits; u++) {
-        Zero3Unit *U = &z->units[u];
-        size_t span_begin, span_count;
-        optimizer_span(z, u, &span_begin, &span_count);
-        size_t span_end = span_begin + span_count;
-        float *master = master_span(z, u);
-        float *m = z->resident.adam_m + optimizer_offset(z, u);
-        float *v = z->resident.adam_v + optimizer_offset(z, u);
-        char *grads = grads_span(z, u);
-        // the working params of the optimizer span (the master itself when params are fp32)
-        char *params = z->resident.master_is_params ? (char *)master
-                       : optimizer_sharded(z, u) ? (char *)owned_params(z, u)
-                                                 : (char *)resident_params(z, u);
-        for (int i = 0; i < U->ntensors; i++) {
-            const Zero3Tensor *T = &U->tensors[i];
-            size_t lo = T->offset > span_begin ? T->offset : span_begin;
-            size_t hi = T->offset + T->numel < span_end ? T->offset + T->numel : span_end;
-            if (lo >= hi) continue;
-            size_t k = lo - span_begin;   // index inside the span
-            z->adam.segs[nsegs++] = (Zero3AdamSegment){
-                .master = master + k, .m = m + k, .v = v + k, .grad = grads + k * gsize,
-                .params = params + k * psize, .n = hi - lo,
-                .weight_decay = T->decay ? weight_decay : 0.0f,
-            };
-        }
-    }
-    return nsegs;
-}
-
-// AdamW on the local optimizer span: every segment in one backend call (one launch on a GPU). No
-// communication, except the all-gather of updated params where params are FULL but the optimizer
-// SHARDED.
-void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, float grad_scale, int t) {
-    const Zero3Backend *be = z->be;
-    OBSERVE(z, compute_end);
-    finish_gradients(z);
-    drop_unused_prefetches(z);
-    OBSERVE(z, compute_begin, ZERO3_EV_OPTIMIZER, -1);
-    int nsegs = z->adam.count = build_adam_segments(z, weight_decay);
-    be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
-              grad_scale, t);
-    OBSERVE(z, compute_end);
-    hp_invalidate(z);
-    for_units_batched(z, start_updated_params_gather, ZERO3_COLL_STEP_GATHER);
-    OBSERVE(z, step_end);
-    if (z->step.check_steps) zero3_check_step_end(z);
-}
-
-int zero3_persistent_units(const Zero3 *z) {
-    int n = 0;
-    for (int u = 0; u < z->nunits; u++) n += z->units[u].persistent;
-    return n;
-}
+static void zeropp_reduce(Zero3 *z, int u) { qg_reduce(z, u); }

@@ -36,9 +36,10 @@
 // the gradients, release (-bp post: release, prefetch, then reduce). The building blocks (zero3_gather, told its
 // phase; zero3_release, zero3_grads, zero3_reduce_grads) are public too, for a unit used across
 // phases (GPT-2's tied embedding: see host/passes.c). Each verb moves a unit through the states of
-// the two tables below (its params: SHARDED, GATHERING, GATHERED, KEPT, or RESIDENT; its gradients:
-// IDLE, ACCUMULATING, REDUCING); which collective a gather or a reduction issues is the policy's
-// answer (zero3_gather_for, zero3_reduction_for: one definition, which the theory asks too).
+// the two tables of section 2 (its params: SHARDED, GATHERING, GATHERED, KEPT, or RESIDENT; its
+// gradients: IDLE, ACCUMULATING, REDUCING), each machine through one checked setter; which
+// collective a gather or a reduction issues is the policy's answer (zero3_gather_for,
+// zero3_reduction_for: one definition, which the theory asks too).
 //
 // Prefetch follows a schedule the engine records itself: the first pass of each kind writes down
 // the order in which units are gathered (RECORDING), and later passes gather ahead along it
@@ -51,15 +52,21 @@
 // ZeRO++ (docs/zeropp.md; Zero3Config's quant_weights, hp_group, quant_grads) changes two building
 // blocks and nothing else: how a unit is gathered (int8 blocks, or from the node group's secondary
 // shards in the backward) and how its gradients are reduced (two quantized all-to-all hops), each
-// idea a small function in zero3.c's "ZeRO++" section.
+// idea a small function in zero3.c's "ZeRO++" section, one call from the gather and the reduction.
 //
-// zero3.c is the lifecycle alone: init and allocation, publishing the params, the phase verbs, the
-// transient pool, the schedule, the reductions, the norm, the optimizer. What the engine measures
-// lives beside it in observe/zero3_observe.c (declared in observe/zero3_observe.h): the collective ledger, the
-// timeline of compute, transfers and waits, and the theory to compare them with. It reaches the
-// engine as a second table, a Zero3Observer handed in through Zero3Config.observer like the backend:
-// the mechanism calls one hook of it where a phase happens (a collective issued, a wait, a compute
-// span) and never reads anything back, so a NULL observer (nothing measured) trains bitwise the same.
+// zero3.c is the lifecycle alone, in the order a step runs it: the phase verbs, the unit's state
+// machines, the gather and release, the reductions, the step's end (norm, optimizer), then init and
+// allocation, the pool, the schedule, one rank's special case and ZeRO++. What the engine measures
+// lives beside it in observe/zero3_observe.c (declared in observe/zero3_observe.h): the collective
+// ledger, the timeline of compute, transfers and waits, and the theory to compare them with. It
+// reaches the engine as a second table, a Zero3Observer handed in through Zero3Config.observer like
+// the backend: the mechanism calls one hook of it where a phase happens (a collective issued, a wait,
+// a compute span) and never reads anything back, so a NULL observer (nothing measured) trains
+// bitwise the same.
+//
+// This file, in the same order: 1 the stage table, 2 the unit's two state machines, 3 the API (the
+// verbs first), 4 the policy, 5 the configuration, 6 the backend seam, 7 the measurement's types,
+// 8 the engine's state, 9 ZeRO++'s quantization, 10 the link costs.
 #pragma once
 #include <math.h>
 #include <stddef.h>
@@ -71,15 +78,164 @@ extern "C" {
 #endif
 
 // ================================================================================================
-// The measurement's types: what the engine's observer writes down, and where Zero3 keeps it
-// (z->observe). Types only: Zero3 holds the state and Zero3Observer (below) names the kinds; the
-// observer that fills them is observe/zero3_observe.c (observe/zero3_observe.h says what a trainer
-// reads). They live here, not beside the observer, so that the engine includes nothing above it.
-//   the ledger    every collective the engine issues, counted by what it is for, with the bytes
-//                 this rank sends under the ring cost model (Zero3Stats, Zero3Ledger);
-//   the timeline  when each unit computes, when each collective moves, and when the compute side
-//                 waits for one: the exposed communication (Zero3Event).
-// ---- the collective ledger ---------------------------------------------------------------------
+// 1. The stage table as data: where each part of the model state lives (the table above).
+typedef enum {
+    ZERO3_FULL,     // every rank holds all of it
+    ZERO3_SHARDED,  // every rank holds its 1/N slice
+} Zero3Placement;
+
+typedef struct {
+    Zero3Placement params;     // the working parameters between uses
+    Zero3Placement grads;      // the gradients between the backward and the optimizer
+    Zero3Placement optimizer;  // fp32 master, AdamW m and v: what the optimizer updates
+} Zero3StageLayout;
+
+extern const Zero3StageLayout ZERO3_STAGE_LAYOUT[4];
+
+// ================================================================================================
+// 2. A unit's two state machines: what it holds, and how it moves. The verbs below move a unit
+// through them; the one coupling is -ra 0's KEPT (the params wait for the gradients' hand-over).
+
+// A unit's params, as FSDP2's ShardedState (_fsdp_param.py): one state names every case, by the
+// memory it holds. Every change of state goes through one function (zero3.c's set_params_state),
+// which in check mode (ZERO3_CHECK_STEPS) stops on a move the table below does not list (zero3.c's
+// PARAM_MOVES holds it as data).
+//
+//   state      | memory it holds, besides the resident buffers       | moves to
+//   -----------+------------------------------------------------------+----------------------------
+//   RESIDENT   | params FULL (stages 0-2, persistent units): the unit  | - (never moves)
+//              | lives whole in params_full for the run                |
+//   SHARDED    | this rank's slice in params_shard; nothing else       | GATHERING; GATHERED (one rank)
+//   GATHERING  | + a pool buffer (params_gathered) an all-gather is    | GATHERED
+//              |   filling (gather_handle; qwZ: gather_packed too)     |
+//   GATHERED   | + params_gathered holds the full unit; `holders`      | SHARDED (freed); KEPT
+//              |   callers use it                                      |
+//   KEPT       | + params_gathered, held past its forward for this     | GATHERED (its gradients
+//              |   micro-step's backward (-ra 0), whatever the holders |   handed over)
+typedef enum {
+    ZERO3_PARAMS_RESIDENT,
+    ZERO3_PARAMS_SHARDED,
+    ZERO3_PARAMS_GATHERING,
+    ZERO3_PARAMS_GATHERED,
+    ZERO3_PARAMS_KEPT,
+    ZERO3_PARAMS_STATES
+} Zero3ParamState;
+
+// A unit's gradients during one micro-step: the second resource a unit holds, with a life of its
+// own (a unit may accumulate while its params are SHARDED: a tied embedding). Every change goes
+// through one function too (zero3.c's set_grads_state, checked against GRAD_MOVES like the params).
+//   state        | memory it holds                                     | moves to
+//   -------------+-----------------------------------------------------+-------------------------
+//   IDLE         | nothing for this micro-step (grads FULL: the        | ACCUMULATING
+//                |   resident buffer waits)                            |
+//   ACCUMULATING | grads_buffer: the full-size buffer the backward     | REDUCING; IDLE (no
+//                |   adds into (a pool buffer where grads are SHARDED) |   collective in flight)
+//   REDUCING     | grads_buffer, read by the reduction in flight: it   | IDLE
+//                |   may not be touched                                |
+// Where the two couple (-ra 0): the gradients leaving ACCUMULATING (zero3_reduce_grads) move KEPT
+// params to GATHERED; zero3.c's "KEPT" part holds both sides of it, and no gradient move sets a
+// params state.
+typedef enum {
+    ZERO3_GRADS_IDLE,
+    ZERO3_GRADS_ACCUMULATING,
+    ZERO3_GRADS_REDUCING,
+    ZERO3_GRADS_STATES
+} Zero3GradState;
+
+// The moves the tables above list (1) or not (0): the data both setters check in check mode.
+int zero3_params_move_listed(Zero3ParamState from, Zero3ParamState to);
+int zero3_grads_move_listed(Zero3GradState from, Zero3GradState to);
+
+// The phase a gather serves: the caller says it (zero3_gather's argument); the engine remembers none.
+typedef enum { ZERO3_FOR_FORWARD = 0, ZERO3_FOR_BACKWARD = 1 } Zero3Phase;
+
+// The kind of pass a micro-step runs (each kind records its own prefetch schedule).
+typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1, ZERO3_NUM_PASSES = 2 } Zero3Pass;
+
+// ================================================================================================
+// 3. The API: the step's verbs (the pseudocode above), their building blocks, then building the
+// layout and loading the params. The types they name are defined further down.
+typedef struct Zero3 Zero3;                  // the engine (section 8)
+typedef struct Zero3Config Zero3Config;      // what the trainer asks for (section 5)
+typedef struct Zero3Backend Zero3Backend;    // the device and transport (section 6)
+typedef struct Zero3Observer Zero3Observer;  // what measures the engine (section 7)
+typedef struct Zero3Links Zero3Links;        // the ring model's links (section 10)
+
+// ---- the step: phase verbs ----------------------------------------------------------------------
+typedef struct {
+    void *params;   // the full unit's working params
+    void *grads;    // the full unit's gradient buffer, to accumulate (+=) into
+} Zero3UnitBuffers;
+
+void zero3_step_begin(Zero3 *z);
+void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass);
+// A step given up between two micro-steps (a stop signal): every unit back at rest, its partial
+// gradients left for the next zero3_step_begin to zero; params and optimizer state are the last
+// whole step's.
+void zero3_step_abandon(Zero3 *z);
+void *zero3_pre_forward(Zero3 *z, int u);              // gather; the params to compute with
+void zero3_post_forward(Zero3 *z, int u);              // release
+Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u);  // gather + gradient buffer
+void zero3_post_backward(Zero3 *z, int u);             // reduce the gradients, release
+double zero3_grad_norm(Zero3 *z);        // global L2 norm of the reduced gradients, same on all ranks
+double zero3_local_grad_norm(Zero3 *z);  // the norm of this rank's slice only: the clipping pitfall
+void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, float grad_scale, int t);
+// After the whole pass, every unit must be released and every reduction finished: the cheap part of
+// zero3_check_step_end's invariant, checked after every step whatever ZERO3_CHECK_STEPS says.
+void zero3_check_released(const Zero3 *z);
+// The invariant at the end of a step (after zero3_optimizer_step's gathers), checked there when the
+// environment sets ZERO3_CHECK_STEPS=1 or the build defines ZERO3_CHECK_STEPS (tests do both): no
+// collective in flight (the engine's and the backend's handles), every pool buffer returned, every
+// unit at rest as its layout says (params SHARDED or RESIDENT, grads IDLE, no holder). A broken
+// invariant stops with zero3_die. (The process's part, its open files, the trainer checks.)
+void zero3_check_step_end(Zero3 *z);
+
+// ---- the building blocks of the verbs ----------------------------------------------------------
+// The full unit's working params, ready to compute with, gathered for `phase` (the collective the
+// policy gives that phase: a backward's may come from hpZ's node group).
+void *zero3_gather(Zero3 *z, int u, Zero3Phase phase);
+void zero3_release(Zero3 *z, int u);
+void *zero3_grads(Zero3 *z, int u);      // the full unit's gradient buffer to accumulate (+=) into
+void zero3_reduce_grads(Zero3 *z, int u);
+void zero3_finish_reductions(Zero3 *z);  // waits for every reduction in flight
+
+// The reduced gradient slice this rank owns for unit u ([r*S, (r+1)*S) in unit coordinates),
+// valid after zero3_finish_reductions (used by tests to compare against a reference).
+const void *zero3_owned_grads(const Zero3 *z, int u);
+
+// ---- building the layout -----------------------------------------------------------------------
+void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg);
+// Adds a unit of ntensors tensors; returns its id. Call before zero3_allocate.
+int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *names,
+                   const size_t *numels, const int *decay);
+// Fixes the padding and allocates the resident buffers for the stage.
+void zero3_allocate(Zero3 *z);
+void zero3_free(Zero3 *z);
+
+// ---- parameters: initialization and loading ----------------------------------------------------
+// Each rank fills the master copy of the slice it owns, in unit coordinates [r*S, (r+1)*S):
+// zero3_owned_master(z, u) points at element r*S of unit u (fp32, S elements, zero padding beyond
+// the tensors). After filling every unit, zero3_publish_params spreads the values to where the stage
+// needs them (all-gather where params are FULL, cast to the working dtype).
+float *zero3_owned_master(Zero3 *z, int u);
+void zero3_publish_params(Zero3 *z);
+size_t zero3_owned_begin(const Zero3 *z, int u);   // r*S
+// The AdamW moments of the owned slice (S elements each), for checkpoints.
+float *zero3_owned_m(Zero3 *z, int u);
+float *zero3_owned_v(Zero3 *z, int u);
+// The range of unit u (unit coordinates) this rank's optimizer state covers: its owned slice, or the
+// whole unit where the optimizer is FULL (DDP, a persistent unit).
+void zero3_optimizer_range(const Zero3 *z, int u, size_t *begin, size_t *count);
+
+// ---- about the layout ----------------------------------------------------------------------------
+int zero3_persistent_units(const Zero3 *z);   // units kept replicated by the persistence threshold
+
+// zero3.c and observe/zero3_observe.c stop on a broken invariant (or no host memory) with this line.
+void zero3_die(const char *msg);
+
+// ================================================================================================
+// 4. The policy: which gather and which reduction a unit gets, and the collectives it issues.
 // A step's collectives by what they are for.
 typedef enum {
     ZERO3_COLL_FWD_GATHER,      // params SHARDED: a unit all-gathered for the forward
@@ -95,93 +251,96 @@ typedef enum {
     ZERO3_COLL_KINDS
 } Zero3Collective;
 
+// One definition, read by the engine when it issues a collective and by the theory
+// (observe/zero3_observe.c) when it counts what the engine will issue: a change of policy is one edit here.
+// The facts a decision reads: the unit's placements and the groups it is sharded over, from a run
+// (zero3_unit_facts) or from a what-if (the theory's other stage, other world).
 typedef struct {
-    double count;   // collectives
-    double bytes;   // bytes this rank sends, ring model
-} Zero3LedgerRow;
-typedef struct { Zero3LedgerRow row[ZERO3_COLL_KINDS]; } Zero3Ledger;
+    Zero3StageLayout layout;   // the unit's row of the stage table (DDP's if persistent)
+    int world;                 // ranks in the shard group
+    int replicas;              // HSDP's replica groups (1: none)
+    int quant_weights, hp_group, quant_grads;   // ZeRO++, as Zero3Config has them
+} Zero3UnitFacts;
 
-typedef struct {
-    // per step (reset by zero3_step_begin); bytes under the ring cost model
-    double comm_bytes;          // everything this rank sent
-    double comm_gather_bytes, comm_reduce_bytes, comm_scalar_bytes;
-    double comm_inter_bytes;    // HSDP: the part sent across replica groups (the rest stays inside one)
-    size_t transient_bytes;     // gathered units + full gradient buffers live now
-    size_t transient_peak;      // their maximum this step
-    int gathers, reduces;       // collectives issued this step
-    Zero3Ledger ledger;         // the same collectives, by kind
-    double exposed_s;           // time the compute side waited on collectives (zero3_timeline_read)
-} Zero3Stats;
-
-// ---- the timeline ------------------------------------------------------------------------------
-// The timeline of a step, as the engine saw it (zero3_timeline_read turns stamps into seconds).
+// How a unit's params arrive for one gather, and the ledger's row of the collective (ZERO3_COLL_KINDS
+// when none is issued).
 typedef enum {
-    ZERO3_EV_FORWARD,     // compute: a unit's forward (from its pre_forward to the next engine call)
-    ZERO3_EV_BACKWARD,    // compute: a unit's backward
-    ZERO3_EV_OPTIMIZER,   // compute: AdamW on the shard
-    ZERO3_EV_WAIT,        // compute side waiting for a collective: the exposed communication
-    ZERO3_EV_COLLECTIVE,  // communication side: one collective's transfer
-} Zero3EventType;
+    ZERO3_GATHER_NONE,        // params FULL: the resident unit, nothing gathered
+    ZERO3_GATHER_IN_PLACE,    // one rank: the shard is the unit
+    ZERO3_GATHER_SHARDS,      // every rank's shard all-gathered (fwd_gather, bwd_gather)
+    ZERO3_GATHER_QUANTIZED,   // qwZ: every shard's int8 codes and scales all-gathered, then dequantized
+                              // (one rank: quantized in place, no collective)
+    ZERO3_GATHER_SECONDARY,   // hpZ: the node group's secondary shards all-gathered (hp_bwd_gather)
+} Zero3GatherHow;
+typedef struct { Zero3GatherHow how; Zero3Collective kind; } Zero3Gather;
 
+// How a unit's gradients of one micro-step are reduced.
+typedef enum {
+    ZERO3_REDUCE_NONE,         // no collective now: they accumulate where they are (grads FULL before
+                               // the last micro-step; one rank, where a shard is the unit)
+    ZERO3_REDUCE_ALL_REDUCE,   // the full buffer all-reduced (optimizer FULL: DDP)
+    ZERO3_REDUCE_SCATTER,      // reduce-scattered into the owned slice
+    ZERO3_REDUCE_QUANTIZED,    // qgZ: two quantized all-to-all hops, inside the node group, then across
+} Zero3ReduceHow;
 typedef struct {
-    Zero3EventType type;
-    int unit;               // -1 for none (the norm, the optimizer)
-    Zero3Collective coll;   // WAIT, COLLECTIVE: which one
-    double bytes;           // COLLECTIVE: bytes this rank sends (ring model)
-    int micro;              // the micro-step
-    int stamp_begin, stamp_end;
-    double t_begin, t_end;  // seconds, filled by zero3_timeline_read
-} Zero3Event;
+    Zero3ReduceHow how;
+    int across_replicas;   // HSDP: after this micro-step, the step's end all-reduces the unit's reduced
+                           // span across the replica groups (replica_reduce)
+} Zero3Reduction;
 
-// The measurement state inside Zero3 (z->observe), written by the observer alone; the engine's
-// mechanism never reads it. All zero when no observer is installed.
-typedef struct {
-    Zero3Stats stats;          // this step's ledger and transient memory (reset by zero3_step_begin)
-    double comm_bytes_total;   // stats.comm_bytes summed over every step so far
-    double *unit_exposed_s;    // per unit: time waited on its collectives this step
-    // the step's timeline (when the backend has stamps): events, the compute span and wait now open
-    Zero3Event *events;
-    int nevents, events_cap;
-    int open_span;             // index of the open FORWARD/BACKWARD/OPTIMIZER event, -1 none
-    int open_wait;             // index of the open WAIT event, -1 none
-    double *stamp_seconds;     // zero3_timeline_read's seconds of every stamp (stamp_cap long)
-    int stamp_cap;
-} Zero3Observe;
+// The gather a unit gets in `phase`; secondary_fresh: hpZ's secondary shard holds this step's params.
+Zero3UnitFacts zero3_unit_facts(const Zero3 *z, int u);   // what the policy reads of unit u in this run
+Zero3Gather zero3_gather_for(const Zero3UnitFacts *f, Zero3Phase phase, int secondary_fresh);
+// The reduction a unit's gradients get at micro-step `micro` of `micro_steps`.
+Zero3Reduction zero3_reduction_for(const Zero3UnitFacts *f, int micro, int micro_steps);
+// 1 when the unit's params are all-gathered after the optimizer step (params FULL, optimizer SHARDED).
+int zero3_gathers_after_step(const Zero3UnitFacts *f);
 
-#define ZERO3_MAX_TENSORS 96   // tensors in one unit (GPT-2: 12 per block, up to 8 blocks a unit)
-#define ZERO3_MAX_UNITS 2100   // GPT-2: up to 1024 blocks split in two, embedding, head
-#define ZERO3_MAX_POOL 64      // cached transient buffers (gathered params, full grads)
-#define ZERO3_MAX_INFLIGHT 8   // outstanding reduce collectives
-#define ZERO3_GATHER_BATCH 16  // stages 1-2: post-step all-gathers in flight at once
-
+// ================================================================================================
+// 5. The configuration: the element types, when the backward prefetches, the stage and its variants.
 // ZERO3_I8: raw bytes (ZeRO++'s int8 codes with their scales), only ever all-gathered or exchanged.
 typedef enum { ZERO3_F32 = 0, ZERO3_BF16 = 1, ZERO3_I8 = 2 } Zero3DType;
 static inline size_t zero3_dtype_size(Zero3DType t) { return t == ZERO3_BF16 ? 2 : t == ZERO3_I8 ? 1 : 4; }
 
-// ---- ZeRO++'s block quantization (docs/zeropp.md), the one definition both backends use ----------
-// A span of n elements (n a multiple of the block) is quantized block by block, symmetric int8: each
-// block of ZERO3_QUANT_BLOCK elements gets one fp32 scale, amax / 127, and each element the code
-// round(x / scale) in [-127, 127], so |x - code * scale| <= scale / 2. A quantized span ("packed")
-// is its n codes followed by its n / ZERO3_QUANT_BLOCK scales: zero3_quant_bytes(n) bytes. Blocks
-// start at multiples of the block in unit coordinates (a unit's shard is a whole number of blocks:
-// zero3_add_unit pads for it), so the quantized model does not depend on the number of ranks.
-#define ZERO3_QUANT_BLOCK 256
-#define ZERO3_QUANT_MAX 127
-#ifdef __CUDACC__
-#define ZERO3_HOST_DEVICE __host__ __device__
-#else
-#define ZERO3_HOST_DEVICE
-#endif
-static inline size_t zero3_quant_bytes(size_t n) { return n + n / ZERO3_QUANT_BLOCK * sizeof(float); }
-static inline ZERO3_HOST_DEVICE float zero3_quant_scale(float amax) { return amax / (float)ZERO3_QUANT_MAX; }
-// x's code under `scale` (0 for an all-zero block); rintf rounds half to even on both devices
-static inline ZERO3_HOST_DEVICE signed char zero3_quant_code(float x, float scale) {
-    if (scale == 0.0f) return 0;
-    float q = rintf(x / scale);
-    q = q > ZERO3_QUANT_MAX ? ZERO3_QUANT_MAX : q < -ZERO3_QUANT_MAX ? -ZERO3_QUANT_MAX : q;
-    return (signed char)q;
-}
+// Where the backward's prefetch starts the next units' gathers (FSDP's backward_prefetch; -bp):
+//   PRE   in pre_backward, once this unit's params are there: before its gradient compute, so the next
+//         gathers move while it computes (prefetch_depth + 1 gathered units live during it);
+//   POST  in post_backward, after its gradient compute, once its params are freed and before its
+//         gradients' reduction starts: while a unit computes, prefetch_depth gathered units are live
+//         (one fewer) and prefetch_depth - 1 gathers are on their way (at depth 1 none: each next
+//         gather is waited on whole).
+// Forward gathers (and -rc 2's recompute gathers) prefetch when they are made, under either.
+typedef enum { ZERO3_BACKWARD_PRE = 0, ZERO3_BACKWARD_POST = 1 } Zero3BackwardPrefetch;
+// The rule, one definition for the engine and the theory (zero3_theory_backward_ahead): 1 when a
+// gather for `phase` leaves its prefetch to the unit's post_backward (POST, a backward gather).
+int zero3_prefetch_after_compute(Zero3BackwardPrefetch bp, Zero3Phase phase);
 
+struct Zero3Config {
+    int stage;              // 0..3
+    int prefetch_depth;     // units gathered ahead of use (params SHARDED); 0 = none
+    Zero3BackwardPrefetch backward_prefetch;   // when the backward gathers ahead (above); 0 = PRE
+    int align;              // tensor offsets and shard sizes are multiples of this many elements
+    Zero3DType param_type;  // working parameters (what is gathered and computed with)
+    Zero3DType grad_type;   // gradients (what is reduced)
+    // the variants (docs/DESIGN.md: FSDP's and DeepSpeed's knobs); the plain stages: all 0 but
+    // reshard_after_forward, which is 1 (FSDP's default)
+    size_t persist_threshold;       // units with fewer parameters stay replicated (DeepSpeed's
+                                    // stage3_param_persistence_threshold); 0 = none
+    int reshard_after_forward;      // FSDP's: 1 frees a unit after its forward; 0 keeps it gathered
+                                    // until its backward (-ra 0), which then needs no gather
+    int shard_group;                // HSDP: shard within groups of this many ranks; 0 = all ranks
+    // ZeRO++ (docs/zeropp.md), stage 3's params; all 0 = exact ZeRO-3
+    int quant_weights;              // qwZ: the params all-gather moves int8 codes and block scales
+    int hp_group;                   // hpZ: a secondary shard inside node groups of this many ranks;
+                                    // the backward gathers from the node group only
+    int quant_grads;                // qgZ: gradients reduced by quantized all-to-all, in the node group
+                                    // (-hp's, else the whole shard group), then across node groups
+    const Zero3Observer *observer;  // what measures the engine (observe/zero3_observe.h's ZERO3_OBSERVER);
+                                    // NULL = nothing measured, z->observe stays zero
+};
+
+// ================================================================================================
+// 6. The backend seam: everything device- or transport-specific, as a table of functions.
 // One piece of the optimizer's work: n consecutive elements of one tensor inside this rank's
 // optimizer span (a shard boundary may cut a tensor, so a piece may start or end mid-tensor).
 // master, m, v are fp32; grad and params are in the adamw call's grad_type and param_type; params
@@ -195,55 +354,11 @@ typedef struct Zero3AdamSegment {
     float weight_decay;
 } Zero3AdamSegment;
 
-
-// ----------------------------------------------------------------------------------------------
-// Links: the ring model's time. The backend table takes them (emulate_links: a slow network on one
-// machine); the planner and the measurement use the same three formulas.
-// A link: the GB/s each rank sends over it and the latency of one ring step (a hop). gbps <= 0 is an
-// unlimited link (no time at all); a collective's time is that of its ring's slowest link.
-typedef struct {
-    double gbps;        // GB/s (1e9 bytes per second) each rank sends; <= 0: unlimited
-    double latency_s;   // seconds per ring step
-} Zero3Link;
-
-// The links of a cluster: nodes of node_ranks consecutive ranks (0: every rank on one node), links
-// `inside` a node and `across` nodes. A ring that spans ranks of two nodes runs at `across`.
-typedef struct Zero3Links {
-    Zero3Link inside, across;
-    int node_ranks;
-} Zero3Links;
-
-// The link a ring over the n ranks first, first + stride, ... runs at: `across` when they are not
-// all on one node, else `inside`.
-static inline const Zero3Link *zero3_links_ring(const Zero3Links *links, int first, int stride, int n) {
-    if (links->node_ranks <= 0) return &links->inside;
-    const int node = first / links->node_ranks;
-    for (int k = 1; k < n; k++)
-        if ((first + k * stride) / links->node_ranks != node) return &links->across;
-    return &links->inside;
-}
-// A ring collective over n ranks on a buffer of F bytes (the full buffer: the gathered unit, the
-// reduced gradients): the bytes each rank sends and the ring steps it takes. An all-gather or a
-// reduce-scatter sends (N-1)/N * F in N-1 steps; an all-reduce (all_reduce = 1: a reduce-scatter
-// then an all-gather) twice both. The one definition: the theory, the planner, the time model and
-// the emulated links price with it; the measured ledger counts the calls and applies no model.
-static inline void zero3_ring_cost(int all_reduce, double F, int n, double *sent_bytes, double *steps) {
-    const double times = all_reduce ? 2.0 : 1.0;
-    *sent_bytes = n > 1 ? times * (n - 1.0) / n * F : 0.0;
-    *steps = n > 1 ? times * (n - 1.0) : 0.0;
-}
-// The seconds a link needs for `sent_bytes` in `steps` ring steps: sent / rate + steps * latency.
-static inline double zero3_link_seconds(const Zero3Link *link, double sent_bytes, double steps) {
-    if (link->gbps <= 0.0) return 0.0;
-    return sent_bytes / (link->gbps * 1e9) + steps * link->latency_s;
-}
-
-// ----------------------------------------------------------------------------------------------
 // The backend: everything device- or transport-specific. Counts are elements of the given dtype.
 // Asynchronous collectives return an opaque handle; `wait` makes later work (host code on the CPU,
 // the compute stream on the GPU) see the result. A buffer handed to a collective must not be
 // reused before its handle has been waited on.
-typedef struct Zero3Backend {
+struct Zero3Backend {
     void *ctx;
     int rank, world;
     // memory (device memory on the GPU)
@@ -330,110 +445,108 @@ typedef struct Zero3Backend {
     void (*at_step)(void *ctx, int step);
     void (*stop_source)(void *ctx, int (*stop_requested)(void));
     const char *(*node_name)(void *ctx, int rank);
-} Zero3Backend;
+};
 
-// ----------------------------------------------------------------------------------------------
-// The stage table as data: where each part of the model state lives.
-typedef enum {
-    ZERO3_FULL,     // every rank holds all of it
-    ZERO3_SHARDED,  // every rank holds its 1/N slice
-} Zero3Placement;
+// ================================================================================================
+// 7. The measurement's types: what the engine's observer writes down, and where Zero3 keeps it
+// (z->observe). Types only: Zero3 holds the state and Zero3Observer (below) names the hooks; the
+// observer that fills them is observe/zero3_observe.c (observe/zero3_observe.h says what a trainer
+// reads). They live here, not beside the observer, so that the engine includes nothing above it.
+//   the ledger    every collective the engine issues (section 4's Zero3Collective), counted by what
+//                 it is for, with the bytes this rank sends under the ring cost model (Zero3Stats,
+//                 Zero3Ledger);
+//   the timeline  when each unit computes, when each collective moves, and when the compute side
+//                 waits for one: the exposed communication (Zero3Event).
+// ---- the collective ledger ---------------------------------------------------------------------
+typedef struct {
+    double count;   // collectives
+    double bytes;   // bytes this rank sends, ring model
+} Zero3LedgerRow;
+typedef struct { Zero3LedgerRow row[ZERO3_COLL_KINDS]; } Zero3Ledger;
 
 typedef struct {
-    Zero3Placement params;     // the working parameters between uses
-    Zero3Placement grads;      // the gradients between the backward and the optimizer
-    Zero3Placement optimizer;  // fp32 master, AdamW m and v: what the optimizer updates
-} Zero3StageLayout;
+    // per step (reset by zero3_step_begin); bytes under the ring cost model
+    double comm_bytes;          // everything this rank sent
+    double comm_gather_bytes, comm_reduce_bytes, comm_scalar_bytes;
+    double comm_inter_bytes;    // HSDP: the part sent across replica groups (the rest stays inside one)
+    size_t transient_bytes;     // gathered units + full gradient buffers live now
+    size_t transient_peak;      // their maximum this step
+    int gathers, reduces;       // collectives issued this step
+    Zero3Ledger ledger;         // the same collectives, by kind
+    double exposed_s;           // time the compute side waited on collectives (zero3_timeline_read)
+} Zero3Stats;
 
-extern const Zero3StageLayout ZERO3_STAGE_LAYOUT[4];
-
-// A unit's params, as FSDP2's ShardedState (_fsdp_param.py): one state names every case, by the
-// memory it holds. Every change of state goes through one function (zero3.c's set_params_state),
-// which in check mode (ZERO3_CHECK_STEPS) stops on a move the table below does not list.
-//
-//   state      | memory it holds, besides the resident buffers       | moves to
-//   -----------+------------------------------------------------------+----------------------------
-//   RESIDENT   | params FULL (stages 0-2, persistent units): the unit  | - (never moves)
-//              | lives whole in params_full for the run                |
-//   SHARDED    | this rank's slice in params_shard; nothing else       | GATHERING; GATHERED (one rank)
-//   GATHERING  | + a pool buffer (params_gathered) an all-gather is    | GATHERED
-//              |   filling (gather_handle; qwZ: gather_packed too)     |
-//   GATHERED   | + params_gathered holds the full unit; `holders`      | SHARDED (freed); KEPT
-//              |   callers use it                                      |
-//   KEPT       | + params_gathered, held past its forward for this     | GATHERED (its gradients
-//              |   micro-step's backward (-ra 0), whatever the holders |   handed over)
+// ---- the timeline ------------------------------------------------------------------------------
+// The timeline of a step, as the engine saw it (zero3_timeline_read turns stamps into seconds).
 typedef enum {
-    ZERO3_PARAMS_RESIDENT,
-    ZERO3_PARAMS_SHARDED,
-    ZERO3_PARAMS_GATHERING,
-    ZERO3_PARAMS_GATHERED,
-    ZERO3_PARAMS_KEPT,
-    ZERO3_PARAMS_STATES
-} Zero3ParamState;
+    ZERO3_EV_FORWARD,     // compute: a unit's forward (from its pre_forward to the next engine call)
+    ZERO3_EV_BACKWARD,    // compute: a unit's backward
+    ZERO3_EV_OPTIMIZER,   // compute: AdamW on the shard
+    ZERO3_EV_WAIT,        // compute side waiting for a collective: the exposed communication
+    ZERO3_EV_COLLECTIVE,  // communication side: one collective's transfer
+} Zero3EventType;
 
-// A unit's gradients during one micro-step: the second resource a unit holds, with a life of its
-// own (a unit may accumulate while its params are SHARDED: GPT-2's tied embedding).
-//   state        | memory it holds                                     | moves to
-//   -------------+-----------------------------------------------------+-------------------------
-//   IDLE         | nothing for this micro-step (grads FULL: the        | ACCUMULATING
-//                |   resident buffer waits)                            |
-//   ACCUMULATING | grads_buffer: the full-size buffer the backward     | REDUCING; IDLE (no
-//                |   adds into (a pool buffer where grads are SHARDED) |   collective in flight)
-//   REDUCING     | grads_buffer, read by the reduction in flight: it   | IDLE
-//                |   may not be touched                                |
-typedef enum {
-    ZERO3_GRADS_IDLE,
-    ZERO3_GRADS_ACCUMULATING,
-    ZERO3_GRADS_REDUCING,
-} Zero3GradState;
-
-// The phase a gather serves: the caller says it (zero3_gather's argument); the engine remembers none.
-typedef enum { ZERO3_FOR_FORWARD = 0, ZERO3_FOR_BACKWARD = 1 } Zero3Phase;
-
-// ---- the policy: which gather and which reduction a unit gets ------------------------------------
-// One definition, read by the engine when it issues a collective and by the theory
-// (observe/zero3_observe.c) when it counts what the engine will issue: a change of policy is one edit here.
-// The facts a decision reads: the unit's placements and the groups it is sharded over, from a run
-// (zero3_unit_facts) or from a what-if (the theory's other stage, other world).
 typedef struct {
-    Zero3StageLayout layout;   // the unit's row of the stage table (DDP's if persistent)
-    int world;                 // ranks in the shard group
-    int replicas;              // HSDP's replica groups (1: none)
-    int quant_weights, hp_group, quant_grads;   // ZeRO++, as Zero3Config has them
-} Zero3UnitFacts;
+    Zero3EventType type;
+    int unit;               // -1 for none (the norm, the optimizer)
+    Zero3Collective coll;   // WAIT, COLLECTIVE: which one
+    double bytes;           // COLLECTIVE: bytes this rank sends (ring model)
+    int micro;              // the micro-step
+    int stamp_begin, stamp_end;
+    double t_begin, t_end;  // seconds, filled by zero3_timeline_read
+} Zero3Event;
 
-// How a unit's params arrive for one gather, and the ledger's row of the collective (ZERO3_COLL_KINDS
-// when none is issued).
-typedef enum {
-    ZERO3_GATHER_NONE,        // params FULL: the resident unit, nothing gathered
-    ZERO3_GATHER_IN_PLACE,    // one rank: the shard is the unit
-    ZERO3_GATHER_SHARDS,      // every rank's shard all-gathered (fwd_gather, bwd_gather)
-    ZERO3_GATHER_QUANTIZED,   // qwZ: every shard's int8 codes and scales all-gathered, then dequantized
-                              // (one rank: quantized in place, no collective)
-    ZERO3_GATHER_SECONDARY,   // hpZ: the node group's secondary shards all-gathered (hp_bwd_gather)
-} Zero3GatherHow;
-typedef struct { Zero3GatherHow how; Zero3Collective kind; } Zero3Gather;
-
-// How a unit's gradients of one micro-step are reduced.
-typedef enum {
-    ZERO3_REDUCE_NONE,         // no collective now: they accumulate where they are (grads FULL before
-                               // the last micro-step; one rank, where a shard is the unit)
-    ZERO3_REDUCE_ALL_REDUCE,   // the full buffer all-reduced (optimizer FULL: DDP)
-    ZERO3_REDUCE_SCATTER,      // reduce-scattered into the owned slice
-    ZERO3_REDUCE_QUANTIZED,    // qgZ: two quantized all-to-all hops, inside the node group, then across
-} Zero3ReduceHow;
+// The measurement state inside Zero3 (z->observe), written by the observer alone; the engine's
+// mechanism never reads it. All zero when no observer is installed.
 typedef struct {
-    Zero3ReduceHow how;
-    int across_replicas;   // HSDP: after this micro-step, the step's end all-reduces the unit's reduced
-                           // span across the replica groups (replica_reduce)
-} Zero3Reduction;
+    Zero3Stats stats;          // this step's ledger and transient memory (reset by zero3_step_begin)
+    double comm_bytes_total;   // stats.comm_bytes summed over every step so far
+    double *unit_exposed_s;    // per unit: time waited on its collectives this step
+    // the step's timeline (when the backend has stamps): events, the compute span and wait now open
+    Zero3Event *events;
+    int nevents, events_cap;
+    int open_span;             // index of the open FORWARD/BACKWARD/OPTIMIZER event, -1 none
+    int open_wait;             // index of the open WAIT event, -1 none
+    double *stamp_seconds;     // zero3_timeline_read's seconds of every stamp (stamp_cap long)
+    int stamp_cap;
+} Zero3Observe;
 
-// The gather a unit gets in `phase`; secondary_fresh: hpZ's secondary shard holds this step's params.
-Zero3Gather zero3_gather_for(const Zero3UnitFacts *f, Zero3Phase phase, int secondary_fresh);
-// The reduction a unit's gradients get at micro-step `micro` of `micro_steps`.
-Zero3Reduction zero3_reduction_for(const Zero3UnitFacts *f, int micro, int micro_steps);
-// 1 when the unit's params are all-gathered after the optimizer step (params FULL, optimizer SHARDED).
-int zero3_gathers_after_step(const Zero3UnitFacts *f);
+// ---- the observer ------------------------------------------------------------------------------
+// The observer: what the engine reports, one hook where each phase happens. The hooks write into
+// z->observe (the types above) and change nothing the mechanism reads. observe/zero3_observe.c's
+// ZERO3_OBSERVER is the one the trainers install; a test may install its own, or none.
+struct Zero3Observer {
+    void (*init)(Zero3 *z);        // zero3_init: the per-unit figures, no span open
+    void (*free)(Zero3 *z);        // zero3_free
+    void (*step_begin)(Zero3 *z);  // a fresh ledger and timeline; counts the buffers still held
+    void (*step_end)(Zero3 *z);    // the optimizer step is done: the step's bytes into the total
+    // The caller's compute on unit `unit` (-1 none) begins (end of a pre_forward / pre_backward /
+    // the optimizer's start) and ends: every public entry point ends the compute span that is open.
+    void (*compute_begin)(Zero3 *z, Zero3EventType type, int unit);
+    void (*compute_end)(Zero3 *z);
+    // A collective was just started (after its *_start), on a buffer of `buffer_bytes`: the full
+    // unit for a gather or a reduction, the reduced span across replicas, the number for the norm.
+    void (*collective)(Zero3 *z, int unit, Zero3Collective kind, size_t buffer_bytes);
+    // The compute side waits for a collective of unit `unit` (-1 none) between these two.
+    void (*wait_begin)(Zero3 *z, int unit, Zero3Collective kind);
+    void (*wait_end)(Zero3 *z);
+    // The norm's all-reduce of one number, a blocking collective: all of it is a wait.
+    void (*norm_begin)(Zero3 *z);
+    void (*norm_end)(Zero3 *z);
+    // A transient buffer of `bytes` (a gathered unit, a full gradient buffer) taken from / given
+    // back to the pool.
+    void (*transient_acquired)(Zero3 *z, size_t bytes);
+    void (*transient_released)(Zero3 *z, size_t bytes);
+};
+
+// ================================================================================================
+// 8. The engine's state: the units (their tables' states, section 2), the resident buffers, the
+// pool, the schedule. After the measurement's types because Zero3 holds them (z->observe).
+#define ZERO3_MAX_TENSORS 96   // tensors in one unit (the trainer groups a few layers' tensors)
+#define ZERO3_MAX_UNITS 2100   // units in one model (a deep model split finely)
+#define ZERO3_MAX_POOL 64      // cached transient buffers (gathered params, full grads)
+#define ZERO3_MAX_INFLIGHT 8   // outstanding reduce collectives
+#define ZERO3_GATHER_BATCH 16  // stages 1-2: post-step all-gathers in flight at once
 
 typedef struct {
     char name[32];
@@ -466,74 +579,6 @@ typedef struct {
     Zero3GradState grad_state;
     void *grads_buffer;    // ACCUMULATING, REDUCING: the full-size gradient buffer of this micro-step
 } Zero3Unit;
-
-typedef enum { ZERO3_PASS_TRAIN = 0, ZERO3_PASS_FORWARD = 1, ZERO3_NUM_PASSES = 2 } Zero3Pass;
-
-// ----------------------------------------------------------------------------------------------
-// The observer: what the engine reports, one hook where each phase happens. The hooks write into
-// z->observe (its types in the measurement section above) and change nothing the mechanism reads. observe/zero3_observe.c's
-// ZERO3_OBSERVER is the one the trainers install; a test may install its own, or none.
-typedef struct Zero3 Zero3;
-typedef struct Zero3Observer {
-    void (*init)(Zero3 *z);        // zero3_init: the per-unit figures, no span open
-    void (*free)(Zero3 *z);        // zero3_free
-    void (*step_begin)(Zero3 *z);  // a fresh ledger and timeline; counts the buffers still held
-    void (*step_end)(Zero3 *z);    // the optimizer step is done: the step's bytes into the total
-    // The caller's compute on unit `unit` (-1 none) begins (end of a pre_forward / pre_backward /
-    // the optimizer's start) and ends: every public entry point ends the compute span that is open.
-    void (*compute_begin)(Zero3 *z, Zero3EventType type, int unit);
-    void (*compute_end)(Zero3 *z);
-    // A collective was just started (after its *_start), on a buffer of `buffer_bytes`: the full
-    // unit for a gather or a reduction, the reduced span across replicas, the number for the norm.
-    void (*collective)(Zero3 *z, int unit, Zero3Collective kind, size_t buffer_bytes);
-    // The compute side waits for a collective of unit `unit` (-1 none) between these two.
-    void (*wait_begin)(Zero3 *z, int unit, Zero3Collective kind);
-    void (*wait_end)(Zero3 *z);
-    // The norm's all-reduce of one number, a blocking collective: all of it is a wait.
-    void (*norm_begin)(Zero3 *z);
-    void (*norm_end)(Zero3 *z);
-    // A transient buffer of `bytes` (a gathered unit, a full gradient buffer) taken from / given
-    // back to the pool.
-    void (*transient_acquired)(Zero3 *z, size_t bytes);
-    void (*transient_released)(Zero3 *z, size_t bytes);
-} Zero3Observer;
-
-// Where the backward's prefetch starts the next units' gathers (FSDP's backward_prefetch; -bp):
-//   PRE   in pre_backward, once this unit's params are there: before its gradient compute, so the next
-//         gathers move while it computes (prefetch_depth + 1 gathered units live during it);
-//   POST  in post_backward, after its gradient compute, once its params are freed and before its
-//         gradients' reduction starts: while a unit computes, prefetch_depth gathered units are live
-//         (one fewer) and prefetch_depth - 1 gathers are on their way (at depth 1 none: each next
-//         gather is waited on whole).
-// Forward gathers (and -rc 2's recompute gathers) prefetch when they are made, under either.
-typedef enum { ZERO3_BACKWARD_PRE = 0, ZERO3_BACKWARD_POST = 1 } Zero3BackwardPrefetch;
-// The rule, one definition for the engine and the theory (zero3_theory_backward_ahead): 1 when a
-// gather for `phase` leaves its prefetch to the unit's post_backward (POST, a backward gather).
-int zero3_prefetch_after_compute(Zero3BackwardPrefetch bp, Zero3Phase phase);
-
-typedef struct {
-    int stage;              // 0..3
-    int prefetch_depth;     // units gathered ahead of use (params SHARDED); 0 = none
-    Zero3BackwardPrefetch backward_prefetch;   // when the backward gathers ahead (above); 0 = PRE
-    int align;              // tensor offsets and shard sizes are multiples of this many elements
-    Zero3DType param_type;  // working parameters (what is gathered and computed with)
-    Zero3DType grad_type;   // gradients (what is reduced)
-    // the variants (docs/DESIGN.md: FSDP's and DeepSpeed's knobs); the plain stages: all 0 but
-    // reshard_after_forward, which is 1 (FSDP's default)
-    size_t persist_threshold;       // units with fewer parameters stay replicated (DeepSpeed's
-                                    // stage3_param_persistence_threshold); 0 = none
-    int reshard_after_forward;      // FSDP's: 1 frees a unit after its forward; 0 keeps it gathered
-                                    // until its backward (-ra 0), which then needs no gather
-    int shard_group;                // HSDP: shard within groups of this many ranks; 0 = all ranks
-    // ZeRO++ (docs/zeropp.md), stage 3's params; all 0 = exact ZeRO-3
-    int quant_weights;              // qwZ: the params all-gather moves int8 codes and block scales
-    int hp_group;                   // hpZ: a secondary shard inside node groups of this many ranks;
-                                    // the backward gathers from the node group only
-    int quant_grads;                // qgZ: gradients reduced by quantized all-to-all, in the node group
-                                    // (-hp's, else the whole shard group), then across node groups
-    const Zero3Observer *observer;  // what measures the engine (observe/zero3_observe.h's ZERO3_OBSERVER);
-                                    // NULL = nothing measured, z->observe stays zero
-} Zero3Config;
 
 typedef struct {
     void *ptr;
@@ -640,79 +685,74 @@ struct Zero3 {
     Zero3Observe observe;      // measurement only, written by cfg.observer: the ledger, the timeline
 };
 
-// ---- building the layout -----------------------------------------------------------------------
-void zero3_init(Zero3 *z, const Zero3Backend *be, const Zero3Config *cfg);
-// Adds a unit of ntensors tensors; returns its id. Call before zero3_allocate.
-int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *names,
-                   const size_t *numels, const int *decay);
-// Fixes the padding and allocates the resident buffers for the stage.
-void zero3_allocate(Zero3 *z);
-void zero3_free(Zero3 *z);
+// ================================================================================================
+// 9. ZeRO++'s block quantization.
+// ---- ZeRO++'s block quantization (docs/zeropp.md), the one definition both backends use ----------
+// A span of n elements (n a multiple of the block) is quantized block by block, symmetric int8: each
+// block of ZERO3_QUANT_BLOCK elements gets one fp32 scale, amax / 127, and each element the code
+// round(x / scale) in [-127, 127], so |x - code * scale| <= scale / 2. A quantized span ("packed")
+// is its n codes followed by its n / ZERO3_QUANT_BLOCK scales: zero3_quant_bytes(n) bytes. Blocks
+// start at multiples of the block in unit coordinates (a unit's shard is a whole number of blocks:
+// zero3_add_unit pads for it), so the quantized model does not depend on the number of ranks.
+#define ZERO3_QUANT_BLOCK 256
+#define ZERO3_QUANT_MAX 127
+#ifdef __CUDACC__
+#define ZERO3_HOST_DEVICE __host__ __device__
+#else
+#define ZERO3_HOST_DEVICE
+#endif
+static inline size_t zero3_quant_bytes(size_t n) { return n + n / ZERO3_QUANT_BLOCK * sizeof(float); }
+static inline ZERO3_HOST_DEVICE float zero3_quant_scale(float amax) { return amax / (float)ZERO3_QUANT_MAX; }
+// x's code under `scale` (0 for an all-zero block); rintf rounds half to even on both devices
+static inline ZERO3_HOST_DEVICE signed char zero3_quant_code(float x, float scale) {
+    if (scale == 0.0f) return 0;
+    float q = rintf(x / scale);
+    q = q > ZERO3_QUANT_MAX ? ZERO3_QUANT_MAX : q < -ZERO3_QUANT_MAX ? -ZERO3_QUANT_MAX : q;
+    return (signed char)q;
+}
 
-// ---- parameters: initialization and loading ----------------------------------------------------
-// Each rank fills the master copy of the slice it owns, in unit coordinates [r*S, (r+1)*S):
-// zero3_owned_master(z, u) points at element r*S of unit u (fp32, S elements, zero padding beyond
-// the tensors). After filling every unit, zero3_publish_params spreads the values to where the stage
-// needs them (all-gather where params are FULL, cast to the working dtype).
-float *zero3_owned_master(Zero3 *z, int u);
-void zero3_publish_params(Zero3 *z);
-size_t zero3_owned_begin(const Zero3 *z, int u);   // r*S
-// The AdamW moments of the owned slice (S elements each), for checkpoints.
-float *zero3_owned_m(Zero3 *z, int u);
-float *zero3_owned_v(Zero3 *z, int u);
-// The range of unit u (unit coordinates) this rank's optimizer state covers: its owned slice, or the
-// whole unit where the optimizer is FULL (DDP, a persistent unit).
-void zero3_optimizer_range(const Zero3 *z, int u, size_t *begin, size_t *count);
-
-// ---- the step: phase verbs ----------------------------------------------------------------------
+// ================================================================================================
+// 10. The link costs: the ring model's time.
+// Links: the ring model's time. The backend table takes them (emulate_links: a slow network on one
+// machine); the planner and the measurement use the same three formulas.
+// A link: the GB/s each rank sends over it and the latency of one ring step (a hop). gbps <= 0 is an
+// unlimited link (no time at all); a collective's time is that of its ring's slowest link.
 typedef struct {
-    void *params;   // the full unit's working params
-    void *grads;    // the full unit's gradient buffer, to accumulate (+=) into
-} Zero3UnitBuffers;
+    double gbps;        // GB/s (1e9 bytes per second) each rank sends; <= 0: unlimited
+    double latency_s;   // seconds per ring step
+} Zero3Link;
 
-void zero3_step_begin(Zero3 *z);
-void zero3_micro_begin(Zero3 *z, int micro, int micro_steps, Zero3Pass pass);
-// A step given up between two micro-steps (a stop signal): every unit back at rest, its partial
-// gradients left for the next zero3_step_begin to zero; params and optimizer state are the last
-// whole step's.
-void zero3_step_abandon(Zero3 *z);
-void *zero3_pre_forward(Zero3 *z, int u);              // gather; the params to compute with
-void zero3_post_forward(Zero3 *z, int u);              // release
-Zero3UnitBuffers zero3_pre_backward(Zero3 *z, int u);  // gather + gradient buffer
-void zero3_post_backward(Zero3 *z, int u);             // reduce the gradients, release
-double zero3_grad_norm(Zero3 *z);        // global L2 norm of the reduced gradients, same on all ranks
-double zero3_local_grad_norm(Zero3 *z);  // the norm of this rank's slice only: the clipping pitfall
-void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, float grad_scale, int t);
-// After the whole pass, every unit must be released and every reduction finished: the cheap part of
-// zero3_check_step_end's invariant, checked after every step whatever ZERO3_CHECK_STEPS says.
-void zero3_check_released(const Zero3 *z);
-// The invariant at the end of a step (after zero3_optimizer_step's gathers), checked there when the
-// environment sets ZERO3_CHECK_STEPS=1 or the build defines ZERO3_CHECK_STEPS (tests do both): no
-// collective in flight (the engine's and the backend's handles), every pool buffer returned, every
-// unit at rest as its layout says (params SHARDED or RESIDENT, grads IDLE, no holder). A broken
-// invariant stops with zero3_die. (The process's part, its open files, the trainer checks.)
-void zero3_check_step_end(Zero3 *z);
+// The links of a cluster: nodes of node_ranks consecutive ranks (0: every rank on one node), links
+// `inside` a node and `across` nodes. A ring that spans ranks of two nodes runs at `across`.
+struct Zero3Links {
+    Zero3Link inside, across;
+    int node_ranks;
+};
 
-// ---- the building blocks of the verbs ----------------------------------------------------------
-// The full unit's working params, ready to compute with, gathered for `phase` (the collective the
-// policy gives that phase: a backward's may come from hpZ's node group).
-void *zero3_gather(Zero3 *z, int u, Zero3Phase phase);
-void zero3_release(Zero3 *z, int u);
-void *zero3_grads(Zero3 *z, int u);      // the full unit's gradient buffer to accumulate (+=) into
-void zero3_reduce_grads(Zero3 *z, int u);
-void zero3_finish_reductions(Zero3 *z);  // waits for every reduction in flight
-
-// The reduced gradient slice this rank owns for unit u ([r*S, (r+1)*S) in unit coordinates),
-// valid after zero3_finish_reductions (used by tests to compare against a reference).
-const void *zero3_owned_grads(const Zero3 *z, int u);
-
-// ---- about the layout ----------------------------------------------------------------------------
-int zero3_persistent_units(const Zero3 *z);   // units kept replicated by the persistence threshold
-Zero3UnitFacts zero3_unit_facts(const Zero3 *z, int u);   // what the policy reads of unit u in this run
-
-// zero3.c and observe/zero3_observe.c stop on a broken invariant (or no host memory) with this line.
-void zero3_die(const char *msg);
+// The link a ring over the n ranks first, first + stride, ... runs at: `across` when they are not
+// all on one node, else `inside`.
+static inline const Zero3Link *zero3_links_ring(const Zero3Links *links, int first, int stride, int n) {
+    if (links->node_ranks <= 0) return &links->inside;
+    const int node = first / links->node_ranks;
+    for (int k = 1; k < n; k++)
+        if ((first + k * stride) / links->node_ranks != node) return &links->across;
+    return &links->inside;
+}
+// A ring collective over n ranks on a buffer of F bytes (the full buffer: the gathered unit, the
+// reduced gradients): the bytes each rank sends and the ring steps it takes. An all-gather or a
+// reduce-scatter sends (N-1)/N * F in N-1 steps; an all-reduce (all_reduce = 1: a reduce-scatter
+// then an all-gather) twice both. The one definition: the theory, the planner, the time model and
+// the emulated links price with it; the measured ledger counts the calls and applies no model.
+static inline void zero3_ring_cost(int all_reduce, double F, int n, double *sent_bytes, double *steps) {
+    const double times = all_reduce ? 2.0 : 1.0;
+    *sent_bytes = n > 1 ? times * (n - 1.0) / n * F : 0.0;
+    *steps = n > 1 ? times * (n - 1.0) : 0.0;
+}
+// The seconds a link needs for `sent_bytes` in `steps` ring steps: sent / rate + steps * latency.
+static inline double zero3_link_seconds(const Zero3Link *link, double sent_bytes, double steps) {
+    if (link->gbps <= 0.0) return 0.0;
+    return sent_bytes / (link->gbps * 1e9) + steps * link->latency_s;
+}
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
 # Engine tests: layout/padding/decay masks/theory (tests/unit/test_engine_layout.c), the prefetch
 # schedule and the peak memory against a model of the live buffers (tests/unit/test_engine_schedule.c),
 # the passes' order of gathers, releases and reductions against a trace written out by hand, with a
-# fake compute (tests/unit/test_pass_order.c), the contract by hand (tests/unit/test_engine_contract.c),
+# fake compute (tests/unit/test_pass_order.c), the contract by hand, with both state machines' tables
+# of moves and check mode stopping on an illegal gradient move (tests/unit/test_engine_contract.c),
 # a step given up after k of A micro-steps against a run that never stopped (tests/unit/test_stop_path.c),
 # then the trainer run every way it can shard one model (tests/engine_consistency.py): same losses for every stage and N,
 # and gradient norms for every stage and N, accumulation A=2 on N == A=1 on 2N, comm ratio 1.5 / 1.0,

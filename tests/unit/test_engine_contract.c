@@ -21,9 +21,17 @@
 //     WAIT_MS and whose compute sleeps COMPUTE_MS; the engine's exposed time must be the number of
 //     waits times WAIT_MS (and so not the compute, and not twice the waits), and the step's timeline
 //     must fit inside a wall clock read around it.
+//  7. Both state machines' tables of moves (params, gradients) against zero3.h's drawings, typed in
+//     below pair by pair; and check mode stopping on a move a table does not list: a gradient
+//     reduction in flight whose unit is found IDLE when it is retired (a bug planted by the test, in
+//     a child process) must end in the setter's line, and the same steps without the plant must not.
 #include "recording_backend.h"
 #include "../../observe/zero3_observe.h"
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define WAIT_MS 4.0
 #define COMPUTE_MS 6.0
@@ -257,6 +265,89 @@ static void check_exposed_clock(int stage) {
     zero3_free(&z);
 }
 
+// 7: the tables of moves, from zero3.h's drawings ("moves to"), and check mode stopping on one not listed
+static void check_move_tables(void) {
+    static const int params_by_hand[ZERO3_PARAMS_STATES][ZERO3_PARAMS_STATES] = {
+        //   to: RESIDENT SHARDED GATHERING GATHERED KEPT
+        [ZERO3_PARAMS_RESIDENT]  = {0, 0, 0, 0, 0},   // never moves
+        [ZERO3_PARAMS_SHARDED]   = {0, 0, 1, 1, 0},   // GATHERING; GATHERED (one rank)
+        [ZERO3_PARAMS_GATHERING] = {0, 0, 0, 1, 0},   // GATHERED
+        [ZERO3_PARAMS_GATHERED]  = {0, 1, 0, 0, 1},   // SHARDED (freed); KEPT
+        [ZERO3_PARAMS_KEPT]      = {0, 0, 0, 1, 0},   // GATHERED (its gradients handed over)
+    };
+    static const int grads_by_hand[ZERO3_GRADS_STATES][ZERO3_GRADS_STATES] = {
+        //   to: IDLE ACCUMULATING REDUCING
+        [ZERO3_GRADS_IDLE]         = {0, 1, 0},   // ACCUMULATING
+        [ZERO3_GRADS_ACCUMULATING] = {1, 0, 1},   // REDUCING; IDLE (no collective in flight)
+        [ZERO3_GRADS_REDUCING]     = {1, 0, 0},   // IDLE
+    };
+    for (int a = 0; a < ZERO3_PARAMS_STATES; a++)
+        for (int b = 0; b < ZERO3_PARAMS_STATES; b++)
+            CHECK(zero3_params_move_listed(a, b) == params_by_hand[a][b], "params %s -> %s: the engine's table says %d, zero3.h's drawing %d",
+                  PARAMS[a], PARAMS[b], zero3_params_move_listed(a, b), params_by_hand[a][b]);
+    for (int a = 0; a < ZERO3_GRADS_STATES; a++)
+        for (int b = 0; b < ZERO3_GRADS_STATES; b++)
+            CHECK(zero3_grads_move_listed(a, b) == grads_by_hand[a][b], "grads %s -> %s: the engine's table says %d, zero3.h's drawing %d",
+                  GRADS[a], GRADS[b], zero3_grads_move_listed(a, b), grads_by_hand[a][b]);
+    printf("  the engine's tables of moves are zero3.h's drawings: %d params moves, %d gradient moves checked\n",
+           ZERO3_PARAMS_STATES * ZERO3_PARAMS_STATES, ZERO3_GRADS_STATES * ZERO3_GRADS_STATES);
+}
+
+// In check mode: the big unit's reduce-scatter started (ACCUMULATING -> REDUCING) and, with `plant`,
+// its gradients found IDLE when zero3_finish_reductions retires it, as a stray write elsewhere would
+// leave them. The retirement's move is then IDLE -> IDLE, which the table does not list.
+static void grads_retired(int plant) {
+    Zero3 z; Zero3Backend be;
+    make(&z, &be, (Case){3, 4, 0, 0, 0, ZERO3_F32});
+    z.step.check_steps = 1;
+    zero3_step_begin(&z);
+    zero3_micro_begin(&z, 0, 1, ZERO3_PASS_TRAIN);
+    zero3_grads(&z, BIG);
+    zero3_reduce_grads(&z, BIG);
+    if (plant) z.units[BIG].grad_state = ZERO3_GRADS_IDLE;
+    zero3_finish_reductions(&z);
+    zero3_free(&z);
+}
+
+// Runs grads_retired(plant) in a child process; returns its stderr in err and 1 when it was stopped
+// by zero3_die's abort, 0 when it returned.
+static int child_aborts(int plant, char *err, size_t errlen) {
+    int fd[2];
+    if (pipe(fd) != 0) { perror("pipe"); exit(1); }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        grads_retired(plant);
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < errlen && (r = read(fd[0], err + n, errlen - 1 - n)) > 0) n += (size_t)r;
+    err[n] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void check_illegal_grads_move(void) {
+    char err[1024];
+    const char *want = "unit big: grads IDLE -> IDLE is not a move of the state table";
+    int aborted = child_aborts(0, err, sizeof err);
+    CHECK(!aborted && err[0] == 0, "a reduction retired as the table says: the engine stopped (%s)", err);
+    aborted = child_aborts(1, err, sizeof err);
+    CHECK(aborted && strstr(err, want), "an illegal gradient move in check mode: %s, stderr '%s'; want '%s'",
+          aborted ? "aborted" : "not stopped", err, want);
+    printf("  check mode stops on a gradient move its table does not list: '%s'\n", want);
+}
+
 int main(void) {
     // Two units of 100 and 1000 fp32 parameters on 4 ranks (align 1: P = 100, 1000; S = 25, 250).
     // Bytes by hand: full params/grads 1100 x 4 = 4400 each, sharded 275 x 4 = 1100; m and v
@@ -293,6 +384,9 @@ int main(void) {
     printf("a unit's state, verb by verb (check mode: every move against the table):\n");
     check_lifecycle(0);
     check_lifecycle(1);
+    printf("the tables of moves (params, gradients), by hand:\n");
+    check_move_tables();
+    check_illegal_grads_move();
     printf("exposed communication against the clock (waits of %.0f ms, compute spans of %.0f ms):\n", WAIT_MS, COMPUTE_MS);
     for (int stage = 0; stage <= 3; stage++) check_exposed_clock(stage);
     if (failures) { fprintf(stderr, "test_engine_contract: %d failures\n", failures); return 1; }
