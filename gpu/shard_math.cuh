@@ -8,7 +8,7 @@
 // as 8 scalar accesses. The last group of a slice may be partial and is always scalar. On the GPU
 // the engine aligns tensors and shards to 64 elements, so the trainer's slices are all aligned (only
 // their lengths are arbitrary); the scalar path is there for correctness on any slice, and
-// dev/cuda checks it with odd offsets.
+// tests/cuda checks it with odd offsets.
 //
 // The load path never changes WHICH elements form a group nor the order in which a thread combines
 // them: both follow the element index alone. So an aligned and a misaligned copy of the same slice
@@ -134,7 +134,7 @@ static void cast_copy(Tdst* dst, const Tsrc* src, size_t n, cudaStream_t stream)
 //
 // Two kernels share adamw_element, so they give the same bits element for element:
 //   adamw_kernel        one tensor, one element per thread: the plain form of the update, which
-//                       dev/cuda/adamw.cu holds the multi-tensor kernel to, bit for bit;
+//                       tests/cuda/adamw.cu holds the multi-tensor kernel to, bit for bit;
 //   adamw_multi_kernel  every tensor piece of a step in ONE launch (what the trainer runs): the
 //                       engine's ~150 pieces per step (GPT-2 124M) would otherwise be ~150 launches,
 //                       most of them too small to fill the GPU.

@@ -8,9 +8,9 @@
 #              compute-sanitizer, the runtime switches, the carried files; then gemm_peak: the bf16
 #              GEMM rate measured here (MFU's second peak)
 #   build      train_gpt2_zero3cu + test_gpt2cu BF16, test_gpt2cu FP32, the DDP trainer and every
-#              dev/cuda check, all at once (one build_NAME line each)
+#              tests/cuda check, all at once (one build_NAME line each)
 #   kernels    every kernel at GPT-2 124M shapes: the attention check (every path, head sizes 24 and
-#              64, timed at B=4 and at the training batch), then the other dev/cuda checks
+#              64, timed at B=4 and at the training batch), then the other tests/cuda checks
 #   tests      test_gpt2cu BF16 and FP32 on one rank against the small dump (V=1024), then against
 #              the head-size-64 dump (C=128, NH=2)
 #   train      GPT-2 124M, T=1024, B=16, stage 3, bf16, 20 steps: it must learn (the last loss below
@@ -79,10 +79,10 @@ section env
 probe_env
 want env gemm_peak && measure_gemm_peak
 
-section "build: BF16 (trainer + test), FP32 test, DDP trainer, dev/cuda, in parallel"
+section "build: BF16 (trainer + test), FP32 test, DDP trainer, tests/cuda, in parallel"
 start_build bf16 "$(c build)" build_cfg bf16 BF16 0 flash both
 start_build fp32 "$(c build)" build_cfg fp32 FP32 0 flash test
-if [ "$EMU" != 1 ]; then  # (the emulator: its run_dev_checks.sh builds the checks; the pairs build MPI trainers)
+if [ "$EMU" != 1 ]; then  # (the emulator: its run_kernel_checks.sh builds the checks; the pairs build MPI trainers)
   start_build ddp "$(c build)" build_cfg ddp BF16 1 flash train
   start_build dev_cuda "$(c build)" build_dev_cuda
 fi
@@ -90,21 +90,21 @@ await_build bf16 "$B/train_bf16" "$B/test_bf16"
 await_build fp32 "$B/test_fp32"
 if [ "$EMU" != 1 ]; then  # the checks and the timed runs start on a quiet machine: every build has ended
   await_build ddp "$B/train_ddp"
-  await_build dev_cuda $(for f in dev/cuda/*.cu; do n=$(basename "$f" .cu); echo "dev/cuda/bin/${n}_bf16 dev/cuda/bin/${n}_fp32"; done)
+  await_build dev_cuda $(for f in tests/cuda/*.cu; do n=$(basename "$f" .cu); echo "tests/cuda/bin/${n}_bf16 tests/cuda/bin/${n}_fp32"; done)
 fi
 
-section "kernels: attention (head sizes 24 and 64; B=4 and the training batch), then the other dev/cuda checks"
+section "kernels: attention (head sizes 24 and 64; B=4 and the training batch), then the other tests/cuda checks"
 if want kernels kernels_attention; then
   export OMP_NUM_THREADS=$(pick "$NPROC" 1)  # the checks' CPU references use OpenMP
-  if [ "$EMU" = 1 ]; then run kernels_attention "$(c kernels_attention)" dev/cuda/emu/run_dev_checks.sh attention
-  else run kernels_attention "$(c kernels_attention)" env OUT= bash dev/cuda/run_all.sh bin/attention_bf16 bin/attention_fp32; fi
+  if [ "$EMU" = 1 ]; then run kernels_attention "$(c kernels_attention)" tools/emu/run_kernel_checks.sh attention
+  else run kernels_attention "$(c kernels_attention)" env OUT= bash tests/cuda/run_all.sh bin/attention_bf16 bin/attention_fp32; fi
   record_kernels kernels_attention paths
-  if [ "$EMU" = 1 ]; then run kernels_other "$(c kernels_other)" dev/cuda/emu/run_dev_checks.sh residual
+  if [ "$EMU" = 1 ]; then run kernels_other "$(c kernels_other)" tools/emu/run_kernel_checks.sh residual
   else
     # matmul first: its note says whether cuBLASLt had the GELU and bias-gradient epilogues
     others=(bin/matmul_bf16 bin/matmul_fp32)
-    for f in dev/cuda/*.cu; do n=$(basename "$f" .cu); [[ $n == attention || $n == matmul ]] || others+=("bin/${n}_bf16" "bin/${n}_fp32"); done
-    run kernels_other "$(c kernels_other)" env OUT= bash dev/cuda/run_all.sh "${others[@]}"
+    for f in tests/cuda/*.cu; do n=$(basename "$f" .cu); [[ $n == attention || $n == matmul ]] || others+=("bin/${n}_bf16" "bin/${n}_fp32"); done
+    run kernels_other "$(c kernels_other)" env OUT= bash tests/cuda/run_all.sh "${others[@]}"
   fi
   record_kernels kernels_other
 fi

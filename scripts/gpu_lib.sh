@@ -12,7 +12,7 @@
 #   gpu_end                  the closing line; the exit status (0: nothing FAILed)
 #   print_carry              the ignored files the device needs, with sizes (the device tool's carry)
 # Both scripts read the same environment:
-#   GPU_CHECK_EMULATE=1      no GPU: builds with dev/cuda/emu/build.sh, tiny sizes on the CPU emulator,
+#   GPU_CHECK_EMULATE=1      no GPU: builds with tools/emu/build.sh, tiny sizes on the CPU emulator,
 #                            to test the scripts themselves (every figure is meaningless)
 #   GPU_CHECK_BUDGET=S       seconds for the whole run: a command gets at most what is left, and one
 #                            that would get under 5 s does not start (its line: TIMEOUT, not started)
@@ -31,13 +31,13 @@
 # The files git does not track that the device needs (at most 8 paths, 64 MiB in all, for the device
 # tool's carry): the tokenized tinyshakespeare (train and validation tokens, the tokenizer, and the
 # text and vocabulary they were made from) and the small PyTorch reference (V=1024) with its model
-# and tokens. Made here by `make data` and `make dev/ref/small.dump`.
+# and tokens. Made here by `make data` and `make tests/reference/dumps/small.dump`.
 # and the head-size-64 reference (C=128, NH=2: GPT-2's head size, for the 64-wide attention kernels).
-CARRY=(data/tinyshakespeare dev/ref/small.dump dev/ref/small_model.bin dev/ref/small_tokens.bin
-       dev/ref/hs64.dump dev/ref/hs64_model.bin dev/ref/hs64_tokens.bin)
+CARRY=(data/tinyshakespeare tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin tests/reference/dumps/small_tokens.bin
+       tests/reference/dumps/hs64.dump tests/reference/dumps/hs64_model.bin tests/reference/dumps/hs64_tokens.bin)
 CARRY_LIMIT_MIB=64
-SMALL=(dev/ref/small.dump dev/ref/small_model.bin)
-HS64=(dev/ref/hs64.dump dev/ref/hs64_model.bin)
+SMALL=(tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin)
+HS64=(tests/reference/dumps/hs64.dump tests/reference/dumps/hs64_model.bin)
 # The train lines' learning check: the last of the steps below this fraction of the first step's
 # loss. At initialization every batch's loss is ln(V) ~ 10.8 within about 1%, so a model that does
 # not learn (no gradient reaching the weights, a zero learning rate) stays above 0.99 of it; 20 steps
@@ -226,7 +226,7 @@ probe_env() {
   local libs libs_ok=1
   libs=$(CUDA_HOME=$CUDA_HOME PYTHON=$PY bash scripts/gpu_find_libs.sh --report) || libs_ok=0
   if [ "$EMU" = 1 ]; then
-    echo "mode:     EMULATED (GPU_CHECK_EMULATE=1): dev/cuda/emu on the CPU, tiny sizes, figures meaningless"
+    echo "mode:     EMULATED (GPU_CHECK_EMULATE=1): tools/emu on the CPU, tiny sizes, figures meaningless"
     gpu_name="CPU emulator"
     SANITIZER=""
     libs_ok=1  # the emulator brings its own cuBLASLt and NCCL; the lines below say what a GPU build here would link
@@ -247,8 +247,8 @@ probe_env() {
   echo "cpus:     $NPROC; budget ${BUDGET}s; OUT=${OUT:-unset}"
   make_missing
   have_data=0; [ -f "$TRAIN_TOKENS" ] && [ -f "$VAL_TOKENS" ] && have_data=1
-  have_small=0; [ -f "${SMALL[0]}" ] && [ -f "${SMALL[1]}" ] && [ -f dev/ref/small_tokens.bin ] && have_small=1
-  have_hs64=0; [ -f "${HS64[0]}" ] && [ -f "${HS64[1]}" ] && [ -f dev/ref/hs64_tokens.bin ] && have_hs64=1
+  have_small=0; [ -f "${SMALL[0]}" ] && [ -f "${SMALL[1]}" ] && [ -f tests/reference/dumps/small_tokens.bin ] && have_small=1
+  have_hs64=0; [ -f "${HS64[0]}" ] && [ -f "${HS64[1]}" ] && [ -f tests/reference/dumps/hs64_tokens.bin ] && have_hs64=1
   local st=PASS; [ $have_data = 1 ] && [ $have_small = 1 ] && [ $have_hs64 = 1 ] && [ $libs_ok = 1 ] || st=FAIL
   command -v gcc >/dev/null && command -v make >/dev/null || st=FAIL
   record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); $gcc_v, $make_v; data $([ $have_data = 1 ] && echo ok || echo "MISSING: carry data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: carry ${CARRY[*]:1}"); $(switches)"
@@ -291,11 +291,11 @@ make_missing() {
   if [ ! -f "$TRAIN_TOKENS" ] && [ -f "$d/tiny_shakespeare.txt" ] && [ -f "$d/encoder.json" ] && [ -f "$d/vocab.bpe" ]; then
     run make_data 60 "$PY" data/tinyshakespeare.py --input "$d/tiny_shakespeare.txt" --vocab "$d"
   fi
-  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${SMALL[0]}" ] || [ ! -f "${SMALL[1]}" ] || [ ! -f dev/ref/small_tokens.bin ]; }; then
-    run make_small_dump 90 make dev/ref/small.dump PYTHON="$PY"
+  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${SMALL[0]}" ] || [ ! -f "${SMALL[1]}" ] || [ ! -f tests/reference/dumps/small_tokens.bin ]; }; then
+    run make_small_dump 90 make tests/reference/dumps/small.dump PYTHON="$PY"
   fi
-  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${HS64[0]}" ] || [ ! -f "${HS64[1]}" ] || [ ! -f dev/ref/hs64_tokens.bin ]; }; then
-    run make_hs64_dump 90 make dev/ref/hs64.dump PYTHON="$PY"
+  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${HS64[0]}" ] || [ ! -f "${HS64[1]}" ] || [ ! -f tests/reference/dumps/hs64_tokens.bin ]; }; then
+    run make_hs64_dump 90 make tests/reference/dumps/hs64.dump PYTHON="$PY"
   fi
 }
 
@@ -314,15 +314,15 @@ build_cfg() {
     local asan=()
     [ "$extra" = mpi ] && defs+=(-DUSE_MPI)
     [ "$extra" = asan ] && asan=(--asan)
-    { [ $want_test = 0 ] || dev/cuda/emu/build.sh "${asan[@]}" "$B/test_$name" test_gpt2.cu "${defs[@]}" --library; } &&
-      { [ $want_train = 0 ] || dev/cuda/emu/build.sh "${asan[@]}" "$B/train_$name" train_gpt2_zero3.cu "${defs[@]}" --library; }
+    { [ $want_test = 0 ] || tools/emu/build.sh "${asan[@]}" "$B/test_$name" test_gpt2.cu "${defs[@]}" --library; } &&
+      { [ $want_train = 0 ] || tools/emu/build.sh "${asan[@]}" "$B/train_$name" train_gpt2_zero3.cu "${defs[@]}" --library; }
   else
     # a copy of the sources per configuration: they build side by side (the outputs share names)
     local src="$work/src_$name" targets=()
     [ $want_train = 1 ] && targets+=(train_gpt2_zero3cu)
     [ $want_test = 1 ] && targets+=(test_gpt2cu)
     mkdir -p "$src"
-    tar -cf - --exclude=./.git --exclude=./build --exclude=./data --exclude=./dev/ref --exclude=./dev/cuda/bin . |
+    tar -cf - --exclude=./.git --exclude=./build --exclude=./data --exclude=./tests/reference/dumps --exclude=./tests/cuda/bin . |
       (cd "$src" && tar -xf -)
     # (the libraries: wherever scripts/gpu_find_libs.sh finds them, the wheels of PY's PyTorch too)
     make -C "$src" -j4 PRECISION="$prec" DDP="$ddp" ATTENTION="$att" USE_MPI=0 PYTHON="$PY" "${targets[@]}" &&
@@ -330,10 +330,10 @@ build_cfg() {
       { [ $want_train = 0 ] || mv "$src/train_gpt2_zero3cu" "$B/train_$name"; }
   fi
 }
-# the dev/cuda checks: every program on its own (-k: one that fails to compile stops no other)
+# the tests/cuda checks: every program on its own (-k: one that fails to compile stops no other)
 build_dev_cuda() {
-  if [ "$EMU" = 1 ]; then echo "emulated: dev/cuda/emu/run_dev_checks.sh builds its programs when it runs them"
-  else make -C dev/cuda -k -j"$NPROC" all; fi
+  if [ "$EMU" = 1 ]; then echo "emulated: tools/emu/run_kernel_checks.sh builds its programs when it runs them"
+  else make -C tests/cuda -k -j"$NPROC" all; fi
 }
 export -f build_cfg build_dev_cuda
 
@@ -387,7 +387,7 @@ await_build() {
 # ------------------------------------------------------------------------------------------------
 # Measurements
 
-# kernel_lines LOG: the KERNEL lines of a dev/cuda run (run_all.sh or the emulator's run_dev_checks.sh),
+# kernel_lines LOG: the KERNEL lines of a tests/cuda run (run_all.sh or the emulator's run_kernel_checks.sh),
 # each once: run_all.sh prints them indented as they come and again in its summary, which a run
 # stopped by its cap never reaches
 kernel_lines() { grep -E '^ *KERNEL ' "$1" | sed 's/^ *//' | awk '!seen[$0]++'; }
@@ -412,7 +412,7 @@ run_test() {
   record "$name" "$(status)" "$SECS" "$(why "$name")$(grep 'cases passed' "$(log "$name")" | tail -1)"
 }
 
-# record_kernels NAME [paths]: the line of the dev/cuda run just made (run NAME ...), and with `paths`
+# record_kernels NAME [paths]: the line of the tests/cuda run just made (run NAME ...), and with `paths`
 # the attention_paths line from its log
 record_kernels() {
   record "$1" "$(status)" "$SECS" "$(why "$1")$(kernel_counts "$(log "$1")")"
@@ -492,7 +492,7 @@ run_train() {
   record "$name" "$st" "$SECS" "$(why "$name")-b $bs $*: $learn; $(echo "$stats" | sed "s/, MFU [0-9.]*%//"); $(mfu_both "$l"); ${act:-no activations line}, ${att:-attention not named}; ${fb:-fallback counters: not printed}"
 }
 
-# run_baseline B MODES TRAIN_NAME CAP: dev/pytorch_baseline.py at batch B in the given modes (eager,
+# run_baseline B MODES TRAIN_NAME CAP: scripts/pytorch_baseline.py at batch B in the given modes (eager,
 # compile, fsdp2); one baseline_MODE_bB line each, with this trainer's ratio (train_NAME's tok/s),
 # then target_bB: the speed targets (>= torch.compile, >= 1.3x eager, MFU >= 50% of the datasheet
 # peak) met (PASS) or not (MISS: a measured shortfall, not a failure), or UNKNOWN when any figure it
@@ -500,7 +500,7 @@ run_train() {
 run_baseline() {
   local bs=$1 modes=$2 tname=$3 limit=$4 mode line tok ratio st
   local mine=${train_tok[$tname]:-}
-  run "baseline_b$bs" "$limit" env PYTHONUNBUFFERED=1 "$PY" dev/pytorch_baseline.py "${BASE[@]}" -B "$bs" -T "$T_TRAIN" --modes "$modes"
+  run "baseline_b$bs" "$limit" env PYTHONUNBUFFERED=1 "$PY" scripts/pytorch_baseline.py "${BASE[@]}" -B "$bs" -T "$T_TRAIN" --modes "$modes"
   for mode in ${modes//,/ }; do
     line=$(grep "^baseline $mode:" "$(log "baseline_b$bs")" | tail -1 | sed "s/^baseline $mode: //")
     tok=$(echo "$line" | awk '/tok\/s/{print $1}')

@@ -3,7 +3,7 @@
 #   1. every numeric flag -h gives a range to refuses a value just outside each end, with one error
 #      line naming the flag and that range, and accepts both ends (through -plan, or a one-step run
 #      where the planner refuses the flag); the emulated link's GB/s and latency at and past their
-#      ends; docs/formats.md's table of ranges is dev/flag_ranges.sh's output;
+#      ends; docs/formats.md's table of ranges is scripts/figures/flag_ranges.sh's output;
 #   2. for a set of refused combinations a run on 2 ranks and -plan 2 print the same error line;
 #   3. -plan N with -hp G plans hpZ in groups of G: the model state it prints is the run's startup
 #      report's for those flags, and both are the bytes worked out here by hand.
@@ -13,11 +13,11 @@ MODEL=(-e d2c64h2t64 -b 2 -t 32 -x 1 -v 0)   # a run of one step, about a second
 
 # ---- 1. ranges ---------------------------------------------------------------------------------
 # FLAG RANGE: the range as -h prints it, from the last line of the flag's help
-ranges=$(dev/flag_ranges.sh "$BIN" | tail -n +3 | sed -E 's/^\| `([^`]*)` \| (.*) \|$/\1 \2/')
+ranges=$(scripts/figures/flag_ranges.sh "$BIN" | tail -n +3 | sed -E 's/^\| `([^`]*)` \| (.*) \|$/\1 \2/')
 [ "$(wc -l <<<"$ranges")" -ge 30 ] || fail "-h gives fewer than 30 ranges: $ranges"
 awk '/<!-- flag ranges/{on=1; next} /<!-- end of flag ranges/{on=0} on' docs/formats.md >"$work/doc_table"
-dev/flag_ranges.sh "$BIN" | diff - "$work/doc_table" >"$work/doc_diff" ||
-  { cat "$work/doc_diff"; fail "docs/formats.md's table of ranges is not -h's: regenerate it with dev/flag_ranges.sh"; }
+scripts/figures/flag_ranges.sh "$BIN" | diff - "$work/doc_table" >"$work/doc_diff" ||
+  { cat "$work/doc_diff"; fail "docs/formats.md's table of ranges is not -h's: regenerate it with scripts/figures/flag_ranges.sh"; }
 echo "ok   docs/formats.md's table of ranges is -h's ($(wc -l <<<"$ranges") flags)"
 
 # the context a value at an end of its range needs to be planned (its other flags in range too)

@@ -18,13 +18,13 @@
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 make -s dumps >/dev/null || fail "make dumps"
-for f in data/tinyshakespeare/tiny_shakespeare_train.bin dev/ref/small.dump dev/ref/hs64.dump; do
+for f in data/tinyshakespeare/tiny_shakespeare_train.bin tests/reference/dumps/small.dump tests/reference/dumps/hs64.dump; do
   [ -f "$f" ] || fail "no $f (make data dumps)"
 done
 
 carry=$(scripts/gpu_first.sh --carry) || fail "--carry: $carry"
 echo "$carry"
-echo "$carry" | grep -q '^carry: \["data/tinyshakespeare", "dev/ref/small.dump", "dev/ref/small_model.bin", "dev/ref/small_tokens.bin", "dev/ref/hs64.dump", "dev/ref/hs64_model.bin", "dev/ref/hs64_tokens.bin"\]$' ||
+echo "$carry" | grep -q '^carry: \["data/tinyshakespeare", "tests/reference/dumps/small.dump", "tests/reference/dumps/small_model.bin", "tests/reference/dumps/small_tokens.bin", "tests/reference/dumps/hs64.dump", "tests/reference/dumps/hs64_model.bin", "tests/reference/dumps/hs64_tokens.bin"\]$' ||
   fail "--carry: no carry list"
 mib=$(echo "$carry" | awk '$1 == "total" {print $2}')
 awk -v m="$mib" 'BEGIN{exit !(m > 1 && m <= 64)}' || fail "--carry: total $mib MiB"
