@@ -154,7 +154,7 @@ tests/reference/dumps/hs64.dump: tests/reference/gpt2_reference.py tests/referen
 #   make train_gpt2_zero3cu test_gpt2cu [PRECISION=BF16|FP32] [DDP=1] [USE_MPI=0] [GPU_COMPUTE_CAPABILITY=90]
 #        [ATTENTION=flash|portable|materialized]
 #   make cuda_kernels      build and run every kernel check in tests/cuda (needs a GPU)
-#   make gpu_first         scripts/gpu_first.sh: the first five minutes on a GPU (dev/GPU_LOG.md)
+#   make gpu_first         scripts/gpu_first.sh: a time-boxed first run on a rented GPU (docs/gpu.md)
 #   make gpu_check         scripts/gpu_check.sh: the whole GPU check (docs/DESIGN.md section 5)
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xptxas --warn-on-spills -Xcompiler -fopenmp \

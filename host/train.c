@@ -331,7 +331,7 @@ static int due(int every, int step, int steps) { return every > 0 && ((step + 1)
 // One optimizer step, timed, with the step's own traffic and peak taken before validation or
 // sampling add their gathers. The time runs from the step's start until its results are on the
 // host and the device has finished its optimizer (the compute's step_end waits for it), as
-// scripts/pytorch_baseline.py times opt.step() and loss.item(); the timeline's stamps are read after.
+// tools/bench/pytorch_baseline.py times opt.step() and loss.item(); the timeline's stamps are read after.
 static void trainer_timed_step(Trainer *tr, StepResult *r) {
     const int step = r->step;
     float lr = r->lr, norm, clip;

@@ -17,8 +17,8 @@ fail=0
 start=$(date +%s)
 
 # tests/cuda: all programs, both precisions, in parallel
-if ! make -C "$scratch/tests/cuda" -j"$jobs" NVCC="$NVCC" all > "$scratch/dev_cuda.log" 2>&1; then
-  echo "FAIL: tests/cuda build"; grep -E "error|Error" "$scratch/dev_cuda.log" | head -20; fail=1
+if ! make -C "$scratch/tests/cuda" -j"$jobs" NVCC="$NVCC" all > "$scratch/cuda_checks.log" 2>&1; then
+  echo "FAIL: tests/cuda build"; grep -E "error|Error" "$scratch/cuda_checks.log" | head -20; fail=1
 else
   echo "ok: tests/cuda ($(ls "$scratch/tests/cuda/bin" | wc -l) programs)"
 fi

@@ -143,13 +143,13 @@ mkdir -p "$work/sb" && echo ckpt_garbage >"$work/sb/latest" && echo "step" >"$wo
 bad scripts/slurm/train.sbatch input "^error: train.sbatch: $work/sb holds an earlier run with no readable checkpoint" $SB --out "$work/sb" -- -x 2
 [ "$(cat "$work/sb/latest")" = ckpt_garbage ] && [ "$(ls "$work/sb" | wc -l)" = 2 ] || fail "train.sbatch changed a folder it refused"
 
-# the GPU visit's scripts: every setting checked, and no GPU found, before anything is built or an
-# earlier visit's answers are touched (an OUT that holds them is refused and left as it was)
-mkdir -p "$work/visit" && echo "an earlier visit" >"$work/visit/summary.txt"
+# the GPU check's scripts: every setting checked, and no GPU found, before anything is built or an
+# earlier run's answers are touched (a GPU_CHECK_OUT that holds them is refused and left as it was)
+mkdir -p "$work/earlier" && echo "an earlier run" >"$work/earlier/summary.txt"
 bad scripts/gpu_first.sh arg "^error: --bogus: unknown argument" bash scripts/gpu_first.sh --bogus
 bad scripts/gpu_first.sh arg "^error: GPU_CHECK_BUDGET=ten: must be a whole number" env GPU_CHECK_EMULATE=1 GPU_CHECK_BUDGET=ten bash scripts/gpu_first.sh
-bad scripts/gpu_first.sh input "^error: OUT=$work/visit: holds an earlier visit's summary.txt" env GPU_CHECK_EMULATE=1 OUT="$work/visit" bash scripts/gpu_first.sh
-[ "$(cat "$work/visit/summary.txt")" = "an earlier visit" ] || fail "gpu_first.sh changed an earlier visit's summary"
+bad scripts/gpu_first.sh input "^error: GPU_CHECK_OUT=$work/earlier: holds an earlier run's summary.txt" env GPU_CHECK_EMULATE=1 GPU_CHECK_OUT="$work/earlier" bash scripts/gpu_first.sh
+[ "$(cat "$work/earlier/summary.txt")" = "an earlier run" ] || fail "gpu_first.sh changed an earlier run's summary"
 command -v nvidia-smi >/dev/null 2>&1 ||
   bad scripts/gpu_first.sh arg "^error: no GPU here" env -u GPU_CHECK_EMULATE bash scripts/gpu_first.sh
 bad scripts/gpu_check.sh arg "^error: extra: gpu_check.sh takes no arguments" bash scripts/gpu_check.sh extra

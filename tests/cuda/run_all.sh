@@ -2,7 +2,7 @@
 # Runs the given tests/cuda check programs one after the other, then prints every KERNEL line as a
 # summary. A program that is missing (it did not build) is reported and the others still run.
 # Exit status 1 if any program failed (missing, non-zero exit, or a FAIL line, or no KERNEL line).
-# Full output: bin/run.log (and $OUT/dev_cuda.log when OUT is set).
+# Full output: bin/run.log.
 cd "$(dirname "$0")" || exit 1
 mkdir -p bin
 log=bin/run.log
@@ -23,5 +23,4 @@ grep '^KERNEL ' "$log"
 nfail=$(grep -c '^KERNEL .* FAIL ' "$log")
 npass=$(grep -c '^KERNEL .* PASS ' "$log")
 echo "kernels: $npass PASS, $nfail FAIL; programs failed: ${#failed[@]} ${failed[*]}"
-[ -n "${OUT:-}" ] && cp "$log" "$OUT/dev_cuda.log"
 [ "${#failed[@]}" -eq 0 ] && [ "$nfail" -eq 0 ] && [ "$npass" -gt 0 ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/pytorch_baseline.py: the yardstick for the GPU trainer's speed. GPT-2 in plain PyTorch,
+"""tools/bench/pytorch_baseline.py: the yardstick for the GPU trainer's speed. GPT-2 in plain PyTorch,
 trained with AdamW on random tokens for a few steps, in the configurations one would otherwise use:
 
   eager     bf16 autocast, fp32 weights, fused AdamW (what a PyTorch user writes first)
@@ -12,8 +12,8 @@ steps after the warm-up ones, or `baseline MODE: SKIP (why)` when this PyTorch l
 has neither torch.compile nor fully_shard). scripts/gpu_check.sh runs it with the trainer's B and T
 and prints the ratios. On a CPU it runs with tiny sizes, which tests the script, not the speed:
 
-  python3 scripts/pytorch_baseline.py --preset d12 -B 16 -T 1024 --device cuda      (GPT-2 124M)
-  python3 scripts/pytorch_baseline.py --preset tiny -B 2 -T 32 --device cpu --steps 3
+  python3 tools/bench/pytorch_baseline.py --preset d12 -B 16 -T 1024 --device cuda      (GPT-2 124M)
+  python3 tools/bench/pytorch_baseline.py --preset tiny -B 2 -T 32 --device cpu --steps 3
 """
 import argparse
 import math
