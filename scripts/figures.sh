@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates every figure of README.md and docs/ from the program: the text figures in marked blocks
 # (scripts/doc_figures.py --write: bytes, memory, plans, ledgers) and the pictures.
+# The generators it runs live in scripts/figures/ (plot_figures.py draws the pictures of docs/, the
+# *_curves.sh and *_table.sh scripts make the runs of docs' measured tables and curves).
 #   scripts/figures.sh [PART ...]      (default: every part, in this order; the whole set takes about an hour on 2 cores)
 #     text      the marked text figures in README.md and docs/*.md, the slow ones too
 #               (scripts/doc_figures.py --write --slow; ~15 min, 11 of them docs/zeropp.md's table)

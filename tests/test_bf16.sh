@@ -92,7 +92,7 @@ REFARGS=(--load $MODEL --tokens $TOKENS --B 8 --T 32 --steps $STEPS)
 # process runs the five (most of a run is torch's start)
 $PY - "$work" "${REFARGS[@]}" <<'PY' || { tail -n 3 "$work"/ref_*.txt; fail "a reference run failed"; }
 import contextlib, sys
-sys.path.insert(0, "dev")
+sys.path.insert(0, "tests/reference")
 import gpt2_reference
 work, common, zpp = sys.argv[1], sys.argv[2:], ["--dtype", "bfloat16", "--zeropp-bound"]
 runs = {"bf16": ["--dtype", "bfloat16"], "f32": ["--dtype", "float32"], "qw": zpp + ["--qw"],

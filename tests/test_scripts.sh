@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every script a user runs holds the trainer's standard (docs/operations.md, "What a run guarantees"):
-#  1. each script under scripts/ (but cluster.sh, tested by test_cluster) and the README's dev/ scripts is fed at least one bad argument and one damaged input
+#  1. each script under scripts/ (but cluster.sh, tested by test_cluster) and under scripts/figures/ is fed at least one bad argument and one damaged input
 #     (a truncated or empty log, a truncated or damaged trace, a truncated model file, a garbage
 #     table, a non-executable command, a picture git does not hold; where a script reads no file,
 #     an output path that cannot be one): one line starting 'error' naming the argument or file, a
@@ -114,6 +114,8 @@ bad scripts/figures/zeropp_curves.sh arg "^error: .*/zq: --table writes into a t
 bad scripts/figures/pitfall1_table.sh arg "^error: extra: unexpected argument" scripts/figures/pitfall1_table.sh "$work/p1" extra
 bad scripts/figures/pitfall1_table.sh input "^error: DIR: .*keep holds earlier results" scripts/figures/pitfall1_table.sh "$keep"
 [ ! -e "$work/p1" ] || fail "pitfall1_table.sh made its folder before refusing its arguments"
+bad scripts/figures/flag_ranges.sh arg "^error: $work/nowhere: not an executable trainer" scripts/figures/flag_ranges.sh "$work/nowhere"
+bad scripts/figures/flag_ranges.sh input "^error: /bin/false -h failed" scripts/figures/flag_ranges.sh /bin/false
 bad scripts/figures/bf16_curves.sh arg "^error: -o: scripts/figures/bf16_curves.sh sets the precision and the output" scripts/figures/bf16_curves.sh "${M[@]}" -x 2 -o "$work/bq"
 bad scripts/figures/bf16_curves.sh input "^error: flag -i: .*truncated.bin: .*shorter than the 1024-byte header" scripts/figures/bf16_curves.sh "${M[@]}" -x 2 -i "$keep/truncated.bin"
 bad scripts/train.sh arg "^error: -x: unknown option .*after --" scripts/train.sh -x 3
@@ -158,7 +160,7 @@ bad scripts/gpu_find_libs.sh arg "^error: --bogus: unknown argument" bash script
 bad scripts/gpu_find_libs.sh input "^error: CUDA_HOME=$keep/truncated.csv: not a folder" env CUDA_HOME="$keep/truncated.csv" bash scripts/gpu_find_libs.sh --report
 
 for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name cluster.sh | sort) scripts/plot_compare.py \
-         scripts/figures/plot_figures.py scripts/figures/plot_zeropp.py scripts/figures/zeropp_curves.sh scripts/figures/bf16_curves.sh scripts/figures/pitfall1_table.sh; do
+         $(find scripts/figures -type f | sort); do
   [ -n "${arg_cases[$s]:-}" ] && [ -n "${input_cases[$s]:-}" ] || fail "$s: no bad-argument or no damaged-input case in this test"
 done
 echo "ok   every script: ${#arg_cases[@]} scripts with bad arguments, ${#input_cases[@]} with damaged inputs"

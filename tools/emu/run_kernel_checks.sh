@@ -27,5 +27,5 @@ for b in "${bins[@]}"; do
   if ! OMP_NUM_THREADS=2 "$b" >> "$log" 2>&1; then failed+=("$(basename "$b")"); fi
 done
 grep '^KERNEL\|^\[cuda emulator\]\|  .*outside tolerance\|not deterministic\|nonzero' "$log"
-echo "emulated dev checks: $(grep -c '^KERNEL .* PASS' "$log") PASS, $(grep -c '^KERNEL .* FAIL' "$log") FAIL; programs failed: ${#failed[@]} ${failed[*]:-}"
+echo "emulated kernel checks: $(grep -c '^KERNEL .* PASS' "$log") PASS, $(grep -c '^KERNEL .* FAIL' "$log") FAIL; programs failed: ${#failed[@]} ${failed[*]:-}"
 [ ${#failed[@]} -eq 0 ]
