@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU emulator sees cross-stream races (tools/emu/emu_streams.h): the GPU trainer's test,
+# The CPU emulator sees cross-stream races (tools/emu/include/emu_streams.h): the GPU trainer's test,
 # emulated, fails when either event wait of gpu/backend_nccl.cuh is removed and passes with both.
 #   ZERO3_TEST_DROP_WAIT=1  the comm stream no longer waits for the compute stream before a
 #                           collective: a gather/reduce-scatter reads what no kernel wrote yet
