@@ -278,7 +278,7 @@ for i in range(13):
         t0 = time.perf_counter(); a @ b; t = time.perf_counter() - t0
     if i >= 3: times.append(t)
 t = sorted(times)[len(times) // 2]
-print(f"gemm_peak {2 * n**3 / t / 1e12:.1f} TFLOP/s: {dtype} {n}^3 on {dev}, median of {len(times)}")
+print(f"gemm_peak {2 * n**3 / t / 1e12:.3g} TFLOP/s: {dtype} {n}^3 on {dev}, median of {len(times)}")
 PYEOF
   GEMM_TFLOPS=$(grep -o '^gemm_peak [0-9.]*' "$(log gemm_peak)" | awk '{print $2}')
   record gemm_peak "$(status)" "$SECS" "$(why gemm_peak)$(grep '^gemm_peak' "$(log gemm_peak)" | sed 's/^gemm_peak //')"
