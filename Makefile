@@ -102,14 +102,14 @@ $(addprefix build/,$(UNIT_TESTS)): build/test_%: tests/unit/test_%.c tests/unit/
 	$(CC_CPU) $(CFLAGS) -o $@ $< $(OBJDIR)/cpu/backend_cpu.o $(LIB) $(LDLIBS_CPU)
 
 # CPU benchmarks: the measured instruction peaks (fp32 FMA, VDPBF16PS), and the bf16 matmuls beside
-# the fp32 ones as fractions of them (dev/bench_peak.c, dev/bench_bf16_kernels.c say how to run them)
+# the fp32 ones as fractions of them (tools/bench/bench_peak.c, tools/bench/bench_bf16_kernels.c say how to run them)
 .PHONY: bench_peak bench_bf16_kernels
 bench_peak: build/bench_peak
 bench_bf16_kernels: build/bench_bf16_kernels
-build/bench_peak: dev/bench_peak.c dev/bench_peak.h
+build/bench_peak: tools/bench/bench_peak.c tools/bench/bench_peak.h
 	@mkdir -p build
 	gcc $(CFLAGS) -o $@ $< -lm
-build/bench_bf16_kernels: dev/bench_bf16_kernels.c dev/bench_peak.h cpu/kernels_bf16.h cpu/kernels.h proc/bf16.h
+build/bench_bf16_kernels: tools/bench/bench_bf16_kernels.c tools/bench/bench_peak.h cpu/kernels_bf16.h cpu/kernels.h proc/bf16.h
 	@mkdir -p build
 	gcc $(CFLAGS) -o $@ $< -lm
 
@@ -119,42 +119,42 @@ data:
 	/usr/bin/env python3 data/tinyshakespeare.py $(DATA_ARGS) || /usr/bin/python3 data/tinyshakespeare.py $(DATA_ARGS)
 
 # the PyTorch reference model and activation dump the tests compare against, each beside the token
-# file it trained on (dev/ref/NAME.dump, NAME_model.bin, NAME_tokens.bin):
+# file it trained on (tests/reference/dumps/NAME.dump, NAME_model.bin, NAME_tokens.bin):
 #   tiny:  L=3 C=72 NH=3 with GPT-2's vocabulary, 10 steps;
 #   small: the same with V=1024 (ids taken mod 1024), for the multi-rank tests, where the 50257-row
 #          LM head would dominate the run time;
 #   clip:  small with the clip threshold at 1.2 and 12 steps, so that clipping is on in some steps
 #          (norms 2.46, 2.11, 1.37, 1.30, 1.24) and off in the others (1.18 ... 1.00).
 #   hs64:  L=2 C=128 NH=2, GPT-2's head size 64 (the GPU's 64-wide attention kernels), V=1024, B=4 T=64.
-REF_SMALL = --L 3 --C 72 --NH 3 --V 1024 --maxT 64 --B 12 --T 32 --seed 1337 --tokens dev/ref/small_tokens.bin
-REF_HS64 = --L 2 --C 128 --NH 2 --V 1024 --maxT 64 --B 4 --T 64 --seed 1337 --tokens dev/ref/hs64_tokens.bin
-dumps: dev/ref/tiny.dump dev/ref/tiny_tokens.bin dev/ref/small.dump dev/ref/clip.dump dev/ref/clip_tokens.bin \
-       dev/ref/hs64.dump
-dev/ref/tiny.dump: dev/gpt2_reference.py data/tinyshakespeare/tiny_shakespeare_val.bin
-	$(PYTHON) dev/gpt2_reference.py --preset tiny
-dev/ref/tiny_tokens.bin: data/tinyshakespeare/tiny_shakespeare_val.bin
-	@mkdir -p dev/ref
+REF_SMALL = --L 3 --C 72 --NH 3 --V 1024 --maxT 64 --B 12 --T 32 --seed 1337 --tokens tests/reference/dumps/small_tokens.bin
+REF_HS64 = --L 2 --C 128 --NH 2 --V 1024 --maxT 64 --B 4 --T 64 --seed 1337 --tokens tests/reference/dumps/hs64_tokens.bin
+dumps: tests/reference/dumps/tiny.dump tests/reference/dumps/tiny_tokens.bin tests/reference/dumps/small.dump tests/reference/dumps/clip.dump tests/reference/dumps/clip_tokens.bin \
+       tests/reference/dumps/hs64.dump
+tests/reference/dumps/tiny.dump: tests/reference/gpt2_reference.py data/tinyshakespeare/tiny_shakespeare_val.bin
+	$(PYTHON) tests/reference/gpt2_reference.py --preset tiny
+tests/reference/dumps/tiny_tokens.bin: data/tinyshakespeare/tiny_shakespeare_val.bin
+	@mkdir -p tests/reference/dumps
 	cp $< $@
-dev/ref/small_tokens.bin: dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin
-	@mkdir -p dev/ref
-	$(PYTHON) dev/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin $@ 1024
-dev/ref/small.dump: dev/gpt2_reference.py dev/ref/small_tokens.bin
-	$(PYTHON) dev/gpt2_reference.py $(REF_SMALL) --model-out dev/ref/small_model.bin --dump-out dev/ref/small.dump
-dev/ref/clip.dump: dev/gpt2_reference.py dev/ref/small_tokens.bin
-	$(PYTHON) dev/gpt2_reference.py $(REF_SMALL) --clip 1.2 --steps 12 --model-out dev/ref/clip_model.bin --dump-out dev/ref/clip.dump
-dev/ref/clip_tokens.bin: dev/ref/small_tokens.bin
+tests/reference/dumps/small_tokens.bin: tests/reference/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin
+	@mkdir -p tests/reference/dumps
+	$(PYTHON) tests/reference/remap_tokens.py data/tinyshakespeare/tiny_shakespeare_val.bin $@ 1024
+tests/reference/dumps/small.dump: tests/reference/gpt2_reference.py tests/reference/dumps/small_tokens.bin
+	$(PYTHON) tests/reference/gpt2_reference.py $(REF_SMALL) --model-out tests/reference/dumps/small_model.bin --dump-out tests/reference/dumps/small.dump
+tests/reference/dumps/clip.dump: tests/reference/gpt2_reference.py tests/reference/dumps/small_tokens.bin
+	$(PYTHON) tests/reference/gpt2_reference.py $(REF_SMALL) --clip 1.2 --steps 12 --model-out tests/reference/dumps/clip_model.bin --dump-out tests/reference/dumps/clip.dump
+tests/reference/dumps/clip_tokens.bin: tests/reference/dumps/small_tokens.bin
 	cp $< $@
-dev/ref/hs64_tokens.bin: dev/ref/small_tokens.bin
+tests/reference/dumps/hs64_tokens.bin: tests/reference/dumps/small_tokens.bin
 	cp $< $@
-dev/ref/hs64.dump: dev/gpt2_reference.py dev/ref/hs64_tokens.bin
-	$(PYTHON) dev/gpt2_reference.py $(REF_HS64) --model-out dev/ref/hs64_model.bin --dump-out dev/ref/hs64.dump
+tests/reference/dumps/hs64.dump: tests/reference/gpt2_reference.py tests/reference/dumps/hs64_tokens.bin
+	$(PYTHON) tests/reference/gpt2_reference.py $(REF_HS64) --model-out tests/reference/dumps/hs64_model.bin --dump-out tests/reference/dumps/hs64.dump
 
 # ---------------------------------------------------------------- GPU (BEGIN GPU SECTION)
 # The GPU trainer and its test, built with nvcc into the repository root:
 #   make train_gpt2_zero3cu test_gpt2cu [PRECISION=BF16|FP32] [DDP=1] [USE_MPI=0] [GPU_COMPUTE_CAPABILITY=90]
 #        [ATTENTION=flash|portable|materialized]
-#   make cuda_kernels      build and run every kernel check in dev/cuda (needs a GPU)
-#   make gpu_first         scripts/gpu_first.sh: the first five minutes on a GPU (dev/GPU_LOG.md)
+#   make cuda_kernels      build and run every kernel check in tests/cuda (needs a GPU)
+#   make gpu_first         scripts/gpu_first.sh: a time-boxed first run on a rented GPU (docs/gpu.md)
 #   make gpu_check         scripts/gpu_check.sh: the whole GPU check (docs/DESIGN.md section 5)
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -Xptxas --warn-on-spills -Xcompiler -fopenmp \
@@ -236,7 +236,7 @@ test_gpt2cu: test_gpt2.cu tests/test_checks.h tests/dump.h $(GPU_SOURCES) $(GPU_
 gpu: train_gpt2_zero3cu test_gpt2cu
 
 cuda_kernels:
-	$(MAKE) -C dev/cuda run GPU_COMPUTE_CAPABILITY=$(GPU_COMPUTE_CAPABILITY)
+	$(MAKE) -C tests/cuda run GPU_COMPUTE_CAPABILITY=$(GPU_COMPUTE_CAPABILITY)
 
 gpu_first:
 	bash scripts/gpu_first.sh
@@ -272,9 +272,9 @@ build/ops/train_gpt2_zero3_bf16export: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) 
 test:
 	bash tests/run_all.sh
 
-# the whole mutation table (dev/mutation_check.sh: 44 planted bugs, about 15 minutes on 2 cores): nightly
+# the whole mutation table (tests/mutation_check.sh: 44 planted bugs, about 15 minutes on 2 cores): nightly
 mutations:
-	bash dev/mutation_check.sh
+	bash tests/mutation_check.sh
 .PHONY: mutations
 
 clean:

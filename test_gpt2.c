@@ -1,6 +1,6 @@
-// test_gpt2.c: the CPU trainer against the PyTorch reference dump (dev/gpt2_reference.py).
+// test_gpt2.c: the CPU trainer against the PyTorch reference dump (tests/reference/gpt2_reference.py).
 //
-//   ./test_gpt2 [dump] [model]                 (defaults: dev/ref/tiny.dump dev/ref/tiny_model.bin)
+//   ./test_gpt2 [dump] [model]                 (defaults: tests/reference/dumps/tiny.dump tests/reference/dumps/tiny_model.bin)
 //   mpirun -np N ./test_gpt2 ...               N = 1..4
 //
 // The checks (every stage, A = 1 and 2, activations, gradients, losses, norms, LRs) are shared with

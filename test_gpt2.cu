@@ -1,7 +1,7 @@
-// test_gpt2.cu: the GPU trainer against the PyTorch reference dump (dev/gpt2_reference.py), the
+// test_gpt2.cu: the GPU trainer against the PyTorch reference dump (tests/reference/gpt2_reference.py), the
 // same checks test_gpt2.c makes of the CPU trainer (tests/test_checks.h).
 //
-//   ./test_gpt2cu [dump] [model]               (defaults: dev/ref/tiny.dump dev/ref/tiny_model.bin)
+//   ./test_gpt2cu [dump] [model]               (defaults: tests/reference/dumps/tiny.dump tests/reference/dumps/tiny_model.bin)
 //   scripts/launch.sh -n 2 ./test_gpt2cu ...   N ranks without MPI (mpirun -np N with USE_MPI=1)
 //
 // Tolerances (|got - ref| <= tol * (|ref| + rms(ref)) per element, as test_gpt2.c): FP32 builds
@@ -19,7 +19,7 @@
 //               sqrt(384) = 8e-4, with 2.5x room
 //   later train losses 5e-3:  after the steps the working weights are the fp32 master weights
 //               rounded to bf16, u each: the losses move by about u = 3.9e-3
-// The CPU emulator (dev/cuda/emu) measures errors under these (activations 3.3e-2, normwise 7.3e-3,
+// The CPU emulator (tools/emu) measures errors under these (activations 3.3e-2, normwise 7.3e-3,
 // train losses 8e-5 on the small dump). Gradients in BF16 get the loose per-element bound plus the
 // per-tensor normwise one (||got - ref|| / ||ref||): a gradient summed in two bf16 steps (the tied
 // wte: LM head, then encoder) loses the digits of the rare elements where the two terms cancel,

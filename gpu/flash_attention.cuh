@@ -15,9 +15,9 @@
 // blocks (dk, dv). dqkv(B,T,3C) is written whole, in qkv's layout.
 //
 // This is the portable path: fp32 FMAs on CUDA cores, one thread per query (or key) row, the other
-// operand broadcast from shared memory. It runs under the CPU emulator (dev/cuda/emu), which has no
+// operand broadcast from shared memory. It runs under the CPU emulator (tools/emu), which has no
 // tensor cores, and on any GPU; it is checked element by element against a double-precision CPU
-// reference and against the materialized path (dev/cuda/attention.cu). Head sizes up to 64 (every
+// reference and against the materialized path (tests/cuda/attention.cu). Head sizes up to 64 (every
 // GPT-2 size has 64). Everything inside is fp32: only the inputs and outputs are floatX.
 #pragma once
 #include "common.cuh"

@@ -35,11 +35,11 @@
 // keep the static shared memory under 48 KB (no opt-in) with 32 own rows per warp, and halve the
 // register prefetch (16 registers instead of 32), which brings dq and dk/dv at 16 rows to 168
 // registers, 3 blocks of 4 warps per SM. The variants (TcRows16, TcRows32) are checked and timed
-// side by side by dev/cuda/attention.cu.
+// side by side by tests/cuda/attention.cu.
 // Which variant: TcDefault = TcRows32, from an estimate (no GPU has measured it yet): for GPT-2
 // 124M, B=16 T=1024, ~150 GB of shared-memory traffic per step (TcRows16 ~178 GB), ~4.8 ms (~5.7
 // ms) at full shared-memory speed on an H200, more than the tensor cores need (~1.4 TFLOP executed,
-// ~2 ms at mma.sync's practical rate). Replace it when dev/cuda/attention.cu on a GPU says otherwise.
+// ~2 ms at mma.sync's practical rate). Replace it when tests/cuda/attention.cu on a GPU says otherwise.
 // Each output element has one owner and the products run in a fixed order: no atomics, the same
 // bits on every run. Causality: the query tile t sees the key tiles up to its last query; on the
 // diagonal a warp skips the 16-blocks entirely in its future (uniform across the warp; a warp whose
@@ -54,8 +54,8 @@
 // the position of x[e] in every accumulator. (2) An accumulator becomes a bf16 A operand (P, dS)
 // or an output row through shared memory: stored as fp32 to a per-warp scratch, then each lane
 // converts 8 consecutive elements of one row (one 16-byte store; tc_store_bf16). Under the CPU emulator
-// (dev/cuda/emu/include/mma.h) the mapping is scrambled on purpose, so code that assumed one fails
-// there; dev/cuda/attention.cu checks every output element against a double-precision reference.
+// (tools/emu/include/mma.h) the mapping is scrambled on purpose, so code that assumed one fails
+// there; tests/cuda/attention.cu checks every output element against a double-precision reference.
 //
 // Rounding (bf16 build): S, dP and all sums are fp32; P is rounded to bf16 before P V (while the
 // row sum l adds the unrounded fp32 p), and P^T, dS, dS^T are rounded to bf16 before their
@@ -118,7 +118,7 @@ struct TcShape {
     static_assert(BC * HSP / 8 % THREADS == 0, "a tile is a whole number of 16-byte vectors per thread");
     static_assert(THREADS >= 2 * BC, "the dk/dv kernel's threads carry one lse or D each");
 };
-// The variants: the shapes of the three kernels. dev/cuda/attention.cu checks and times both; the
+// The variants: the shapes of the three kernels. tests/cuda/attention.cu checks and times both; the
 // trainer uses TcDefault (the header's "Which variant" says why).
 //   TcRows16: 16 rows per warp in every kernel (the first version's forward; dq and dk/dv stream
 //     32-row tiles, whose smaller register prefetch keeps them at 168 registers without spills).
@@ -661,7 +661,7 @@ static void flash_attention_tc_backward_with(floatX* dqkv, float* Dbuf, const fl
 
 // The trainer's entry points: the default variant, or, with ZERO3_GPU_ATTENTION=portable in the
 // environment, the portable kernels (gpu/flash_attention.cuh: the same lse and scratch), so that a
-// rerun can tell a tensor-core bug from rounding without a rebuild. dev/cuda/attention.cu calls the
+// rerun can tell a tensor-core bug from rounding without a rebuild. tests/cuda/attention.cu calls the
 // variants directly and always checks the tensor-core kernels.
 static void flash_attention_tc_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
                                        cudaStream_t stream) {

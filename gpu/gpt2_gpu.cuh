@@ -390,8 +390,8 @@ static const void* activation(GPT2ComputeState* m, GPT2Activation which, int lay
 // Reporting
 
 // The peak the MFU is measured against: dense bf16 tensor-core rate of an H100/H200 SXM (989 TFLOP/s,
-// the datasheet; ~790 measured on random data on one H200 here), fp32 builds: its 67 TFLOP/s of
-// plain fp32. ZERO3_PEAK_TFLOPS overrides (other GPUs, or a measured peak).
+// the datasheet; what a GEMM reaches on the card is gpu_first.sh's gemm_peak line), fp32 builds: its
+// 67 TFLOP/s of plain fp32. ZERO3_PEAK_TFLOPS overrides (other GPUs, or a measured peak).
 static double gpu_peak_flops(int device) {
     const char* env = getenv("ZERO3_PEAK_TFLOPS");
     if (env && atof(env) > 0) return atof(env) * 1e12;

@@ -8,7 +8,7 @@
 // as 8 scalar accesses. The last group of a slice may be partial and is always scalar. On the GPU
 // the engine aligns tensors and shards to 64 elements, so the trainer's slices are all aligned (only
 // their lengths are arbitrary); the scalar path is there for correctness on any slice, and
-// dev/cuda checks it with odd offsets.
+// tests/cuda checks it with odd offsets.
 //
 // The load path never changes WHICH elements form a group nor the order in which a thread combines
 // them: both follow the element index alone. So an aligned and a misaligned copy of the same slice
@@ -134,7 +134,7 @@ static void cast_copy(Tdst* dst, const Tsrc* src, size_t n, cudaStream_t stream)
 //
 // adamw_element is the update of one element; adamw_multi_kernel applies it to every tensor piece
 // of a step in ONE launch (what the trainer runs): the engine's ~150 pieces per step (GPT-2 124M)
-// would otherwise be ~150 launches, most of them too small to fill the GPU. dev/cuda/adamw.cu holds
+// would otherwise be ~150 launches, most of them too small to fill the GPU. tests/cuda/adamw.cu holds
 // it, bit for bit, to a one-tensor kernel over the same adamw_element.
 
 typedef struct {

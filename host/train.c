@@ -17,7 +17,7 @@
 
 // LR at step s (contract): warmup lr*(s+1)/W for s < W, then cosine from lr towards F*lr over the
 // remaining S - W steps, as llm.c: progress (s - W) / (S - W) runs from 0 at s = W to (S-W-1)/(S-W)
-// at the last step (so the last step's LR is just above F*lr). Same formula as dev/gpt2_reference.py.
+// at the last step (so the last step's LR is just above F*lr). Same formula as tests/reference/gpt2_reference.py.
 float lr_at(const TrainArgs *a, int s) {
     if (s < a->warmup) return a->lr * (float)(s + 1) / (float)a->warmup;
     int decay_steps = a->steps - a->warmup;
@@ -333,7 +333,7 @@ static int due(int every, int step, int steps) { return every > 0 && ((step + 1)
 // One optimizer step, timed, with the step's own traffic and peak taken before validation or
 // sampling add their gathers. The time runs from the step's start until its results are on the
 // host and the device has finished its optimizer (the compute's step_end waits for it), as
-// dev/pytorch_baseline.py times opt.step() and loss.item(); the timeline's stamps are read after.
+// tools/bench/pytorch_baseline.py times opt.step() and loss.item(); the timeline's stamps are read after.
 static void trainer_timed_step(Trainer *tr, StepResult *r) {
     const int step = r->step;
     float lr = r->lr, norm, clip;

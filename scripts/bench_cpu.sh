@@ -3,7 +3,7 @@
 #   scripts/bench_cpu.sh [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both] [-z STAGES] [-r]
 # -p: the trainer's precision (-p bf16: mixed precision); both runs each configuration in fp32, then
 # in bf16, and adds a column saying which. -z: the stages to run, e.g. -z 3 or -z "0 3" (default
-# all four). -r: then PyTorch's bf16 CPU step on the same model and batch (dev/pytorch_baseline.py,
+# all four). -r: then PyTorch's bf16 CPU step on the same model and batch (tools/bench/pytorch_baseline.py,
 # eager mode: bf16 autocast, fp32 weights, fused AdamW; -e d12 only: its one GPT-2 of our shapes),
 # with as many threads as one rank of the trainer had, in the same run.
 # The same total work per step at every N (B per rank = B/N), so the figures compare directly.
@@ -50,7 +50,7 @@ for n in 1 2; do
 done
 if [ $TORCH = 1 ]; then   # PyTorch's bf16 step: its ms/step over the timed steps, one rank's threads
   PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-  line=$(OMP_NUM_THREADS=$CORES "$PY" dev/pytorch_baseline.py --preset d12 -B "$B" -T "$T" --device cpu \
+  line=$(OMP_NUM_THREADS=$CORES "$PY" tools/bench/pytorch_baseline.py --preset d12 -B "$B" -T "$T" --device cpu \
          --modes eager --steps $((STEPS - 1)) --warmup 1 | grep '^baseline eager')
   ms=$(echo "$line" | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
   [ -n "$ms" ] || die "-r: PyTorch gave no step time: $line"

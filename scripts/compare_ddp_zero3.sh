@@ -2,7 +2,7 @@
 # DDP vs ZeRO-3 on the CPU trainer: builds the DDP binary (make ddp -> build/ddp/train_gpt2_zero3,
 # fixed at stage 0) and the ZeRO binary, trains both with mpirun -np N on tinyshakespeare from the
 # same init and data, and plots the two loss curves, the per-rank memory and the bytes sent per step
-# (dev/plot_compare.py). Prints the largest loss difference and the memory / communication numbers.
+# (scripts/plot_compare.py). Prints the largest loss difference and the memory / communication numbers.
 #
 #   scripts/compare_ddp_zero3.sh [-n N] [-x STEPS] [-e MODEL] [-o DIR] [-p PNG] [-T] [-- TRAINER FLAGS...]
 #     -n N       ranks                                  default 4
@@ -16,7 +16,7 @@
 #                end, their progress on stderr, the Markdown table on stdout, no picture (no -o, -p)
 #   Flags after -- go to both trainers (e.g. -- -b 8 -t 32).
 #
-# The README's plot is dev/compare_ddp_zero3.png, redrawn by `scripts/figures.sh compare` (this
+# The README's plot is docs/compare_ddp_zero3.png, redrawn by `scripts/figures.sh compare` (this
 #   script with -n 4 -x 120, the picture then moved into place)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,9 +65,9 @@ t0=$(date +%s)
 run ddp build/ddp/train_gpt2_zero3 0
 run zero3 ./train_gpt2_zero3 3
 if [ $TABLE = 1 ]; then
-  $PY dev/plot_compare.py --ddp "$OUT/ddp/log.csv" --zero3 "$OUT/zero3/log.csv" --table "$N" >&3
+  $PY scripts/plot_compare.py --ddp "$OUT/ddp/log.csv" --zero3 "$OUT/zero3/log.csv" --table "$N" >&3
   exit 0
 fi
 echo "== both runs took $(( $(date +%s) - t0 )) s; plotting"
-$PY dev/plot_compare.py --ddp "$OUT/ddp/log.csv" --zero3 "$OUT/zero3/log.csv" --out "$PNG" \
+$PY scripts/plot_compare.py --ddp "$OUT/ddp/log.csv" --zero3 "$OUT/zero3/log.csv" --out "$PNG" \
   --title "$MODEL, $N ranks, $STEPS steps"

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# scripts/gpu_first.sh: the first visit to a GPU, one device-tool call on one H200 that answers every
-# question the project has of a GPU, builds included, in GPU_CHECK_BUDGET seconds (default 540: a call
-# of timeout_s 570, leaving a rerun room in the 15 minutes; dev/GPU_LOG.md has the timeline and the
-# calls). The stages come in the order of what matters most, each gets its own cap (CAPS below, sized
-# from measurements), and each result is a line of $OUT/summary.txt the moment it ends:
+# scripts/gpu_first.sh: a time-boxed first run on a GPU you rent by the hour (written for one H200):
+# every question this project has of a GPU, builds included, answered in GPU_CHECK_BUDGET seconds
+# (default 540, nine minutes). Copy a checkout and the files git does not track (--files lists them)
+# to the GPU machine and run it there. The stages come in the order of what matters most, each gets
+# its own cap (CAPS below; together they fit the budget), and each result is a line of summary.txt
+# the moment it ends:
 #   env        GPU, nvcc, gcc, make, where cuBLASLt, NCCL and nvtx3 were found, PyTorch,
-#              compute-sanitizer, the runtime switches, the carried files; then gemm_peak: the bf16
+#              compute-sanitizer, the runtime switches, the copied files; then gemm_peak: the bf16
 #              GEMM rate measured here (MFU's second peak)
 #   build      train_gpt2_zero3cu + test_gpt2cu BF16, test_gpt2cu FP32, the DDP trainer and every
-#              dev/cuda check, all at once (one build_NAME line each)
+#              tests/cuda check, all at once (one build_NAME line each)
 #   kernels    every kernel at GPT-2 124M shapes: the attention check (every path, head sizes 24 and
-#              64, timed at B=4 and at the training batch), then the other dev/cuda checks
+#              64, timed at B=4 and at the training batch), then the other tests/cuda checks
 #   tests      test_gpt2cu BF16 and FP32 on one rank against the small dump (V=1024), then against
 #              the head-size-64 dump (C=128, NH=2)
 #   train      GPT-2 124M, T=1024, B=16, stage 3, bf16, 20 steps: it must learn (the last loss below
@@ -22,23 +23,25 @@
 #              the target_b16 verdict
 # A line's STATUS: PASS, FAIL, TIMEOUT (cut off by its cap, with how far it got), UNKNOWN (no verdict
 # possible), MISS (a speed target not met), SKIP (GPU_CHECK_SKIP); scripts/gpu_lib.sh says more, and
-# lists the environment (GPU_CHECK_SKIP, GPU_CHECK_CAPS, GPU_CHECK_REUSE, the runtime switches
-# ZERO3_GPU_EPILOGUES=0 and ZERO3_GPU_ATTENTION=portable). Output in $OUT (unset:
-# the first free build/gpu_first_out, build/gpu_first_out.1, ...): summary.txt, gpu_first.log (everything), gpu_first_logs.tgz (every command's
-# own log, refreshed after each line).
+# lists the environment (GPU_CHECK_BUDGET, GPU_CHECK_OUT, GPU_CHECK_SKIP, GPU_CHECK_CAPS,
+# GPU_CHECK_REUSE, the runtime switches ZERO3_GPU_EPILOGUES=0 and ZERO3_GPU_ATTENTION=portable).
+# Output in GPU_CHECK_OUT (unset: the first free build/gpu_first_out, build/gpu_first_out.1, ...):
+# summary.txt, gpu_first.log (everything), gpu_first_logs.tgz (every command's own log, refreshed
+# after each line).
 #
-#   scripts/gpu_first.sh --carry      the ignored files the device needs (the `carry` list), with sizes
-#   scripts/gpu_first.sh --caps       the CAPS table (tests/test_gpu_first.sh holds dev/GPU_LOG.md to it)
+#   scripts/gpu_first.sh --files      the files git does not track that the run needs, with sizes: copy
+#                                     them to the GPU machine (make data dumps makes them)
+#   scripts/gpu_first.sh --caps       the CAPS table (tests/test_gpu_first.sh holds it to the budget)
 #   GPU_CHECK_EMULATE=1 scripts/gpu_first.sh    every stage at tiny sizes on the CPU emulator (tests
 #                                     this script; about 3 minutes on 2 cores; figures meaningless)
-# scripts/gpu_check.sh is the full check, for a longer visit or one's own GPU. Helpers: gpu_lib.sh.
+# scripts/gpu_check.sh is the full check, for a longer rental or one's own GPU. Helpers: gpu_lib.sh.
 set -uo pipefail
 . "$(dirname "$0")/gpu_lib.sh"
 
 # CAPS: each line's command, its cap in seconds on the GPU and under the emulator. The GPU caps add
 # up to the budget (every stage gets its time; the builds run side by side under one cap); each is
-# about 2-3 times the time expected there (dev/GPU_LOG.md: the expected GPU time, and the emulated
-# time measured on 2 cores, quiet and loaded; the emulated caps are about twice the loaded times).
+# about 2-3 times the time the stage is expected to take on an H200 (an estimate: no GPU run has
+# measured it yet), and the emulated caps about twice the times measured on 2 loaded cores.
 CAPS="
 gemm_peak          12  120
 build              110 450
@@ -64,10 +67,10 @@ c() {
   stage_cap "$1" "$gpu" "$emu"
 }
 case "${1:-}" in
-  --carry) cd "$(dirname "$0")/.." && print_carry; exit ;;
+  --files) cd "$(dirname "$0")/.." && print_files; exit ;;
   --caps) echo "$CAPS" | awk 'NF == 3'; exit ;;
   '') ;;
-  *) echo "error: $1: unknown argument (gpu_first.sh takes --carry, --caps or nothing; settings are GPU_CHECK_* variables)" >&2; exit 2 ;;
+  *) echo "error: $1: unknown argument (gpu_first.sh takes --files, --caps or nothing; settings are GPU_CHECK_* variables)" >&2; exit 2 ;;
 esac
 gpu_begin gpu_first summary.txt 540 1200
 
@@ -79,32 +82,32 @@ section env
 probe_env
 want env gemm_peak && measure_gemm_peak
 
-section "build: BF16 (trainer + test), FP32 test, DDP trainer, dev/cuda, in parallel"
+section "build: BF16 (trainer + test), FP32 test, DDP trainer, tests/cuda, in parallel"
 start_build bf16 "$(c build)" build_cfg bf16 BF16 0 flash both
 start_build fp32 "$(c build)" build_cfg fp32 FP32 0 flash test
-if [ "$EMU" != 1 ]; then  # (the emulator: its run_dev_checks.sh builds the checks; the pairs build MPI trainers)
+if [ "$EMU" != 1 ]; then  # (the emulator: its run_kernel_checks.sh builds the checks; the pairs build MPI trainers)
   start_build ddp "$(c build)" build_cfg ddp BF16 1 flash train
-  start_build dev_cuda "$(c build)" build_dev_cuda
+  start_build cuda_checks "$(c build)" build_cuda_checks
 fi
 await_build bf16 "$B/train_bf16" "$B/test_bf16"
 await_build fp32 "$B/test_fp32"
 if [ "$EMU" != 1 ]; then  # the checks and the timed runs start on a quiet machine: every build has ended
   await_build ddp "$B/train_ddp"
-  await_build dev_cuda $(for f in dev/cuda/*.cu; do n=$(basename "$f" .cu); echo "dev/cuda/bin/${n}_bf16 dev/cuda/bin/${n}_fp32"; done)
+  await_build cuda_checks $(for f in tests/cuda/*.cu; do n=$(basename "$f" .cu); echo "tests/cuda/bin/${n}_bf16 tests/cuda/bin/${n}_fp32"; done)
 fi
 
-section "kernels: attention (head sizes 24 and 64; B=4 and the training batch), then the other dev/cuda checks"
+section "kernels: attention (head sizes 24 and 64; B=4 and the training batch), then the other tests/cuda checks"
 if want kernels kernels_attention; then
   export OMP_NUM_THREADS=$(pick "$NPROC" 1)  # the checks' CPU references use OpenMP
-  if [ "$EMU" = 1 ]; then run kernels_attention "$(c kernels_attention)" dev/cuda/emu/run_dev_checks.sh attention
-  else run kernels_attention "$(c kernels_attention)" env OUT= bash dev/cuda/run_all.sh bin/attention_bf16 bin/attention_fp32; fi
+  if [ "$EMU" = 1 ]; then run kernels_attention "$(c kernels_attention)" tools/emu/run_kernel_checks.sh attention
+  else run kernels_attention "$(c kernels_attention)" bash tests/cuda/run_all.sh bin/attention_bf16 bin/attention_fp32; fi
   record_kernels kernels_attention paths
-  if [ "$EMU" = 1 ]; then run kernels_other "$(c kernels_other)" dev/cuda/emu/run_dev_checks.sh residual
+  if [ "$EMU" = 1 ]; then run kernels_other "$(c kernels_other)" tools/emu/run_kernel_checks.sh residual
   else
     # matmul first: its note says whether cuBLASLt had the GELU and bias-gradient epilogues
     others=(bin/matmul_bf16 bin/matmul_fp32)
-    for f in dev/cuda/*.cu; do n=$(basename "$f" .cu); [[ $n == attention || $n == matmul ]] || others+=("bin/${n}_bf16" "bin/${n}_fp32"); done
-    run kernels_other "$(c kernels_other)" env OUT= bash dev/cuda/run_all.sh "${others[@]}"
+    for f in tests/cuda/*.cu; do n=$(basename "$f" .cu); [[ $n == attention || $n == matmul ]] || others+=("bin/${n}_bf16" "bin/${n}_fp32"); done
+    run kernels_other "$(c kernels_other)" bash tests/cuda/run_all.sh "${others[@]}"
   fi
   record_kernels kernels_other
 fi

@@ -1,26 +1,27 @@
-# scripts/gpu_lib.sh: what scripts/gpu_first.sh (the first visit, one call) and scripts/gpu_check.sh
+# scripts/gpu_lib.sh: what scripts/gpu_first.sh (the time-boxed first run) and scripts/gpu_check.sh
 # (the full check) share. Sourced, not run. The pieces, in the order a script uses them:
 #   gpu_begin NAME SUMMARY GPU_BUDGET EMU_BUDGET   the clock, build/NAME for builds and logs, the output
-#                            files in $OUT: SUMMARY (one line per result), NAME.log, NAME_logs.tgz
+#                            files in GPU_CHECK_OUT: SUMMARY (one line per result), NAME.log, NAME_logs.tgz
 #   section, record, run     a heading; one summary line, written at once (with the logs so far); a
 #                            command under `timeout -k`, capped by its own limit and by the time left
 #   probe_env                what is here (GPU, nvcc, NCCL and where it was found, PyTorch,
-#                            compute-sanitizer) and the carried files; makes what is missing and quick
+#                            compute-sanitizer) and the copied files; makes what is missing and quick
 #   start_build, await_build one configuration built in the background; its build_NAME line
 #   run_tests_n1, run_train, record_kernels, run_baseline, sanitize_tensor_cores,
 #   pairs                    one kind of measurement each, and its summary line(s)
 #   gpu_end                  the closing line; the exit status (0: nothing FAILed)
-#   print_carry              the ignored files the device needs, with sizes (the device tool's carry)
+#   print_files              the files git does not track that a run needs, with sizes (to copy to the GPU machine)
 # Both scripts read the same environment:
-#   GPU_CHECK_EMULATE=1      no GPU: builds with dev/cuda/emu/build.sh, tiny sizes on the CPU emulator,
+#   GPU_CHECK_OUT=DIR        where the answers go (an empty or new folder; unset: a new build/NAME_out.N)
+#   GPU_CHECK_EMULATE=1      no GPU: builds with tools/emu/build.sh, tiny sizes on the CPU emulator,
 #                            to test the scripts themselves (every figure is meaningless)
 #   GPU_CHECK_BUDGET=S       seconds for the whole run: a command gets at most what is left, and one
 #                            that would get under 5 s does not start (its line: TIMEOUT, not started)
 #   GPU_CHECK_SKIP="a b"     sections skipped by name (each script lists its sections)
 #   GPU_CHECK_CAPS="n=S ..." the cap of the command behind line n set to S seconds (stage_cap): to give
 #                            a rerun more time, or to test what a cut-off stage reports
-#   GPU_CHECK_REUSE=1        keep the binaries an earlier call of the same script built on this machine
-#                            (a rerun at once, on the warm machine, with a runtime switch changed)
+#   GPU_CHECK_REUSE=1        keep the binaries an earlier run of the same script built on this machine
+#                            (a rerun with a runtime switch changed, without building again)
 #   ZERO3_GPU_EPILOGUES=0, ZERO3_GPU_ATTENTION=portable   passed through to every program: cuBLASLt
 #                            without epilogues, the portable attention (gpu/matmul.cuh,
 #                            gpu/flash_attention_tc.cuh); the env line and the train lines say which ran
@@ -28,16 +29,15 @@
 # how far it got: no verdict, not a failure); UNKNOWN (no verdict possible: a tool or a figure it
 # needs is missing); MISS (a speed target measured and not met: a figure); SKIP (GPU_CHECK_SKIP).
 
-# The files git does not track that the device needs (at most 8 paths, 64 MiB in all, for the device
-# tool's carry): the tokenized tinyshakespeare (train and validation tokens, the tokenizer, and the
-# text and vocabulary they were made from) and the small PyTorch reference (V=1024) with its model
-# and tokens. Made here by `make data` and `make dev/ref/small.dump`.
+# The files git does not track that a run needs, to copy to the GPU machine beside a checkout (about
+# 25 MiB): the tokenized tinyshakespeare (train and validation tokens, the tokenizer, and the text and
+# vocabulary they were made from), the small PyTorch reference (V=1024) with its model and tokens,
 # and the head-size-64 reference (C=128, NH=2: GPT-2's head size, for the 64-wide attention kernels).
-CARRY=(data/tinyshakespeare dev/ref/small.dump dev/ref/small_model.bin dev/ref/small_tokens.bin
-       dev/ref/hs64.dump dev/ref/hs64_model.bin dev/ref/hs64_tokens.bin)
-CARRY_LIMIT_MIB=64
-SMALL=(dev/ref/small.dump dev/ref/small_model.bin)
-HS64=(dev/ref/hs64.dump dev/ref/hs64_model.bin)
+# Made by `make data dumps`; what is missing and quick to make, a run makes itself (make_missing).
+GPU_FILES=(data/tinyshakespeare tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin tests/reference/dumps/small_tokens.bin
+       tests/reference/dumps/hs64.dump tests/reference/dumps/hs64_model.bin tests/reference/dumps/hs64_tokens.bin)
+SMALL=(tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin)
+HS64=(tests/reference/dumps/hs64.dump tests/reference/dumps/hs64_model.bin)
 # The train lines' learning check: the last of the steps below this fraction of the first step's
 # loss. At initialization every batch's loss is ln(V) ~ 10.8 within about 1%, so a model that does
 # not learn (no gradient reaching the weights, a zero learning rate) stays above 0.99 of it; 20 steps
@@ -47,23 +47,22 @@ TRAIN_TOKENS=data/tinyshakespeare/tiny_shakespeare_train.bin
 VAL_TOKENS=data/tinyshakespeare/tiny_shakespeare_val.bin
 KILL_AFTER=10  # seconds between a capped command's SIGTERM and its SIGKILL (a rank stuck in a collective)
 
-# print_carry: the carry list as the device tool takes it, then each path's size; fails when one is
-# missing (saying how to make it) or the total is over the limit
-print_carry() {
-  local p missing=0 total=0 kib json=""
-  for p in "${CARRY[@]}"; do json+="${json:+, }\"$p\""; done
-  echo "carry: [$json]"
-  for p in "${CARRY[@]}"; do
+# print_files: the paths on one line (for rsync -R or scp), then each path's size and the total;
+# fails when one is missing (saying how to make it)
+print_files() {
+  local p missing=0 total=0 kib
+  echo "files: ${GPU_FILES[*]}"
+  for p in "${GPU_FILES[@]}"; do
     if [ -e "$p" ]; then
       kib=$(du -sk "$p" | cut -f1); total=$((total + kib))
-      printf '  %-28s %8.1f MiB\n' "$p" "$(awk -v k="$kib" 'BEGIN{print k / 1024}')"
+      printf '  %-40s %8.1f MiB\n' "$p" "$(awk -v k="$kib" 'BEGIN{print k / 1024}')"
     else
-      printf '  %-28s MISSING: %s\n' "$p" "$(case $p in data/*) echo "make data" ;; *) echo "make $p" ;; esac)"
+      printf '  %-40s MISSING: %s\n' "$p" "$(case $p in data/*) echo "make data" ;; *) echo "make $p" ;; esac)"
       missing=1
     fi
   done
-  printf '  %-28s %8.1f MiB of %d\n' total "$(awk -v k="$total" 'BEGIN{print k / 1024}')" "$CARRY_LIMIT_MIB"
-  [ "$missing" = 0 ] && [ "$total" -le $((CARRY_LIMIT_MIB * 1024)) ]
+  printf '  %-40s %8.1f MiB\n' total "$(awk -v k="$total" 'BEGIN{print k / 1024}')"
+  [ "$missing" = 0 ]
 }
 
 # gpu_check_settings: the switches, checked before anything is built or removed; and, unless
@@ -81,15 +80,16 @@ gpu_check_settings() {
   fi
 }
 
-# gpu_choose_outdir SUMMARY_NAME: OUTDIR, where this visit's answers go. $OUT when set (the device
-# machine's empty folder): it must be a folder this user can write that holds no earlier summary;
-# else the first free build/NAME_out, build/NAME_out.1, ... so that an earlier visit's answers stay.
+# gpu_choose_outdir SUMMARY_NAME: OUTDIR, where this run's answers go. GPU_CHECK_OUT when set: it
+# must be a folder this user can write that holds no earlier summary; else the first free
+# build/NAME_out, build/NAME_out.1, ... so that an earlier run's answers stay.
 gpu_choose_outdir() {
-  if [ -n "${OUT:-}" ]; then
-    [ ! -e "$OUT" ] || [ -d "$OUT" ] || { echo "error: OUT=$OUT: exists and is not a folder" >&2; exit 2; }
-    [ ! -s "$OUT/$1" ] || { echo "error: OUT=$OUT: holds an earlier visit's $1: give an empty folder, or unset OUT (the answers then go to a new build/${GPU_SCRIPT}_out.N)" >&2; exit 2; }
-    mkdir -p "$OUT" 2>/dev/null && [ -w "$OUT" ] || { echo "error: OUT=$OUT: cannot write there" >&2; exit 2; }
-    OUTDIR=$OUT
+  local out=${GPU_CHECK_OUT:-}
+  if [ -n "$out" ]; then
+    [ ! -e "$out" ] || [ -d "$out" ] || { echo "error: GPU_CHECK_OUT=$out: exists and is not a folder" >&2; exit 2; }
+    [ ! -s "$out/$1" ] || { echo "error: GPU_CHECK_OUT=$out: holds an earlier run's $1: give an empty folder, or unset GPU_CHECK_OUT (the answers then go to a new build/${GPU_SCRIPT}_out.N)" >&2; exit 2; }
+    mkdir -p "$out" 2>/dev/null && [ -w "$out" ] || { echo "error: GPU_CHECK_OUT=$out: cannot write there" >&2; exit 2; }
+    OUTDIR=$out
   else
     OUTDIR="$root/build/${GPU_SCRIPT}_out"; local k=1 base=$OUTDIR
     while [ -e "$OUTDIR" ]; do OUTDIR=$base.$k; k=$((k + 1)); done
@@ -106,7 +106,7 @@ gpu_begin() {
   EMU=${GPU_CHECK_EMULATE:-0}
   BUDGET=${GPU_CHECK_BUDGET:-$([ "$EMU" = 1 ] && echo "$4" || echo "$3")}
   gpu_choose_outdir "$2"
-  work="$root/build/$GPU_SCRIPT"   # scratch: the builds and the logs of this visit (archived to OUTDIR)
+  work="$root/build/$GPU_SCRIPT"   # scratch: the builds and the logs of this run (archived to OUTDIR)
   if [ "${GPU_CHECK_REUSE:-0}" = 1 ]; then rm -rf "$work/logs"; else rm -rf "$work"; fi
   mkdir -p "$work/bin" "$work/logs" "$OUTDIR"
   SUMMARY="$OUTDIR/$2"
@@ -180,7 +180,7 @@ run() {
   tail -n 8 "$work/logs/$name.log"
 }
 
-# no_input_status: the status of a line whose program is missing: UNKNOWN when the carried files are
+# no_input_status: the status of a line whose program is missing: UNKNOWN when the copied files are
 # all here (the program's build line has the verdict: FAIL or TIMEOUT), FAIL when they are not
 no_input_status() { [ "$have_data" = 1 ] && [ "$have_small" = 1 ] && [ "$have_hs64" = 1 ] && echo UNKNOWN || echo FAIL; }
 # status from RC (a command cut off by its cap, or never started for want of budget: TIMEOUT), and
@@ -210,7 +210,7 @@ how_far() {
 
 # ------------------------------------------------------------------------------------------------
 # probe_env: prints what is here (GPU, nvcc, gcc, make, the libraries and where they were found,
-# PyTorch, compute-sanitizer, the runtime switches), makes the carried files that are missing and
+# PyTorch, compute-sanitizer, the runtime switches), makes the copied files that are missing and
 # quick to make, and records the `env` line. Sets PY NVCC CUDA_HOME SANITIZER gpu_name have_data
 # have_small have_hs64.
 probe_env() {
@@ -226,7 +226,7 @@ probe_env() {
   local libs libs_ok=1
   libs=$(CUDA_HOME=$CUDA_HOME PYTHON=$PY bash scripts/gpu_find_libs.sh --report) || libs_ok=0
   if [ "$EMU" = 1 ]; then
-    echo "mode:     EMULATED (GPU_CHECK_EMULATE=1): dev/cuda/emu on the CPU, tiny sizes, figures meaningless"
+    echo "mode:     EMULATED (GPU_CHECK_EMULATE=1): tools/emu on the CPU, tiny sizes, figures meaningless"
     gpu_name="CPU emulator"
     SANITIZER=""
     libs_ok=1  # the emulator brings its own cuBLASLt and NCCL; the lines below say what a GPU build here would link
@@ -244,14 +244,14 @@ probe_env() {
   echo "python:   $PY: $($PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
   echo "sanitizer: ${SANITIZER:-not found}"
   echo "switches: $(switches)"
-  echo "cpus:     $NPROC; budget ${BUDGET}s; OUT=${OUT:-unset}"
+  echo "cpus:     $NPROC; budget ${BUDGET}s; answers in $OUTDIR"
   make_missing
   have_data=0; [ -f "$TRAIN_TOKENS" ] && [ -f "$VAL_TOKENS" ] && have_data=1
-  have_small=0; [ -f "${SMALL[0]}" ] && [ -f "${SMALL[1]}" ] && [ -f dev/ref/small_tokens.bin ] && have_small=1
-  have_hs64=0; [ -f "${HS64[0]}" ] && [ -f "${HS64[1]}" ] && [ -f dev/ref/hs64_tokens.bin ] && have_hs64=1
+  have_small=0; [ -f "${SMALL[0]}" ] && [ -f "${SMALL[1]}" ] && [ -f tests/reference/dumps/small_tokens.bin ] && have_small=1
+  have_hs64=0; [ -f "${HS64[0]}" ] && [ -f "${HS64[1]}" ] && [ -f tests/reference/dumps/hs64_tokens.bin ] && have_hs64=1
   local st=PASS; [ $have_data = 1 ] && [ $have_small = 1 ] && [ $have_hs64 = 1 ] && [ $libs_ok = 1 ] || st=FAIL
   command -v gcc >/dev/null && command -v make >/dev/null || st=FAIL
-  record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); $gcc_v, $make_v; data $([ $have_data = 1 ] && echo ok || echo "MISSING: carry data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: carry ${CARRY[*]:1}"); $(switches)"
+  record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); $gcc_v, $make_v; data $([ $have_data = 1 ] && echo ok || echo "MISSING: copy data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: copy ${GPU_FILES[*]:1}"); $(switches)"
 }
 
 # switches: the runtime switches this run passes to every program (gpu/matmul.cuh, gpu/flash_attention_tc.cuh)
@@ -278,24 +278,24 @@ for i in range(13):
         t0 = time.perf_counter(); a @ b; t = time.perf_counter() - t0
     if i >= 3: times.append(t)
 t = sorted(times)[len(times) // 2]
-print(f"gemm_peak {2 * n**3 / t / 1e12:.1f} TFLOP/s: {dtype} {n}^3 on {dev}, median of {len(times)}")
+print(f"gemm_peak {2 * n**3 / t / 1e12:.3g} TFLOP/s: {dtype} {n}^3 on {dev}, median of {len(times)}")
 PYEOF
   GEMM_TFLOPS=$(grep -o '^gemm_peak [0-9.]*' "$(log gemm_peak)" | awk '{print $2}')
   record gemm_peak "$(status)" "$SECS" "$(why gemm_peak)$(grep '^gemm_peak' "$(log gemm_peak)" | sed 's/^gemm_peak //')"
 }
 
-# make_missing: the carried files a run can make in seconds when they did not come: the tokens from
-# the carried text and vocabulary, the small and head-size-64 references from the tokens (PyTorch, a few seconds each)
+# make_missing: the copied files a run can make in seconds when they were not copied: the tokens from
+# the copied text and vocabulary, the small and head-size-64 references from the tokens (PyTorch, a few seconds each)
 make_missing() {
   local d=data/tinyshakespeare
   if [ ! -f "$TRAIN_TOKENS" ] && [ -f "$d/tiny_shakespeare.txt" ] && [ -f "$d/encoder.json" ] && [ -f "$d/vocab.bpe" ]; then
     run make_data 60 "$PY" data/tinyshakespeare.py --input "$d/tiny_shakespeare.txt" --vocab "$d"
   fi
-  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${SMALL[0]}" ] || [ ! -f "${SMALL[1]}" ] || [ ! -f dev/ref/small_tokens.bin ]; }; then
-    run make_small_dump 90 make dev/ref/small.dump PYTHON="$PY"
+  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${SMALL[0]}" ] || [ ! -f "${SMALL[1]}" ] || [ ! -f tests/reference/dumps/small_tokens.bin ]; }; then
+    run make_small_dump 90 make tests/reference/dumps/small.dump PYTHON="$PY"
   fi
-  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${HS64[0]}" ] || [ ! -f "${HS64[1]}" ] || [ ! -f dev/ref/hs64_tokens.bin ]; }; then
-    run make_hs64_dump 90 make dev/ref/hs64.dump PYTHON="$PY"
+  if [ -f "$VAL_TOKENS" ] && { [ ! -f "${HS64[0]}" ] || [ ! -f "${HS64[1]}" ] || [ ! -f tests/reference/dumps/hs64_tokens.bin ]; }; then
+    run make_hs64_dump 90 make tests/reference/dumps/hs64.dump PYTHON="$PY"
   fi
 }
 
@@ -314,15 +314,15 @@ build_cfg() {
     local asan=()
     [ "$extra" = mpi ] && defs+=(-DUSE_MPI)
     [ "$extra" = asan ] && asan=(--asan)
-    { [ $want_test = 0 ] || dev/cuda/emu/build.sh "${asan[@]}" "$B/test_$name" test_gpt2.cu "${defs[@]}" --library; } &&
-      { [ $want_train = 0 ] || dev/cuda/emu/build.sh "${asan[@]}" "$B/train_$name" train_gpt2_zero3.cu "${defs[@]}" --library; }
+    { [ $want_test = 0 ] || tools/emu/build.sh "${asan[@]}" "$B/test_$name" test_gpt2.cu "${defs[@]}" --library; } &&
+      { [ $want_train = 0 ] || tools/emu/build.sh "${asan[@]}" "$B/train_$name" train_gpt2_zero3.cu "${defs[@]}" --library; }
   else
     # a copy of the sources per configuration: they build side by side (the outputs share names)
     local src="$work/src_$name" targets=()
     [ $want_train = 1 ] && targets+=(train_gpt2_zero3cu)
     [ $want_test = 1 ] && targets+=(test_gpt2cu)
     mkdir -p "$src"
-    tar -cf - --exclude=./.git --exclude=./build --exclude=./data --exclude=./dev/ref --exclude=./dev/cuda/bin . |
+    tar -cf - --exclude=./.git --exclude=./build --exclude=./data --exclude=./tests/reference/dumps --exclude=./tests/cuda/bin . |
       (cd "$src" && tar -xf -)
     # (the libraries: wherever scripts/gpu_find_libs.sh finds them, the wheels of PY's PyTorch too)
     make -C "$src" -j4 PRECISION="$prec" DDP="$ddp" ATTENTION="$att" USE_MPI=0 PYTHON="$PY" "${targets[@]}" &&
@@ -330,14 +330,14 @@ build_cfg() {
       { [ $want_train = 0 ] || mv "$src/train_gpt2_zero3cu" "$B/train_$name"; }
   fi
 }
-# the dev/cuda checks: every program on its own (-k: one that fails to compile stops no other)
-build_dev_cuda() {
-  if [ "$EMU" = 1 ]; then echo "emulated: dev/cuda/emu/run_dev_checks.sh builds its programs when it runs them"
-  else make -C dev/cuda -k -j"$NPROC" all; fi
+# the tests/cuda checks: every program on its own (-k: one that fails to compile stops no other)
+build_cuda_checks() {
+  if [ "$EMU" = 1 ]; then echo "emulated: tools/emu/run_kernel_checks.sh builds its programs when it runs them"
+  else make -C tests/cuda -k -j"$NPROC" all; fi
 }
-export -f build_cfg build_dev_cuda
+export -f build_cfg build_cuda_checks
 
-# start_build NAME CAP COMMAND...: COMMAND (build_cfg ... or build_dev_cuda) in the background under
+# start_build NAME CAP COMMAND...: COMMAND (build_cfg ... or build_cuda_checks) in the background under
 # `timeout -k`, log logs/build_NAME.log; when it ends, its exit status and end time go to build_NAME.rc
 declare -A build_pid build_start build_limit
 start_build() {
@@ -350,7 +350,7 @@ start_build() {
   if [ "$l" -lt 5 ]; then echo "125 $(date +%s)" > "$work/logs/build_$name.rc"; : > "$(log "build_$name")"; return; fi
   build_limit[$name]=$limit
   if [ "${GPU_CHECK_REUSE:-0}" = 1 ] && [ -f "$B/.built_$name" ]; then
-    echo "reused: built by an earlier call (GPU_CHECK_REUSE=1)" > "$(log "build_$name")"
+    echo "reused: built by an earlier run (GPU_CHECK_REUSE=1)" > "$(log "build_$name")"
     echo "0 $(date +%s)" > "$work/logs/build_$name.rc"
     return
   fi
@@ -387,7 +387,7 @@ await_build() {
 # ------------------------------------------------------------------------------------------------
 # Measurements
 
-# kernel_lines LOG: the KERNEL lines of a dev/cuda run (run_all.sh or the emulator's run_dev_checks.sh),
+# kernel_lines LOG: the KERNEL lines of a tests/cuda run (run_all.sh or the emulator's run_kernel_checks.sh),
 # each once: run_all.sh prints them indented as they come and again in its summary, which a run
 # stopped by its cap never reaches
 kernel_lines() { grep -E '^ *KERNEL ' "$1" | sed 's/^ *//' | awk '!seen[$0]++'; }
@@ -412,7 +412,7 @@ run_test() {
   record "$name" "$(status)" "$SECS" "$(why "$name")$(grep 'cases passed' "$(log "$name")" | tail -1)"
 }
 
-# record_kernels NAME [paths]: the line of the dev/cuda run just made (run NAME ...), and with `paths`
+# record_kernels NAME [paths]: the line of the tests/cuda run just made (run NAME ...), and with `paths`
 # the attention_paths line from its log
 record_kernels() {
   record "$1" "$(status)" "$SECS" "$(why "$1")$(kernel_counts "$(log "$1")")"
@@ -492,7 +492,7 @@ run_train() {
   record "$name" "$st" "$SECS" "$(why "$name")-b $bs $*: $learn; $(echo "$stats" | sed "s/, MFU [0-9.]*%//"); $(mfu_both "$l"); ${act:-no activations line}, ${att:-attention not named}; ${fb:-fallback counters: not printed}"
 }
 
-# run_baseline B MODES TRAIN_NAME CAP: dev/pytorch_baseline.py at batch B in the given modes (eager,
+# run_baseline B MODES TRAIN_NAME CAP: tools/bench/pytorch_baseline.py at batch B in the given modes (eager,
 # compile, fsdp2); one baseline_MODE_bB line each, with this trainer's ratio (train_NAME's tok/s),
 # then target_bB: the speed targets (>= torch.compile, >= 1.3x eager, MFU >= 50% of the datasheet
 # peak) met (PASS) or not (MISS: a measured shortfall, not a failure), or UNKNOWN when any figure it
@@ -500,7 +500,7 @@ run_train() {
 run_baseline() {
   local bs=$1 modes=$2 tname=$3 limit=$4 mode line tok ratio st
   local mine=${train_tok[$tname]:-}
-  run "baseline_b$bs" "$limit" env PYTHONUNBUFFERED=1 "$PY" dev/pytorch_baseline.py "${BASE[@]}" -B "$bs" -T "$T_TRAIN" --modes "$modes"
+  run "baseline_b$bs" "$limit" env PYTHONUNBUFFERED=1 "$PY" tools/bench/pytorch_baseline.py "${BASE[@]}" -B "$bs" -T "$T_TRAIN" --modes "$modes"
   for mode in ${modes//,/ }; do
     line=$(grep "^baseline $mode:" "$(log "baseline_b$bs")" | tail -1 | sed "s/^baseline $mode: //")
     tok=$(echo "$line" | awk '/tok\/s/{print $1}')

@@ -1,5 +1,5 @@
 """
-What every plotting script shares (scripts/plot_*.py, dev/plot_*.py, scripts/doc_figures.py): a bad
+What every plotting script shares (scripts/plot_*.py, scripts/figures/plot_*.py, scripts/doc_figures.py): a bad
 input is one line on stderr and exit 1, never a traceback, never a partial or replaced picture.
 
     ArgumentParser             argparse's, but a bad argument is one 'error:' line and exit 1
@@ -14,8 +14,8 @@ input is one line on stderr and exit 1, never a traceback, never a partial or re
     pyplot()                   matplotlib's pyplot on the Agg backend
     save(fig, path)            the picture written beside its name, then renamed into place
 
-A script imports it from its own folder or from dev/ with
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+A script imports it from its own folder, or from scripts/figures/ with
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 """
 import argparse
 import csv

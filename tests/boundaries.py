@@ -22,7 +22,7 @@ Prints a line per check; exit status 0 when every check holds.
 import csv, json, os, re, shutil, subprocess, sys, tempfile, time
 
 BIN = "./train_gpt2_zero3"
-SMALL = ["-e", "dev/ref/small_model.bin", "-i", "dev/ref/small_tokens.bin", "-j", "dev/ref/small_tokens.bin"]
+SMALL = ["-e", "tests/reference/dumps/small_model.bin", "-i", "tests/reference/dumps/small_tokens.bin", "-j", "tests/reference/dumps/small_tokens.bin"]
 failures = []
 
 
@@ -156,7 +156,7 @@ def main():
         # ... and the planner's what-if table for the same model on 2 ranks: fp32 16, 12, 10, 8 bytes a
         # parameter; mixed precision (bf16 params 2 + grads 2, fp32 master + m + v 12) 16, 2 + 2 + 12/2 = 10,
         # 2 + 2/2 + 12/2 = 9, 16/2 = 8
-        p = run(1, ["-plan", "2", "-e", "dev/ref/small_model.bin"])
+        p = run(1, ["-plan", "2", "-e", "tests/reference/dumps/small_model.bin"])
         # the bytes column (a whole number) of each stage row; the split tables after each show decimals
         rows = [int(m.group(1).replace(",", "")) for m in re.finditer(r"^  \d (?:DDP)?\s+([\d,]+)\s", p.stdout, re.M)]
         want = [psi * b for b in (16, 12, 10, 8, 16, 10, 9, 8)]

@@ -1,10 +1,10 @@
 /*
-dump.h: reader for the PyTorch activation dump written by dev/gpt2_reference.py.
+dump.h: reader for the PyTorch activation dump written by tests/reference/gpt2_reference.py.
 Header-only; the format is documented in docs/DUMP_FORMAT.md.
 
     Dump dump;
     char err[256];
-    if (dump_open(&dump, "dev/ref/tiny.dump", err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); exit(1); }
+    if (dump_open(&dump, "tests/reference/dumps/tiny.dump", err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); exit(1); }
     const DumpRecord *logits = dump_find(&dump, "logits");   // NULL when absent
     // logits->f is (B,T,V) float32, logits->dims = {B, T, V, 0}, logits->numel = B*T*V
     dump_free(&dump);

@@ -1,7 +1,7 @@
 """The sample a run prints, against an independent model: the NumPy GPT-2 (tests/reference) and the
 sampler redone by hand.
 
-The trainer loads the V=1024 reference model (dev/ref/small_model.bin), runs one step at learning
+The trainer loads the V=1024 reference model (tests/reference/dumps/small_model.bin), runs one step at learning
 rate 0 (the model is unchanged: AdamW moves by lr times its update) and samples -g tokens after an
 EOT with T = 8, so the window slides after 7 tokens. Without a tokenizer in its working directory it
 prints token ids. For every printed token this script computes, in float64, the next-token
@@ -66,8 +66,8 @@ def expected_sample(cfg, P, seed):
 
 
 def printed_sample(binary, ranks, seed, root):
-    cmd = [binary, "-e", f"{root}/dev/ref/small_model.bin", "-i", f"{root}/dev/ref/small_tokens.bin",
-           "-j", f"{root}/dev/ref/small_tokens.bin", "-b", "1", "-t", str(T), "-x", "1", "-l", "0",
+    cmd = [binary, "-e", f"{root}/tests/reference/dumps/small_model.bin", "-i", f"{root}/tests/reference/dumps/small_tokens.bin",
+           "-j", f"{root}/tests/reference/dumps/small_tokens.bin", "-b", "1", "-t", str(T), "-x", "1", "-l", "0",
            "-v", "0", "-s", "1", "-g", str(GEN), "-z", "3", "-S", str(seed)]
     if ranks > 1:
         cmd = ["mpirun", "-np", str(ranks)] + cmd
@@ -86,7 +86,7 @@ def main():
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     binary = os.path.abspath(args.binary)
-    cfg, P = ref.read_model(f"{root}/dev/ref/small_model.bin")
+    cfg, P = ref.read_model(f"{root}/tests/reference/dumps/small_model.bin")
     bad = 0
     for seed in (1337, 7, 2024):
         want, margin, (p, coin, tok) = expected_sample(cfg, P, seed)

@@ -64,8 +64,8 @@ def close(a, b, abs_tol, rel=0.0):
 
 def run(binary, root, stage, cwd):
     trace = os.path.join(cwd, "trace.json")
-    cmd = ["mpirun", "-np", str(N), binary, "-e", f"{root}/dev/ref/small_model.bin",
-           "-i", f"{root}/dev/ref/small_tokens.bin", "-j", f"{root}/dev/ref/small_tokens.bin",
+    cmd = ["mpirun", "-np", str(N), binary, "-e", f"{root}/tests/reference/dumps/small_model.bin",
+           "-i", f"{root}/tests/reference/dumps/small_tokens.bin", "-j", f"{root}/tests/reference/dumps/small_tokens.bin",
            "-b", "2", "-t", "8", "-x", str(STEPS), "-v", "0", "-z", str(stage), "-tr", trace,
            "-l", str(LR), "-u", str(WARMUP), "-q", str(FINAL), "-link", f"{GBPS:g},{LAT_MS:g}ms"]
     out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)

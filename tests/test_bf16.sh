@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # -p bf16 (mixed precision: bf16 params and gradients, fp32 master, m, v) against PyTorch's CPU bf16
-# (dev/gpt2_reference.py --dtype bfloat16: bf16 weights rounded from an fp32 master kept by hand, a
+# (tests/reference/gpt2_reference.py --dtype bfloat16: bf16 weights rounded from an fp32 master kept by hand, a
 # linear layer's input and output gradient rounded to bf16, every sum fp32, gradients rounded to bf16
 # once a step, AdamW on the master), on the same model and data, step by step (~1 minute):
 #   - the bound at step s, first order in the differences (u = 2^-24 and u_b = 2^-8 are fp32's and
 #     bf16's unit roundoffs; S_s, G_s the reference's sums of g^2 ulp(w) and of g^2 over the weights
-#     w at step s, and lr_s its learning rate, which dev/gpt2_reference.py prints):
+#     w at step s, and lr_s its learning rate, which tests/reference/gpt2_reference.py prints):
 #       * the step's own fp32 sums: both runs multiply the same bf16 operands at step 1, so their
 #         losses differ there only by the order of fp32 sums, the longest K = 1024 terms (the
 #         vocabulary's softmax; every matmul's K <= 4C = 288 is shorter). Rounding errors of
@@ -33,7 +33,7 @@
 #   - the ZeRO++ flags (-qw 8 and -qg 8 on 2 ranks; -qw 8 -hp 2 -qg 8 on 4, where hpZ's secondary
 #     shards feed the backward), whose int8 blocks (256 elements of a unit's flat buffer, step
 #     s = amax / 127, every value within s / 2) are held to the same bound with d per element:
-#     dev/gpt2_reference.py --zeropp-bound keeps the rms d of the two masters' difference and
+#     tests/reference/gpt2_reference.py --zeropp-bound keeps the rms d of the two masters' difference and
 #     prints the step's sigma_s^2 (a tighter form of the above: its own Adam moments, not A_t);
 #       * -qw 8: the reference quantizes its working weights itself (--qw: its own implementation
 #         of docs/zeropp.md's layout, tensors at multiples of 64 in their unit, blocks from the
@@ -83,8 +83,8 @@
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 make -s dumps >/dev/null || fail "make dumps"
-MODEL=dev/ref/small_model.bin    # L=3 C=72 NH=3 V=1024 maxT=64
-TOKENS=dev/ref/small_tokens.bin
+MODEL=tests/reference/dumps/small_model.bin    # L=3 C=72 NH=3 V=1024 maxT=64
+TOKENS=tests/reference/dumps/small_tokens.bin
 STEPS=6
 REFARGS=(--load $MODEL --tokens $TOKENS --B 8 --T 32 --steps $STEPS)
 # the bf16 reference; the same with the ZeRO++ flags' quantization applied by the reference itself
@@ -92,7 +92,7 @@ REFARGS=(--load $MODEL --tokens $TOKENS --B 8 --T 32 --steps $STEPS)
 # process runs the five (most of a run is torch's start)
 $PY - "$work" "${REFARGS[@]}" <<'PY' || { tail -n 3 "$work"/ref_*.txt; fail "a reference run failed"; }
 import contextlib, sys
-sys.path.insert(0, "dev")
+sys.path.insert(0, "tests/reference")
 import gpt2_reference
 work, common, zpp = sys.argv[1], sys.argv[2:], ["--dtype", "bfloat16", "--zeropp-bound"]
 runs = {"bf16": ["--dtype", "bfloat16"], "f32": ["--dtype", "float32"], "qw": zpp + ["--qw"],

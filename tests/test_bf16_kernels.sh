@@ -22,8 +22,8 @@ targets=(native)
 for march in "${targets[@]}"; do
   gcc $CFLAGS_TEST -march="$march" -o "$tmp/test_$march" tests/unit/test_bf16_kernels.c -lm
 done
-gcc $CFLAGS_TEST -O3 -march=native -o "$tmp/bench_peak" dev/bench_peak.c -lm
-gcc $CFLAGS_TEST -O3 -march=native -o "$tmp/bench_bf16" dev/bench_bf16_kernels.c -lm
+gcc $CFLAGS_TEST -O3 -march=native -o "$tmp/bench_peak" tools/bench/bench_peak.c -lm
+gcc $CFLAGS_TEST -O3 -march=native -o "$tmp/bench_bf16" tools/bench/bench_bf16_kernels.c -lm
 echo "test_bf16_kernels: test and benchmarks compile cleanly (-Wall -Wextra -Werror)"
 
 for march in "${targets[@]}"; do

@@ -1,5 +1,5 @@
 // tests/test_checks.h: the checks of test_gpt2.c (CPU trainer) and test_gpt2.cu (GPU trainer) against the
-// PyTorch reference dump (dev/gpt2_reference.py), written once for both. For every ZeRO stage (only 0
+// PyTorch reference dump (tests/reference/gpt2_reference.py), written once for both. For every ZeRO stage (only 0
 // in the DDP build) and for A = 1 and 2 micro-steps, on all ranks of the backend:
 //  - step 0's forward: every layer's activations, the logits and the loss, each rank's rows against
 //    the same rows of the reference;
@@ -280,9 +280,9 @@ static int test_main(const char *prog, int argc, char **argv, const Zero3Backend
                      const Tolerances *tol) {
     g_test_be = be;
     g_test_build = build;
-    const char *dump_path = argc > 1 ? argv[1] : "dev/ref/tiny.dump";
-    const char *model_path = argc > 2 ? argv[2] : "dev/ref/tiny_model.bin";
-    // the token file beside the dump: dev/ref/NAME.dump -> dev/ref/NAME_tokens.bin (make dumps)
+    const char *dump_path = argc > 1 ? argv[1] : "tests/reference/dumps/tiny.dump";
+    const char *model_path = argc > 2 ? argv[2] : "tests/reference/dumps/tiny_model.bin";
+    // the token file beside the dump: tests/reference/dumps/NAME.dump -> tests/reference/dumps/NAME_tokens.bin (make dumps)
     char tokens_default[4096];
     snprintf(tokens_default, sizeof tokens_default, "%.*s_tokens.bin",
              (int)(strlen(dump_path) > 5 && !strcmp(dump_path + strlen(dump_path) - 5, ".dump") ? strlen(dump_path) - 5

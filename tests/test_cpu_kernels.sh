@@ -32,7 +32,7 @@ for march in "${targets[@]}"; do
   gcc $CFLAGS_TEST -march="$march" -o "$tmp/test_cpu_kernels_$march" tests/unit/test_cpu_kernels.c -lm &
   pids+=($!)
 done
-gcc $CFLAGS_TEST -march=native -o "$tmp/bench_cpu_kernels" dev/bench_cpu_kernels.c -lm &
+gcc $CFLAGS_TEST -march=native -o "$tmp/bench_cpu_kernels" tools/bench/bench_cpu_kernels.c -lm &
 pids+=($!)
 "$PY" tests/unit/cpu_kernels_ref.py "$tmp/ref.bin"
 for pid in "${pids[@]}"; do

@@ -9,7 +9,7 @@
 #      of a short split read as B=4 spread rows equals the mean of four runs at B=1, each validating
 #      on a file holding just one of those rows (row b starts at token b*(ntok-1-T)/(B-1), worked
 #      out here, not by the trainer), on 1 rank and on 2.
-# The model has a vocabulary of 1024 (the splits' ids taken modulo 1024, dev/remap_tokens.py): GPT-2's
+# The model has a vocabulary of 1024 (the splits' ids taken modulo 1024, tests/reference/remap_tokens.py): GPT-2's
 # 50,257 would need 20 GiB of logits and probabilities at B*T = 32,768 on the CPU.
 # The bad inputs (-b/-t no split serves, a -j folder, FIFO or missing file) are in test_bad_inputs.sh.
 . "$(dirname "$0")/lib.sh"
@@ -17,7 +17,7 @@ make -s train_gpt2_zero3 >/dev/null || fail "build"
 TRAIN=data/tinyshakespeare/tiny_shakespeare_train.bin
 VAL=data/tinyshakespeare/tiny_shakespeare_val.bin
 [ -f "$TRAIN" ] && [ -f "$VAL" ] || fail "missing $TRAIN or $VAL (make data)"
-$PY dev/remap_tokens.py "$TRAIN" "$work/train.bin" 1024 && $PY dev/remap_tokens.py "$VAL" "$work/val.bin" 1024 ||
+$PY tests/reference/remap_tokens.py "$TRAIN" "$work/train.bin" 1024 && $PY tests/reference/remap_tokens.py "$VAL" "$work/val.bin" 1024 ||
   fail "remap_tokens.py"
 
 # d2c64h2t1024 with V = Vp = 1024 as llm.c fp32 model files (version 3): model.bin with GPT-2's init,

@@ -13,7 +13,7 @@ for z in 1 2; do
 done
 echo "ok   CPU trainer: 140 blocks (142 units) at -z 1 and -z 2 on 2 ranks"
 if command -v mpicxx >/dev/null; then
-  dev/cuda/emu/build.sh "$work/train_emu" train_gpt2_zero3.cu -DENABLE_FP32 -DUSE_MPI --library >"$work/build.log" 2>&1 \
+  tools/emu/build.sh "$work/train_emu" train_gpt2_zero3.cu -DENABLE_FP32 -DUSE_MPI --library >"$work/build.log" 2>&1 \
     || { tail -20 "$work/build.log"; fail "emulator build of the GPU trainer"; }
   for z in 1 2; do
     timeout 300 mpirun -np 2 "$work/train_emu" "${D[@]}" -x 1 -z $z >"$work/gpu$z.out" 2>&1 \

@@ -8,8 +8,29 @@
 # cheap figure marked slow);
 # the README is a front door (under 300 lines); every script a document runs as scripts/NAME has
 # its run bit; every image a document shows exists; no document sends the reader to files they
-# do not have.
+# do not have; no tracked file describes how the project itself was developed (its words below).
 . "$(dirname "$0")/lib.sh"
+
+# The product speaks to its users, who own a GPU or rent one by the hour: no tracked file tells how
+# the project was developed (a GPU lent or borrowed for it, the tool of that arrangement, its options
+# and limits, the sessions and other work that shared the machine). One grep of the tracked files,
+# each hit printed as file:line; first the pattern itself on phrases it must refuse and must pass.
+DEV_WORDS='\blent\b|\bborrow(ed|ing)?\b|\blend(s|ing)? (a |the |this )?(GPU|device|machine)|device[ -]tools?\b|device time'
+DEV_WORDS+='|\bsessions?\b|files_at|files_fetch|give_back|budget_left|can_start_another|GPU_LOG|warm machine|timeout_s [0-9]'
+DEV_WORDS+='|--carry\b|\bcarry (list|limit)|\bcarried (files?|paths?|to)\b|print_carry|\bcarry_'
+DEV_WORDS+="|\\b(the|a|this|each|earlier|longer|first|GPU) visits?\\b|visit's\\b"
+for refused in "no GPU was lent" "a borrowed GPU" "the device tool's 64 MiB" "its --carry list" "in this session" \
+               "the files_at folder" "call give_back" "the first GPU visit" "an earlier visit's answers" "timeout_s 570"; do
+  grep -qiE "$DEV_WORDS" <<<"$refused" || fail "the development-words check does not refuse '$refused'"
+done
+for passed in "the link cannot carry more" "units are visited in reverse" "the verbs its files lend each other" \
+               "collective_timeout_s" "a GPU you rent by the hour" "talent"; do
+  grep -qiE "$DEV_WORDS" <<<"$passed" && fail "the development-words check refuses the plain '$passed'"
+done
+if git grep -n -I -i -E "$DEV_WORDS" -- . ':!tests/test_docs.sh'; then
+  fail "the files above describe how the project was developed, not what it is (rewrite them for its users)"
+fi
+echo "no tracked file describes how the project was developed (lent GPUs, the tool, sessions, carry, visits)"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] || make -s data >/dev/null || fail "make data"
 

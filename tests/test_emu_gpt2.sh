@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU trainer's test (test_gpt2cu) run on the CPU emulator of CUDA (dev/cuda/emu) against the
+# The GPU trainer's test (test_gpt2cu) run on the CPU emulator of CUDA (tools/emu) against the
 # PyTorch dump, with streams reordered adversarially and, built with -DUSE_MPI, real NCCL
 # collectives between processes over MPI: the whole GPU code path on N ranks, without a GPU.
 #
@@ -12,16 +12,16 @@
 #   FP32 DDP build (-DZERO3_DDP_ONLY), 2 ranks                                  ~15 s
 #   BF16 1 rank, stage 3 (bf16 kernels, casts and the bf16 collectives' path)   ~25 s
 # Not here, for time: every stage on every N (mpirun -np N ... with TEST_STAGES unset, ~90 s per
-# N), the full vocabulary (tiny dump, dev/cuda/emu/run_trainer_check.sh, ~15 min), BF16 on N ranks.
+# N), the full vocabulary (tiny dump, tools/emu/run_trainer_check.sh, ~15 min), BF16 on N ranks.
 . "$(dirname "$0")/lib.sh"
 make -s dumps >/dev/null || fail "make dumps"
 command -v mpicxx >/dev/null && command -v mpirun >/dev/null || { echo "SKIP: no MPI (mpicxx, mpirun)"; exit 0; }
-SMALL="dev/ref/small.dump dev/ref/small_model.bin"
+SMALL="tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin"
 start=$(date +%s)
 
 build() {  # build NAME FLAGS...: one emulated test_gpt2cu into $work/NAME
   local name=$1; shift
-  dev/cuda/emu/build.sh "$work/$name" test_gpt2.cu "$@" --library > "$work/build_$name.log" 2>&1 ||
+  tools/emu/build.sh "$work/$name" test_gpt2.cu "$@" --library > "$work/build_$name.log" 2>&1 ||
     { cat "$work/build_$name.log"; fail "emulator build $name ($*)"; }
 }
 build fp32_mpi -DENABLE_FP32 -DUSE_MPI &

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU kernels run under the CPU emulator of CUDA (dev/cuda/emu), every output element
+# The GPU kernels run under the CPU emulator of CUDA (tools/emu), every output element
 # against its CPU reference, in BF16 and FP32: fused flash attention forward and backward, the
 # portable kernels and (BF16) the tensor-core ones on the emulator's WMMA (also against the
 # materialized path and each other, each run twice for determinism), the classifier's forward
@@ -14,16 +14,16 @@
 # __syncthreads shows up as a wrong result only under some schedules. No GPU and no nvcc needed.
 . "$(dirname "$0")/lib.sh"
 start=$(date +%s)
-dev/cuda/emu/run_dev_checks.sh attention classifier matmul layernorm adamw norm residual quantize || fail "emulated kernel checks"
+tools/emu/run_kernel_checks.sh attention classifier matmul layernorm adamw norm residual quantize || fail "emulated kernel checks"
 for p in bf16 fp32; do
-  EMU_SCHED_SEED=7 OMP_NUM_THREADS=2 dev/cuda/bin/emu/attention_$p > "$work/att_$p.log" 2>&1 ||
+  EMU_SCHED_SEED=7 OMP_NUM_THREADS=2 tests/cuda/bin/emu/attention_$p > "$work/att_$p.log" 2>&1 ||
     { grep -E "FAIL|emulator|outside" "$work/att_$p.log" | head; fail "attention_$p under EMU_SCHED_SEED=7"; }
   echo "attention_$p under EMU_SCHED_SEED=7: $(grep -c '^KERNEL .* PASS' "$work/att_$p.log") PASS"
 done
 # a cuBLASLt without the GELU and bias-gradient epilogues (older libraries, some shapes): the
 # trainer's fallbacks (separate GELU, bias_backward kernels) give the same results
 for p in bf16 fp32; do
-  EMU_LT_NO_GELU=1 EMU_LT_NO_BGRAD=1 OMP_NUM_THREADS=2 dev/cuda/bin/emu/matmul_$p > "$work/mm_$p.log" 2>&1 ||
+  EMU_LT_NO_GELU=1 EMU_LT_NO_BGRAD=1 OMP_NUM_THREADS=2 tests/cuda/bin/emu/matmul_$p > "$work/mm_$p.log" 2>&1 ||
     { grep -E "FAIL|emulator" "$work/mm_$p.log" | head; fail "matmul_$p without the GELU and BGRADB epilogues"; }
   echo "matmul_$p without the GELU and BGRADB epilogues: $(grep -c '^KERNEL .* PASS' "$work/mm_$p.log") PASS"
 done

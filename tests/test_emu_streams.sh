@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU emulator sees cross-stream races (dev/cuda/emu/emu_streams.h): the GPU trainer's test,
+# The CPU emulator sees cross-stream races (tools/emu/include/emu_streams.h): the GPU trainer's test,
 # emulated, fails when either event wait of gpu/backend_nccl.cuh is removed and passes with both.
 #   ZERO3_TEST_DROP_WAIT=1  the comm stream no longer waits for the compute stream before a
 #                           collective: a gather/reduce-scatter reads what no kernel wrote yet
@@ -10,9 +10,9 @@
 # dump; a dropped wait must fail with MISMATCHes, not crash. The three runs go side by side.
 . "$(dirname "$0")/lib.sh"
 make -s dumps >/dev/null || fail "make dumps"
-SMALL="dev/ref/small.dump dev/ref/small_model.bin"
+SMALL="tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin"
 for v in 0 1 2; do
-  dev/cuda/emu/build.sh "$work/test_drop$v" test_gpt2.cu -DENABLE_FP32 -DUSE_MPI -DZERO3_TEST_DROP_WAIT=$v --library \
+  tools/emu/build.sh "$work/test_drop$v" test_gpt2.cu -DENABLE_FP32 -DUSE_MPI -DZERO3_TEST_DROP_WAIT=$v --library \
     > "$work/build$v.log" 2>&1 &
 done
 wait

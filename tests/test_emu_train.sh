@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU trainer itself (train_gpt2_zero3.cu, BF16) on the CPU emulator of CUDA (dev/cuda/emu), for
+# The GPU trainer itself (train_gpt2_zero3.cu, BF16) on the CPU emulator of CUDA (tools/emu), for
 # what its end-of-run summary and data loading say (~1 minute, most of it the build):
 #   - the cuBLASLt epilogue fallback line, `epilogue fallbacks: gelu N, bgradb M`, against a count by
 #     hand: with the emulated library playing one without the GELU and bias-gradient epilogues
@@ -19,11 +19,11 @@
 . "$(dirname "$0")/lib.sh"
 command -v g++ >/dev/null || { echo "SKIP: no g++ for the emulator"; exit 0; }
 make -s dumps >/dev/null || fail "make dumps"
-MODEL=dev/ref/small_model.bin    # L=3 C=72 NH=3 V=1024 maxT=64 (dev/gpt2_reference.py)
-TOKENS=dev/ref/small_tokens.bin  # tinyshakespeare's validation split, ids modulo 1024
+MODEL=tests/reference/dumps/small_model.bin    # L=3 C=72 NH=3 V=1024 maxT=64 (tests/reference/gpt2_reference.py)
+TOKENS=tests/reference/dumps/small_tokens.bin  # tinyshakespeare's validation split, ids modulo 1024
 L=3
 t0=$(date +%s)
-dev/cuda/emu/build.sh "$work/train" train_gpt2_zero3.cu -DENABLE_BF16 --library \
+tools/emu/build.sh "$work/train" train_gpt2_zero3.cu -DENABLE_BF16 --library \
   >"$work/build.log" 2>&1 || { tail -20 "$work/build.log"; fail "emulator build of train_gpt2_zero3.cu"; }
 echo "build: $(( $(date +%s) - t0 )) s"
 # a 50-token validation split: fewer than B*T+1 = 65 at -b 2 -t 32
@@ -92,7 +92,7 @@ echo "ok   with the epilogues: gelu 0, bgradb 0 ($(( $(date +%s) - t0 )) s in al
 # output; the two attentions round P and dS at other points). Per token that moves the loss by a few
 # u at most, with signs that differ token to token, so the mean over B*T = 64 tokens moves by about
 # u/sqrt(64) = 5e-4; 5 steps of lr-1e-3 updates add less. 2e-3 is four times that; a missing bias,
-# GELU or attention term moves the losses by far more (dev/cuda/matmul.cu and attention.cu check each
+# GELU or attention term moves the losses by far more (tests/cuda/matmul.cu and attention.cu check each
 # path element by element). Measured here: 1.5e-4 (epilogues off), 4e-5 (portable attention).
 losses() { sed -n 's/^step .* | loss \([0-9.]*\) .*/\1/p' "$1"; }
 same_losses() {  # same_losses WHAT LOG: LOG's 5 losses against the fused run's, within 2e-3 relative
@@ -116,7 +116,7 @@ same_losses "ZERO3_GPU_ATTENTION=portable (portable attention, BF16 build)" "$wo
 
 # ZeRO++ through the GPU backend's own collectives (FP32, 2 ranks over MPI) against the CPU trainer
 if command -v mpicxx >/dev/null; then
-  dev/cuda/emu/build.sh "$work/train_mpi" train_gpt2_zero3.cu -DENABLE_FP32 -DUSE_MPI --library >"$work/build_mpi.log" 2>&1 ||
+  tools/emu/build.sh "$work/train_mpi" train_gpt2_zero3.cu -DENABLE_FP32 -DUSE_MPI --library >"$work/build_mpi.log" 2>&1 ||
     { tail -20 "$work/build_mpi.log"; fail "emulator build of train_gpt2_zero3.cu with MPI"; }
   make -s train_gpt2_zero3 || fail "make train_gpt2_zero3"
   # the FP32 build takes only fp32

@@ -4,7 +4,7 @@
 #     again without training (-l 0) gives the same file byte for byte (no rank held the whole model
 #     either way);
 #  2. the imported model's validation loss equals the exporting run's final validation loss;
-#  3. PyTorch (dev/gpt2_reference.py --load, which validates llm.c's format independently) reads the
+#  3. PyTorch (tests/reference/gpt2_reference.py --load, which validates llm.c's format independently) reads the
 #     export and computes the same loss on the same batch as our trainer's forward;
 #  4. the bf16 export (llm.c version 5) holds exactly torch's bf16 rounding of the fp32 weights, and
 #     both PyTorch and our trainer load it and agree on its loss;
@@ -26,8 +26,8 @@ last_val() { awk -F, 'NR > 1 && $3 != "" {v = $3} END {print v}' "$1/log.csv"; }
 close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }
 # ref_loss MODEL: PyTorch's loss on the first B*T window of the val file (its step 1 loss)
 ref_loss() {
-  $PY dev/gpt2_reference.py --load "$1" --tokens "$VAL" --B 2 --T 16 --steps 1 --lr 0 >"$work/ref.out" 2>&1 \
-    || { cat "$work/ref.out"; fail "dev/gpt2_reference.py --load $1 failed"; }
+  $PY tests/reference/gpt2_reference.py --load "$1" --tokens "$VAL" --B 2 --T 16 --steps 1 --lr 0 >"$work/ref.out" 2>&1 \
+    || { cat "$work/ref.out"; fail "tests/reference/gpt2_reference.py --load $1 failed"; }
   sed -n 's/^step  *1\/1: loss \([0-9.]*\).*/\1/p' "$work/ref.out"
 }
 M=(-e d2c48h2t32 -b 2 -t 16)

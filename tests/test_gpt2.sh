@@ -9,14 +9,14 @@
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 test_gpt2 ddp >/dev/null || fail "build"
 make -s dumps >/dev/null || fail "make dumps"
-TINY="dev/ref/tiny.dump dev/ref/tiny_model.bin"
-SMALL="dev/ref/small.dump dev/ref/small_model.bin"
-CLIP="dev/ref/clip.dump dev/ref/clip_model.bin"
+TINY="tests/reference/dumps/tiny.dump tests/reference/dumps/tiny_model.bin"
+SMALL="tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin"
+CLIP="tests/reference/dumps/clip.dump tests/reference/dumps/clip_model.bin"
 # the clip reference must cross its threshold in some steps and not in others, or it tests nothing
-$PY - <<'PY' || fail "dev/ref/clip.dump does not have both clipped and unclipped steps"
+$PY - <<'PY' || fail "tests/reference/dumps/clip.dump does not have both clipped and unclipped steps"
 import sys; sys.path.insert(0, "tests/reference")
 import numpy_gpt2 as ng
-h, r, _ = ng.read_dump("dev/ref/clip.dump")
+h, r, _ = ng.read_dump("tests/reference/dumps/clip.dump")
 norms = r["train_grad_norms"]; G = h["grad_clip"]
 above, below = int((norms > G).sum()), int((norms < G).sum())
 print(f"clip.dump: threshold {G:g}, {above} steps above it, {below} below, closest {abs(norms - G).min():.3g} away")

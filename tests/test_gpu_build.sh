@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU target compiles for sm_90 (H100/H200) without errors and without register spills:
-# the dev/cuda kernel checks (BF16 and FP32), and train_gpt2_zero3cu / test_gpt2cu in BF16, FP32
+# the tests/cuda kernel checks (BF16 and FP32), and train_gpt2_zero3cu / test_gpt2cu in BF16, FP32
 # and DDP=1 (USE_MPI=0, as on the GPU machine), the trainer with ATTENTION=portable and materialized. Nothing runs: CI has no GPU. Without nvcc: SKIP.
 # The builds go to a scratch copy of the sources, so the repository's own binaries are untouched.
 set -uo pipefail
@@ -11,16 +11,16 @@ root="$PWD"
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/gpu_build.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
 # the sources the GPU targets need, nothing else (no data, no dumps; the library finder the Makefile runs)
-tar -cf - --exclude=dev/cuda/bin Makefile ./*.h ./*.c ./*.cu host cpu proc observe tests/test_checks.h tests/dump.h gpu dev/cuda scripts/gpu_find_libs.sh 2>/dev/null | (cd "$scratch" && tar -xf -)
+tar -cf - --exclude=tests/cuda/bin Makefile ./*.h ./*.c ./*.cu host cpu proc observe tests/test_checks.h tests/dump.h gpu tests/cuda scripts/gpu_find_libs.sh 2>/dev/null | (cd "$scratch" && tar -xf -)
 jobs=$(nproc 2>/dev/null || echo 2)
 fail=0
 start=$(date +%s)
 
-# dev/cuda: all programs, both precisions, in parallel
-if ! make -C "$scratch/dev/cuda" -j"$jobs" NVCC="$NVCC" all > "$scratch/dev_cuda.log" 2>&1; then
-  echo "FAIL: dev/cuda build"; grep -E "error|Error" "$scratch/dev_cuda.log" | head -20; fail=1
+# tests/cuda: all programs, both precisions, in parallel
+if ! make -C "$scratch/tests/cuda" -j"$jobs" NVCC="$NVCC" all > "$scratch/cuda_checks.log" 2>&1; then
+  echo "FAIL: tests/cuda build"; grep -E "error|Error" "$scratch/cuda_checks.log" | head -20; fail=1
 else
-  echo "ok: dev/cuda ($(ls "$scratch/dev/cuda/bin" | wc -l) programs)"
+  echo "ok: tests/cuda ($(ls "$scratch/tests/cuda/bin" | wc -l) programs)"
 fi
 
 # the trainer and its test, one configuration after the other (they share output names)
@@ -38,11 +38,11 @@ if [ -f train_gpt2_zero3.cu ] && [ -f test_gpt2.cu ]; then
 fi
 
 # the trainer with the other attention paths (BF16): only their call sites differ, the kernels are
-# compiled above in dev/cuda/attention.cu. One target each: the two side by side, each in its own
+# compiled above in tests/cuda/attention.cu. One target each: the two side by side, each in its own
 # copy of the sources (their outputs share a name)
 if [ -f train_gpt2_zero3.cu ]; then
   for att in portable materialized; do
-    mkdir "$scratch/att_$att" && (cd "$scratch" && tar -cf - --exclude='./att_*' --exclude='./*.log' --exclude=./dev/cuda/bin \
+    mkdir "$scratch/att_$att" && (cd "$scratch" && tar -cf - --exclude='./att_*' --exclude='./*.log' --exclude=./tests/cuda/bin \
       --exclude=./train_gpt2_zero3cu --exclude=./test_gpt2cu .) | (cd "$scratch/att_$att" && tar -xf -)
     ( make -C "$scratch/att_$att" NVCC="$NVCC" PRECISION=BF16 ATTENTION="$att" USE_MPI=0 train_gpt2_zero3cu \
         > "$scratch/build_att_$att.log" 2>&1; echo $? > "$scratch/att_$att.rc" ) &

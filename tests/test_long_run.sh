@@ -13,7 +13,7 @@
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 ddp dumps >/dev/null || fail "build"
 STEPS=300
-DATA=(-e dev/ref/small_model.bin -i dev/ref/small_tokens.bin -j dev/ref/small_tokens.bin)
+DATA=(-e tests/reference/dumps/small_model.bin -i tests/reference/dumps/small_tokens.bin -j tests/reference/dumps/small_tokens.bin)
 COMMON=("${DATA[@]}" -t 8 -x $STEPS -v 50 -m 2 -s 100 -g 8 -n 100 -l 1e-3 -c 0.1)
 export ZERO3_CHECK_STEPS=1
 fds_before=$(ls /proc/$$/fd | wc -l)

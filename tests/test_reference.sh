@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of the PyTorch reference (dev/gpt2_reference.py) and the C dump reader (dump.h), against
+# Tests of the PyTorch reference (tests/reference/gpt2_reference.py) and the C dump reader (dump.h), against
 # independent computations in tests/reference/ (NumPy forward, backward and AdamW; finite
 # differences; a hand-checkable model), plus bad inputs and corrupted dumps. About 20 s on 2 cores.
 set -u
@@ -12,7 +12,7 @@ if [ -z "$PY" ]; then
     done
 fi
 if [ -z "$PY" ]; then echo "FAIL  no python3 with torch and numpy (set PYTHON=...)"; exit 1; fi
-REF=dev/gpt2_reference.py
+REF=tests/reference/gpt2_reference.py
 CHK=tests/reference/checks.py
 WORK=$(mktemp -d /tmp/test_reference.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every script a user runs holds the trainer's standard (docs/operations.md, "What a run guarantees"):
-#  1. each script under scripts/ (but cluster.sh, tested by test_cluster) and the README's dev/ scripts is fed at least one bad argument and one damaged input
+#  1. each script under scripts/ (but cluster.sh, tested by test_cluster) and under scripts/figures/ is fed at least one bad argument and one damaged input
 #     (a truncated or empty log, a truncated or damaged trace, a truncated model file, a garbage
 #     table, a non-executable command, a picture git does not hold; where a script reads no file,
 #     an output path that cannot be one): one line starting 'error' naming the argument or file, a
@@ -62,15 +62,15 @@ bad scripts/plot_trace.py arg "folder $work/nowhere does not exist" $P scripts/p
 bad scripts/plot_trace.py input "truncated.json: not a trace: not JSON" $P scripts/plot_trace.py "$keep/truncated.json" "$work/t.png"
 bad scripts/plot_trace.py input "damaged.json: a damaged event" $P scripts/plot_trace.py "$keep/damaged.json" "$work/t.png"
 bad scripts/plot_trace.py input "empty.csv: not a trace" $P scripts/plot_trace.py "$keep/empty.csv" "$work/t.png"
-bad dev/plot_compare.py arg "required: --zero3" $P dev/plot_compare.py --ddp "$log" --out "$work/c.png"
-bad dev/plot_compare.py input "truncated.csv: line 2" $P dev/plot_compare.py --ddp "$log" --zero3 "$keep/truncated.csv" --out "$work/c.png"
-bad dev/plot_compare.py arg "^error: give --out PNG .a picture. or --table N .the table., one of them" $P dev/plot_compare.py --ddp "$log" --zero3 "$log" --out "$work/c.png" --table 4
-bad dev/plot_compare.py arg "^error: --table: the runs' ranks, at least 1, got 0" $P dev/plot_compare.py --ddp "$log" --zero3 "$log" --table 0
-bad dev/plot_figures.py arg "usage: plot_figures.py" $P dev/plot_figures.py bogus "$work/f.png"
-bad dev/plot_figures.py input "variants.txt: line 1: a damaged row" $P dev/plot_figures.py stages "$keep/variants.txt" "$work/f.png" T
-bad dev/plot_figures.py input "header_only.csv: a header and no rows" $P dev/plot_figures.py losses "$work/f.png" T "a=$keep/header_only.csv"
-bad dev/plot_zeropp.py arg "nowhere: no such folder" $P dev/plot_zeropp.py "$work/nowhere"
-bad dev/plot_zeropp.py input "zp/exact/log.csv: line 2" $P dev/plot_zeropp.py "$keep/zp"
+bad scripts/plot_compare.py arg "required: --zero3" $P scripts/plot_compare.py --ddp "$log" --out "$work/c.png"
+bad scripts/plot_compare.py input "truncated.csv: line 2" $P scripts/plot_compare.py --ddp "$log" --zero3 "$keep/truncated.csv" --out "$work/c.png"
+bad scripts/plot_compare.py arg "^error: give --out PNG .a picture. or --table N .the table., one of them" $P scripts/plot_compare.py --ddp "$log" --zero3 "$log" --out "$work/c.png" --table 4
+bad scripts/plot_compare.py arg "^error: --table: the runs' ranks, at least 1, got 0" $P scripts/plot_compare.py --ddp "$log" --zero3 "$log" --table 0
+bad scripts/figures/plot_figures.py arg "usage: plot_figures.py" $P scripts/figures/plot_figures.py bogus "$work/f.png"
+bad scripts/figures/plot_figures.py input "variants.txt: line 1: a damaged row" $P scripts/figures/plot_figures.py stages "$keep/variants.txt" "$work/f.png" T
+bad scripts/figures/plot_figures.py input "header_only.csv: a header and no rows" $P scripts/figures/plot_figures.py losses "$work/f.png" T "a=$keep/header_only.csv"
+bad scripts/figures/plot_zeropp.py arg "nowhere: no such folder" $P scripts/figures/plot_zeropp.py "$work/nowhere"
+bad scripts/figures/plot_zeropp.py input "zp/exact/log.csv: line 2" $P scripts/figures/plot_zeropp.py "$keep/zp"
 bad scripts/doc_figures.py arg "usage: doc_figures.py" $P scripts/doc_figures.py --bogus
 bad scripts/doc_figures.py input "broken.md: a '<!-- figure: CMD -->' marker without" $P scripts/doc_figures.py --check "$keep/broken.md"
 bad scripts/bench_cpu.sh arg "^error: -b: 3 is split over 1 and 2 ranks" scripts/bench_cpu.sh -b 3
@@ -108,14 +108,14 @@ bad scripts/test.sh arg "^error: x: test.sh takes no arguments" scripts/test.sh 
 bad scripts/test.sh input "^error: TESTS: bogus is not a test" env TESTS=bogus scripts/test.sh
 bad scripts/install_deps.sh arg "^error: x: install_deps.sh takes no arguments" scripts/install_deps.sh x
 bad scripts/install_deps.sh input "^error: dpkg-query: not found" env PATH=/nonexistent /bin/bash scripts/install_deps.sh
-bad dev/zeropp_curves.sh arg "^error: RUNS: bogus is not a run" env RUNS=bogus dev/zeropp_curves.sh "$work/zq"
-bad dev/zeropp_curves.sh input "^error: OUT/exact: .*holds earlier results" dev/zeropp_curves.sh "$keep/zp"
-bad dev/zeropp_curves.sh arg "^error: .*/zq: --table writes into a temporary folder of its own" dev/zeropp_curves.sh --table "$work/zq"
-bad dev/pitfall1_table.sh arg "^error: extra: unexpected argument" dev/pitfall1_table.sh "$work/p1" extra
-bad dev/pitfall1_table.sh input "^error: DIR: .*keep holds earlier results" dev/pitfall1_table.sh "$keep"
+bad scripts/figures/zeropp_curves.sh arg "^error: RUNS: bogus is not a run" env RUNS=bogus scripts/figures/zeropp_curves.sh "$work/zq"
+bad scripts/figures/zeropp_curves.sh input "^error: OUT/exact: .*holds earlier results" scripts/figures/zeropp_curves.sh "$keep/zp"
+bad scripts/figures/zeropp_curves.sh arg "^error: .*/zq: --table writes into a temporary folder of its own" scripts/figures/zeropp_curves.sh --table "$work/zq"
+bad scripts/figures/pitfall1_table.sh arg "^error: extra: unexpected argument" scripts/figures/pitfall1_table.sh "$work/p1" extra
+bad scripts/figures/pitfall1_table.sh input "^error: DIR: .*keep holds earlier results" scripts/figures/pitfall1_table.sh "$keep"
 [ ! -e "$work/p1" ] || fail "pitfall1_table.sh made its folder before refusing its arguments"
-bad dev/bf16_curves.sh arg "^error: -o: dev/bf16_curves.sh sets the precision and the output" dev/bf16_curves.sh "${M[@]}" -x 2 -o "$work/bq"
-bad dev/bf16_curves.sh input "^error: flag -i: .*truncated.bin: .*shorter than the 1024-byte header" dev/bf16_curves.sh "${M[@]}" -x 2 -i "$keep/truncated.bin"
+bad scripts/figures/bf16_curves.sh arg "^error: -o: scripts/figures/bf16_curves.sh sets the precision and the output" scripts/figures/bf16_curves.sh "${M[@]}" -x 2 -o "$work/bq"
+bad scripts/figures/bf16_curves.sh input "^error: flag -i: .*truncated.bin: .*shorter than the 1024-byte header" scripts/figures/bf16_curves.sh "${M[@]}" -x 2 -i "$keep/truncated.bin"
 bad scripts/train.sh arg "^error: -x: unknown option .*after --" scripts/train.sh -x 3
 bad scripts/train.sh arg "^error: --out .* and -- -o .* name two output folders" scripts/train.sh --out "$work/a" -- -o "$work/b"
 bad scripts/train.sh input "truncated.bin: too short" scripts/train.sh --cpu -- "${M[@]}" -e "$keep/truncated.bin" -x 1 -o "$work/ts_bad"
@@ -143,13 +143,13 @@ mkdir -p "$work/sb" && echo ckpt_garbage >"$work/sb/latest" && echo "step" >"$wo
 bad scripts/slurm/train.sbatch input "^error: train.sbatch: $work/sb holds an earlier run with no readable checkpoint" $SB --out "$work/sb" -- -x 2
 [ "$(cat "$work/sb/latest")" = ckpt_garbage ] && [ "$(ls "$work/sb" | wc -l)" = 2 ] || fail "train.sbatch changed a folder it refused"
 
-# the GPU visit's scripts: every setting checked, and no GPU found, before anything is built or an
-# earlier visit's answers are touched (an OUT that holds them is refused and left as it was)
-mkdir -p "$work/visit" && echo "an earlier visit" >"$work/visit/summary.txt"
+# the GPU check's scripts: every setting checked, and no GPU found, before anything is built or an
+# earlier run's answers are touched (a GPU_CHECK_OUT that holds them is refused and left as it was)
+mkdir -p "$work/earlier" && echo "an earlier run" >"$work/earlier/summary.txt"
 bad scripts/gpu_first.sh arg "^error: --bogus: unknown argument" bash scripts/gpu_first.sh --bogus
 bad scripts/gpu_first.sh arg "^error: GPU_CHECK_BUDGET=ten: must be a whole number" env GPU_CHECK_EMULATE=1 GPU_CHECK_BUDGET=ten bash scripts/gpu_first.sh
-bad scripts/gpu_first.sh input "^error: OUT=$work/visit: holds an earlier visit's summary.txt" env GPU_CHECK_EMULATE=1 OUT="$work/visit" bash scripts/gpu_first.sh
-[ "$(cat "$work/visit/summary.txt")" = "an earlier visit" ] || fail "gpu_first.sh changed an earlier visit's summary"
+bad scripts/gpu_first.sh input "^error: GPU_CHECK_OUT=$work/earlier: holds an earlier run's summary.txt" env GPU_CHECK_EMULATE=1 GPU_CHECK_OUT="$work/earlier" bash scripts/gpu_first.sh
+[ "$(cat "$work/earlier/summary.txt")" = "an earlier run" ] || fail "gpu_first.sh changed an earlier run's summary"
 command -v nvidia-smi >/dev/null 2>&1 ||
   bad scripts/gpu_first.sh arg "^error: no GPU here" env -u GPU_CHECK_EMULATE bash scripts/gpu_first.sh
 bad scripts/gpu_check.sh arg "^error: extra: gpu_check.sh takes no arguments" bash scripts/gpu_check.sh extra
@@ -157,8 +157,8 @@ bad scripts/gpu_check.sh input "^error: GPU_CHECK_EMULATE=yes: must be 0 or 1" e
 bad scripts/gpu_find_libs.sh arg "^error: --bogus: unknown argument" bash scripts/gpu_find_libs.sh --bogus
 bad scripts/gpu_find_libs.sh input "^error: CUDA_HOME=$keep/truncated.csv: not a folder" env CUDA_HOME="$keep/truncated.csv" bash scripts/gpu_find_libs.sh --report
 
-for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name cluster.sh | sort) dev/plot_compare.py \
-         dev/plot_figures.py dev/plot_zeropp.py dev/zeropp_curves.sh dev/bf16_curves.sh dev/pitfall1_table.sh; do
+for s in $(find scripts -maxdepth 1 -type f -perm -u+x ! -name cluster.sh | sort) scripts/plot_compare.py \
+         $(find scripts/figures -type f | sort); do
   [ -n "${arg_cases[$s]:-}" ] && [ -n "${input_cases[$s]:-}" ] || fail "$s: no bad-argument or no damaged-input case in this test"
 done
 echo "ok   every script: ${#arg_cases[@]} scripts with bad arguments, ${#input_cases[@]} with damaged inputs"

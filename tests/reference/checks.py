@@ -1,5 +1,5 @@
 """
-Checks of dev/gpt2_reference.py's outputs against independent computations, one subcommand each;
+Checks of tests/reference/gpt2_reference.py's outputs against independent computations, one subcommand each;
 tests/test_reference.sh drives them. Every check prints what it measured and exits non-zero on a
 mismatch.
 
@@ -12,7 +12,7 @@ mismatch.
   zero-lnf-dump MODEL DUMP            the hand-checkable case: loss ln(V), zero logits, lnf grads
   to-bf16 MODEL_IN MODEL_OUT          version-5 (bf16) copy of an fp32 model file
   same-model A B                      two model files hold the same values (A may be bf16)
-  reader-summary DUMP C_OUTPUT        dev/test_dump_reader's printout agrees with this reading
+  reader-summary DUMP C_OUTPUT        tests/unit/test_dump_reader.c's printout agrees with this reading
   corrupt DUMP OUTDIR                 writes corrupted copies OUTDIR/<case>.dump; prints case keyword
 """
 

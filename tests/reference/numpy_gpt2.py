@@ -1,5 +1,5 @@
 """
-An independent GPT-2 in NumPy, float64, used only to check dev/gpt2_reference.py.
+An independent GPT-2 in NumPy, float64, used only to check tests/reference/gpt2_reference.py.
 
 It shares no code with the torch script: its own readers of the three file formats (llm.c model,
 llm.c tokens, activation dump), its own layernorm / attention / GELU / cross-entropy written out

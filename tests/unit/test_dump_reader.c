@@ -1,6 +1,6 @@
 /*
 Reads an activation dump with dump.h and prints what it found, so tests/test_reference.sh can
-compare it with an independent Python reading of the same file (tests/reference/check_dump.py).
+compare it with an independent Python reading of the same file (tests/reference/checks.py reader-summary).
 
     gcc -O2 -Wall -Wextra -I. -o /tmp/test_dump_reader tests/unit/test_dump_reader.c -lm
     /tmp/test_dump_reader FILE

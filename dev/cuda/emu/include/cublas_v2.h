@@ -1,3 +1,0 @@
-// dev/cuda/emu/include/cublas_v2.h: the emulator's cuBLAS (emu_blas.h holds the GEMMs).
-#pragma once
-#include "emu_blas.h"
