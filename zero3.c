@@ -698,6 +698,11 @@ Zero3Reduction zero3_reduction_for(const Zero3UnitFacts *f, int micro, int micro
     return r;
 }
 
+// Micro-step 0 of 2 is not the last: only gradients reduced every micro-step get a collective there.
+int zero3_reduces_every_micro_step(const Zero3UnitFacts *f) {
+    return zero3_reduction_for(f, 0, 2).how != ZERO3_REDUCE_NONE;
+}
+
 // Params FULL with the optimizer SHARDED (stages 1-2): each rank updated its slice, all need them all.
 int zero3_gathers_after_step(const Zero3UnitFacts *f) {
     return f->layout.params == ZERO3_FULL && f->layout.optimizer == ZERO3_SHARDED && f->world > 1;

@@ -293,6 +293,8 @@ Zero3UnitFacts zero3_unit_facts(const Zero3 *z, int u);   // what the policy rea
 Zero3Gather zero3_gather_for(const Zero3UnitFacts *f, Zero3Phase phase, int secondary_fresh);
 // The reduction a unit's gradients get at micro-step `micro` of `micro_steps`.
 Zero3Reduction zero3_reduction_for(const Zero3UnitFacts *f, int micro, int micro_steps);
+// 1 when the unit's gradients get a collective at every micro-step, not only the last (sharded grads).
+int zero3_reduces_every_micro_step(const Zero3UnitFacts *f);
 // 1 when the unit's params are all-gathered after the optimizer step (params FULL, optimizer SHARDED).
 int zero3_gathers_after_step(const Zero3UnitFacts *f);
 

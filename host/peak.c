@@ -7,7 +7,6 @@
 #include "peak.h"
 #include "passes.h"
 #include "../observe/zero3_observe.h"
-#include "plan.h"   // plan_reduces_every_micro_step
 #include "../proc/mpi_sum.h"
 
 const char *const PEAK_TERM_NAMES[PEAK_TERMS] = {"model state", "gathered", "gradients", "fragmentation", "activations",
@@ -85,7 +84,7 @@ static Zero3UnitFacts peak_facts(const PeakRun *r) {
 // resident buffer) and the params it gathers.
 static void pool_terms(const PeakRun *r, const PeakShapes *s, PeakBytes *out) {
     const Zero3UnitFacts f = peak_facts(r);
-    if (!plan_reduces_every_micro_step(&f)) return;   // every buffer resident, or the shard is the unit
+    if (!zero3_reduces_every_micro_step(&f)) return;   // every buffer resident, or the shard is the unit
     PeakMoment *m = (PeakMoment *)xmalloc((size_t)(2 * s->block_units + 8) * sizeof(PeakMoment));
     const int n = step_moments(r, s, m), params = zero3_gather_for(&f, ZERO3_FOR_FORWARD, 0).kind != ZERO3_COLL_KINDS;
     double most = -1.0, emb = 0.0, head = 0.0, block = 0.0;

@@ -231,9 +231,6 @@ PlanStepTime plan_predict_step(const PlanStepInput *in) {
     return t;
 }
 
-// Micro-step 0 of 2 is not the last: only gradients reduced every micro-step get a collective there.
-int plan_reduces_every_micro_step(const Zero3UnitFacts *f) { return zero3_reduction_for(f, 0, 2).how != ZERO3_REDUCE_NONE; }
-
 int plan_reduction_all_reduces(const Zero3UnitFacts *f) {
     const Zero3Collective row = zero3_reduction_row(zero3_reduction_for(f, 0, 1).how);
     return row != ZERO3_COLL_KINDS && zero3_coll_all_reduces(row);
@@ -273,7 +270,7 @@ static void print_stage_time(const Plan *p, int s, const Zero3Links *links, doub
     memset(&in, 0, sizeof in);
     const Zero3UnitFacts f = {.layout = ZERO3_STAGE_LAYOUT[s], .world = p->G, .replicas = p->R};   // a unit of stage s
     in.micro_steps = A;
-    in.reduces_every_micro_step = plan_reduces_every_micro_step(&f);
+    in.reduces_every_micro_step = zero3_reduces_every_micro_step(&f);
     in.prefetch = p->a->prefetch_depth >= 1;
     in.bwd_overlap = zero3_theory_backward_overlap(p->a->prefetch_depth, (Zero3BackwardPrefetch)p->a->backward_prefetch);
     in.fwd_s = compute / 3.0;          // forward 2 psi, backward 4 psi FLOPs per token

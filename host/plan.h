@@ -19,7 +19,7 @@ int plan_main(const TrainArgs *a, int align);
 typedef struct {
     int micro_steps;                   // A
     int reduces_every_micro_step;      // the policy reduces every micro-step's gradients (grads SHARDED:
-                                       // plan_reduces_every_micro_step); else the last one only
+                                       // zero3_reduces_every_micro_step); else the last one only
     int prefetch;                      // forward gathers issued ahead of use (-pd >= 1); 0: each one waited on in full
     Zero3BackwardOverlap bwd_overlap;  // the backward's gathers (-pd with -bp): zero3_theory_backward_overlap
     double fwd_s, bwd_s, other_s;      // compute per step: the forwards, the backwards, the rest (AdamW, the loop)
@@ -43,10 +43,9 @@ typedef struct {
 // to hide behind. step = compute + exposed.
 PlanStepTime plan_predict_step(const PlanStepInput *in);
 
-// The reduction policy's answers the time model reads, for a unit laid out as f says: 1 when every
-// micro-step's backward reduces (not the last one only), and 1 when the last one's reduction is an
-// all-reduce (zero3_reduction_for, zero3_coll_all_reduces).
-int plan_reduces_every_micro_step(const Zero3UnitFacts *f);
+// The reduction policy's answer the time model reads, for a unit laid out as f says: 1 when the last
+// micro-step's reduction is an all-reduce (zero3_reduction_for, zero3_coll_all_reduces; whether every
+// micro-step reduces is zero3_reduces_every_micro_step).
 int plan_reduction_all_reduces(const Zero3UnitFacts *f);
 
 // The links the flags describe for `world` ranks: -link (or -bw) inside a node, -linkx (or -bwx)

@@ -34,7 +34,7 @@ void predict_configure(RunPrediction *p, const TrainArgs *a, const Zero3 *z, con
     const Zero3UnitFacts stage = {.layout = ZERO3_STAGE_LAYOUT[a->stage], .world = z->world, .replicas = z->replicas,
                                   .quant_grads = z->cfg.quant_grads};   // a unit of the run's stage
     in->micro_steps = A;
-    in->reduces_every_micro_step = plan_reduces_every_micro_step(&stage);
+    in->reduces_every_micro_step = zero3_reduces_every_micro_step(&stage);
     in->prefetch = a->prefetch_depth >= 1;
     in->bwd_overlap = zero3_theory_backward_overlap(a->prefetch_depth, (Zero3BackwardPrefetch)a->backward_prefetch);
     plan_collective_seconds(ledger, &p->links, z->world, z->replicas, z->be->world, in->coll_s);
