@@ -621,18 +621,6 @@ static int params_at_rest(const Zero3 *z, int u) {
     return z->units[u].param_state == (params_sharded(z, u) ? ZERO3_PARAMS_SHARDED : ZERO3_PARAMS_RESIDENT);
 }
 
-void zero3_check_released(const Zero3 *z) {
-    for (int u = 0; u < z->nunits; u++) {
-        const Zero3Unit *U = &z->units[u];
-        if (busy(U) || !params_at_rest(z, u) || U->grad_state != ZERO3_GRADS_IDLE) {
-            fprintf(stderr, "zero3: unit %s still busy (params %s, %d holders, grads %s)\n", U->name,
-                    PARAM_STATE_NAMES[U->param_state], U->holders, GRAD_STATE_NAMES[U->grad_state]);
-            abort();
-        }
-    }
-    if (z->inflight.count) zero3_die("reductions still in flight");
-}
-
 // One unit at rest between steps: its params where its layout keeps them (SHARDED, or RESIDENT
 // when FULL), no holder, nothing gathered or kept, no gradient buffer open.
 static const char *unit_unrest(const Zero3 *z, int u) {
@@ -644,13 +632,22 @@ static const char *unit_unrest(const Zero3 *z, int u) {
     return NULL;
 }
 
-void zero3_check_step_end(Zero3 *z) {
+// Every unit at rest and no reduction in flight (what: "step end" or the pass), else the engine dies
+// naming the first unit that is not. The one definition of "at rest" both checks below use.
+static void check_units_at_rest(const Zero3 *z, const char *what) {
     char msg[160];
     for (int u = 0; u < z->nunits; u++) {
         const char *why = unit_unrest(z, u);
-        if (why) { snprintf(msg, sizeof msg, "step end: unit %s: %s", z->units[u].name, why); zero3_die(msg); }
+        if (why) { snprintf(msg, sizeof msg, "%s: unit %s: %s", what, z->units[u].name, why); zero3_die(msg); }
     }
-    if (z->inflight.count) zero3_die("step end: reductions still in flight");
+    if (z->inflight.count) { snprintf(msg, sizeof msg, "%s: reductions still in flight", what); zero3_die(msg); }
+}
+
+void zero3_check_released(const Zero3 *z) { check_units_at_rest(z, "after the pass"); }
+
+void zero3_check_step_end(Zero3 *z) {
+    char msg[160];
+    check_units_at_rest(z, "step end");
     int backend_handles = z->be->collectives_in_flight ? z->be->collectives_in_flight(z->be->ctx) : 0;
     if (backend_handles) {
         snprintf(msg, sizeof msg, "step end: %d collective handles never waited on", backend_handles);
