@@ -136,7 +136,7 @@ typedef struct {
 // the file's, so two backends can live in one process.
 struct CpuBackend {
     int rank, world;      // this process among the ranks
-    ProcessExits exits;   // how every rank ends from here (proc/proc.h; lent to the error path by the first backend)
+    ProcessExits exits;   // how every rank ends from here (proc/proc.h; handed to the error path by the first backend)
     int owns_mpi;         // this backend initialized MPI: it finalizes it
     CpuComm comm;         // the communication thread, its slots and the stamps
     CpuGroups groups;
@@ -1009,7 +1009,7 @@ static int cpu_emulate_links(void *ctx, const Zero3Links *links, char *err, size
 // Start and end
 
 #ifdef USE_MPI
-// The backend's exits (proc/proc.h), lent to the error path by the process's first backend: a
+// The backend's exits (proc/proc.h), handed to the error path by the process's first backend: a
 // collective exit stops the worker and finalizes MPI; one rank's failure takes every rank down.
 static void cpu_shutdown(void *transport) {
     comm_thread_stop(&((CpuBackend *)transport)->comm);

@@ -42,7 +42,7 @@
 typedef struct {
     int rank, world, local_rank, device;
     int owns_mpi;               // this backend started MPI: it finalizes it
-    ProcessExits exits;         // how every rank ends from here (proc/proc.h; lent to the error path by the first backend)
+    ProcessExits exits;         // how every rank ends from here (proc/proc.h; handed to the error path by the first backend)
     ncclComm_t comm;            // every rank; NULL on one rank
     ncclComm_t shard_comm;      // the collectives' group: comm, or HSDP's shard group (NULL: one rank)
     ncclComm_t replica_comm;    // HSDP: the ranks with the same place in their groups (NULL: none)
@@ -506,7 +506,7 @@ static void gpu_abort_comms(GpuBackend* g) {
     g->comm = g->shard_comm = g->replica_comm = g->node_comm = g->cross_comm = NULL;
 }
 
-// The backend's exits (proc/proc.h), lent to the error path by the process's first backend (gpu_find_rank).
+// The backend's exits (proc/proc.h), handed to the error path by the process's first backend (gpu_find_rank).
 static void gpu_shutdown(void* transport) {
     // a collective exit (every rank found the same error): nothing may block on the others
     GpuBackend* g = (GpuBackend*)transport;

@@ -51,7 +51,7 @@ void output_remove_pending(void) {
     if (g_exit_files) remove_pending(g_exit_files);
 }
 
-// At exit, however the process exits: the lent files' temp files go, and their lock.
+// At exit, however the process exits: the handed files' temp files go, and their lock.
 static void output_files_at_exit(void) {
     if (!g_exit_files) return;
     remove_pending(g_exit_files);

@@ -52,7 +52,7 @@ void output_abandon(OutputFiles *o, FILE *f, const char *tmp);
 // failure, and forgets it again once it is taken care of.
 void output_pending_add(OutputFiles *o, const char *path);
 void output_pending_forget(OutputFiles *o, const char *path);
-// Removes every registered file of the OutputFiles lent to the exit (async-signal-safe: unlink
+// Removes every registered file of the OutputFiles handed to the exit (async-signal-safe: unlink
 // only): what a second stop signal calls; also run at exit.
 void output_remove_pending(void);
 

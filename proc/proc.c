@@ -10,7 +10,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-// The lent exits (proc.h), or the defaults before a transport started: one rank, a plain exit.
+// The handed exits (proc.h), or the defaults before a transport started: one rank, a plain exit.
 static const ProcessExits kNoTransport = {0, 1, NULL, NULL, NULL};
 static const ProcessExits *g_exits = &kNoTransport;
 
@@ -93,7 +93,7 @@ void proc_exit_after(double seconds, int status) {
 
 // The current allocation phase (alloc_phase_begin): what the memory is for, and the backend whose
 // agreement ends it (NULL outside a phase; `what` then keeps the last phase's words as context).
-// The error path's, as the lent exits are: xmalloc, called from every layer, takes no context, and
+// The error path's, as the handed exits are: xmalloc, called from every layer, takes no context, and
 // its out-of-memory line must name the phase it fell in.
 static struct { const Zero3Backend *be; char what[512]; } g_alloc;
 

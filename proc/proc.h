@@ -1,6 +1,6 @@
 // proc.h: the process, the bottom layer every other part may include (it includes only zero3.h, for
 // the backend table that the all-ranks agreement calls). Four things:
-//   who am I     the transport's exits, lent to the error path: this rank, the world size, and how
+//   who am I     the transport's exits, handed to the error path: this rank, the world size, and how
 //                every rank shuts down or aborts
 //   how I end    fatal (an error every rank finds), fatal_local (one rank's), agree_or_exit,
 //                proc_exit_after (a stopped rank's bounded shutdown)
@@ -43,7 +43,7 @@ typedef struct {
 
 void proc_exits_lend(const ProcessExits *exits);     // the first transport, when it starts (later ones keep theirs)
 void proc_exits_return(const ProcessExits *exits);   // ... when it ends: fatal() then only exits
-// The rank the lent exits name (0 before a transport started): for what only rank 0 prints.
+// The rank the handed exits name (0 before a transport started): for what only rank 0 prints.
 int proc_rank(void);
 
 void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));

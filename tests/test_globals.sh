@@ -29,7 +29,7 @@ planted=$(writable_statics "$work/planted.o" | awk '{ print $2 }' | sort | tr '\
 # object:symbol (a function-level static's compiler suffix .N dropped): why no context holds it
 allowed() {
   case "$1" in
-    proc/proc.o:g_exits) ;;               # the error path's lent exits: fatal() is called with no context (proc.h)
+    proc/proc.o:g_exits) ;;               # the error path's handed exits: fatal() is called with no context (proc.h)
     proc/proc.o:g_alloc) ;;               # the error path's allocation phase: xmalloc takes no context
     host/stop.o:g_stop_signal) ;;         # a signal handler's: it gets no argument
     host/stop.o:g_stop_quiet) ;;          # ... and whether its line is this rank's to print
