@@ -16,7 +16,7 @@
 # and limits, the sessions and other work that shared the machine). One grep of the tracked files,
 # each hit printed as file:line; first the pattern itself on phrases it must refuse and must pass.
 DEV_WORDS='\blent\b|\bborrow(ed|ing)?\b|\blend(s|ing)? (a |the |this )?(GPU|device|machine)|device[ -]tools?\b|device time'
-DEV_WORDS+='|\bsessions?\b|files_at|files_fetch|give_back|budget_left|can_start_another|GPU_LOG|warm machine|timeout_s [0-9]'
+DEV_WORDS+='|\bsessions?\b|\bfiles_at\b|\bfiles_fetch\b|give_back|budget_left|can_start_another|GPU_LOG|warm machine|timeout_s [0-9]'
 DEV_WORDS+='|--carry\b|\bcarry (list|limit)|\bcarried (files?|paths?|to)\b|print_carry|\bcarry_'
 DEV_WORDS+="|\\b(the|a|this|each|earlier|longer|first|GPU) visits?\\b|visit's\\b"
 for refused in "no GPU was lent" "a borrowed GPU" "the device tool's 64 MiB" "its --carry list" "in this session" \
@@ -24,7 +24,7 @@ for refused in "no GPU was lent" "a borrowed GPU" "the device tool's 64 MiB" "it
   grep -qiE "$DEV_WORDS" <<<"$refused" || fail "the development-words check does not refuse '$refused'"
 done
 for passed in "the link cannot carry more" "units are visited in reverse" "the verbs its files lend each other" \
-               "collective_timeout_s" "a GPU you rent by the hour" "talent"; do
+               "collective_timeout_s" "a GPU you rent by the hour" "talent" "output_files_at_exit"; do
   grep -qiE "$DEV_WORDS" <<<"$passed" && fail "the development-words check refuses the plain '$passed'"
 done
 if git grep -n -I -i -E "$DEV_WORDS" -- . ':!tests/test_docs.sh'; then
