@@ -67,8 +67,15 @@ class BadInput(Exception):
 
 
 def show(v, limit=60):
-    """A value from the input as one printable line: as typed for a number (1e400, not inf), JSON otherwise."""
-    text = v.text if isinstance(v, Num) else v if isinstance(v, str) and v.isprintable() else json.dumps(v)
+    """A value from the config as one printable line: a number as typed (1e400, not inf), the rest as JSON ("2")."""
+    text = v.text if isinstance(v, Num) else json.dumps(v)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def name_of(text, limit=1000):
+    """A name the user typed (a file, a model, an FSDP key or value) as one printable line: as typed, or as a
+    JSON string when it holds a line break or another unprintable character."""
+    text = text if text.isprintable() else json.dumps(text)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -117,7 +124,7 @@ class Model:
         self.spec = NAMES.get(spec, spec)
         m = re.fullmatch(r"d(\d+)(?:c(\d+)h(\d+)t(\d+))?", self.spec)
         if not m:
-            raise BadInput(f"--model: '{spec}' is neither a descriptor like d12 or d2c64h2t64 nor one of {', '.join(NAMES)}")
+            raise BadInput(f"--model: '{name_of(spec)}' is neither a descriptor like d12 or d2c64h2t64 nor one of {', '.join(NAMES)}")
         self.L = int(m.group(1))
         if m.group(2):
             self.C, self.NH, self.T = int(m.group(2)), int(m.group(3)), int(m.group(4))
@@ -125,7 +132,7 @@ class Model:
             self.C, self.NH = DEPTHS.get(self.L, (64 * self.L, self.L))
             self.T = 1024
         if self.L < 1 or self.C < 1 or self.NH < 1 or self.T < 1 or self.C % self.NH:
-            raise BadInput(f"--model: '{spec}' is not a GPT-2 (L, C, NH, maxT positive, NH divides C)")
+            raise BadInput(f"--model: '{name_of(spec)}' is not a GPT-2 (L, C, NH, maxT positive, NH divides C)")
         self.block = 12 * self.C * self.C + 13 * self.C
         self.embedding = VOCAB * self.C + self.T * self.C
         self.head = 2 * self.C
@@ -220,7 +227,7 @@ def check_with_trainer(t):
     is the translation's error, naming the knob that made the flag."""
     trainer = trainer_path(t.args)
     if not os.path.isfile(trainer) or not os.access(trainer, os.X_OK):
-        raise BadInput(f"--trainer: {show(trainer)} is not an executable file (make train_gpt2_zero3): every command is "
+        raise BadInput(f"--trainer: {name_of(trainer)} is not an executable file (make train_gpt2_zero3): every command is "
                        "checked by the trainer before it is printed")
     cmd = [trainer, "-plan", str(t.args.ranks)] + t.argv()
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -228,9 +235,9 @@ def check_with_trainer(t):
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            timeout=CHECK_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
-        raise BadInput(f"the trainer's check ({show(trainer)} -plan {t.args.ranks} ...) did not answer in {CHECK_TIMEOUT_S} s")
+        raise BadInput(f"the trainer's check ({name_of(trainer)} -plan {t.args.ranks} ...) did not answer in {CHECK_TIMEOUT_S} s")
     except OSError as e:
-        raise BadInput(f"--trainer: cannot run {show(trainer)} ({e.strerror})")
+        raise BadInput(f"--trainer: cannot run {name_of(trainer)} ({e.strerror})")
     if p.returncode == 0:
         return
     errors = [l[len("error: "):] for l in p.stderr.decode("utf-8", "replace").splitlines() if l.startswith("error: ")]
@@ -239,7 +246,7 @@ def check_with_trainer(t):
     if flag in t.knobs:
         raise BadInput(f"{t.knobs[flag]} -> {flag} {t.flags[flag]}: the trainer refuses it: {line}")
     if flag == "-e":
-        raise BadInput(f"--model {show(t.model.spec)}: the trainer refuses it: {line}")
+        raise BadInput(f"--model {name_of(t.model.spec)}: the trainer refuses it: {line}")
     if flag == "-plan":
         raise BadInput(f"--ranks {t.args.ranks}: the trainer refuses it: {line}")
     raise BadInput(f"the trainer refuses the command: {line}")
@@ -376,7 +383,7 @@ def deepspeed_offload(t, zero):
         if not isinstance(device, str) and device is not None:
             raise BadInput(f"zero_optimization.{key}.device: expected \"cpu\", \"nvme\" or \"none\", got {show(device)}")
         if device not in ("none", None):
-            t.missing(f"{key} ({show(device)})", "no offload: the model state stays where the shard computes (on the CPU "
+            t.missing(f"{key} ({name_of(device)})", "no offload: the model state stays where the shard computes (on the CPU "
                       "trainer it is host memory already)")
     if boolean("zero_optimization.cpu_offload", zero.get("cpu_offload", False)):
         t.missing("cpu_offload (cpu)", "no offload: the model state stays where the shard computes")
@@ -453,7 +460,7 @@ def deepspeed_optimizer(t, cfg):
     if not isinstance(kind, str):
         raise BadInput(f"optimizer.type: expected a name like \"AdamW\", got {show(kind)}")
     if kind.lower() not in ("adamw", "adam"):
-        t.missing(f"optimizer {show(kind)}", "the trainer's optimizer is AdamW")
+        t.missing(f"optimizer {name_of(kind)}", "the trainer's optimizer is AdamW")
     params = section(opt, "params", "optimizer.")
     for key, flag, default, why in (("lr", "-l", "3e-4", ""), ("weight_decay", "-c", "0", "on the six matrices")):
         v = params.get(key)
@@ -467,7 +474,7 @@ def deepspeed_optimizer(t, cfg):
             t.missing(f"optimizer.params.{key}", "AdamW's betas (0.9, 0.95) and eps 1e-8 are fixed here")
     if "scheduler" in cfg:
         kind = section(cfg, "scheduler").get("type")
-        t.missing(f"scheduler {show(kind) if kind is not None else ''}".rstrip(), "not translated: the trainer's schedule is "
+        t.missing(f"scheduler {name_of(kind) if isinstance(kind, str) else '' if kind is None else show(kind)}".rstrip(), "not translated: the trainer's schedule is "
                   "-u W warmup steps, then cosine from -l to -q F times it")
 
 
@@ -478,7 +485,7 @@ def translate_deepspeed(t, cfg):
                        f"zero_optimization: expected an object, got {show(zero)}")
     unknown = sorted(set(zero) - ZERO_KEYS)
     if unknown:
-        raise BadInput(f"zero_optimization.{show(unknown[0])}: not a DeepSpeed ZeRO knob this translator knows")
+        raise BadInput(f"zero_optimization.{name_of(unknown[0])}: not a DeepSpeed ZeRO knob this translator knows")
     deepspeed_stage(t, zero)
     deepspeed_precision(t, cfg)
     deepspeed_batch(t, cfg)
@@ -495,7 +502,7 @@ def translate_deepspeed(t, cfg):
 def open_regular(path):
     """The file's bytes, at most CONFIG_MAX_BYTES: opened without blocking (a FIFO with no writer would wait
     forever in a plain open), then refused unless it is a regular file, and its size checked before reading."""
-    name = show(path)
+    name = name_of(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as e:
@@ -571,13 +578,13 @@ def unique_keys(pairs):
     d = {}
     for k, v in pairs:
         if k in d:
-            raise BadInput(f"{show(k)}: given twice in one object; DeepSpeed refuses a duplicate key")
+            raise BadInput(f"{name_of(k)}: given twice in one object; DeepSpeed refuses a duplicate key")
         d[k] = v
     return d
 
 
 def read_json(path):
-    name = show(path)
+    name = name_of(path)
     data = open_regular(path)
     try:
         text = data.decode("utf-8-sig")
@@ -624,13 +631,13 @@ def parse_fsdp(text):
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or not value:
-            raise BadInput(f"--fsdp: {show(item)} is not KEY=VALUE")
+            raise BadInput(f"--fsdp: '{name_of(item)}' is not KEY=VALUE")
         if key not in FSDP_KEYS:
-            raise BadInput(f"--fsdp: unknown key {show(key)} (known: {', '.join(sorted(FSDP_KEYS))})")
+            raise BadInput(f"--fsdp: unknown key '{name_of(key)}' (known: {', '.join(sorted(FSDP_KEYS))})")
         if key in pairs:
             raise BadInput(f"--fsdp: {key} given twice")
         if not value.isprintable():
-            raise BadInput(f"--fsdp: {key}={show(value)}: not a value FSDP takes")
+            raise BadInput(f"--fsdp: {key}={name_of(value)}: not a value FSDP takes")
         pairs[key] = value.split(".")[-1] if key in ("sharding_strategy", "backward_prefetch") else value
     return pairs
 
@@ -647,14 +654,14 @@ def fsdp_bool(pairs, key, default):
     if v is None:
         return default
     if v not in ("True", "False", "true", "false", "1", "0"):
-        raise BadInput(f"--fsdp: {key}={show(v)}: expected True or False")
+        raise BadInput(f"--fsdp: {key}={name_of(v)}: expected True or False")
     return v in ("True", "true", "1")
 
 
 def fsdp_sharding(t, pairs):
     name = pairs.get("sharding_strategy", "FULL_SHARD")
     if name not in STRATEGIES:
-        raise BadInput(f"--fsdp: sharding_strategy={show(name)}: expected one of {', '.join(STRATEGIES)}")
+        raise BadInput(f"--fsdp: sharding_strategy={name_of(name)}: expected one of {', '.join(STRATEGIES)}")
     stage, reshard, hybrid = STRATEGIES[name]
     reshard = fsdp_bool(pairs, "reshard_after_forward", reshard)
     t.stage, t.reshard = stage, reshard
@@ -677,11 +684,11 @@ def fsdp_wrap(t, pairs):
         return
     m = re.fullmatch(r"size:((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)", policy)
     if policy != "none" and not m:
-        raise BadInput(f"--fsdp: auto_wrap_policy={show(policy)}: expected transformer, size:N (N a number of parameters, "
+        raise BadInput(f"--fsdp: auto_wrap_policy={name_of(policy)}: expected transformer, size:N (N a number of parameters, "
                        "1e8 or 100000000) or none")
     size = float(m.group(1)) if m else math.inf
     if m and not (size <= NUMBER_MAX):
-        raise BadInput(f"--fsdp: auto_wrap_policy={show(policy)}: {m.group(1)} is not a finite number within 1e300")
+        raise BadInput(f"--fsdp: auto_wrap_policy={name_of(policy)}: {m.group(1)} is not a finite number within 1e300")
     want = math.inf if policy == "none" else math.ceil(size / block)
     fits = [k for k in t.model.wraps() if k >= want]
     t.wrap = fits[0] if fits else t.model.wraps()[-1]
@@ -697,7 +704,7 @@ def fsdp_prefetch(t, pairs):
     gathers_in_backward = t.stage == 3 and t.reshard
     bp = pairs.get("backward_prefetch", "BACKWARD_PRE")
     if bp not in ("BACKWARD_PRE", "BACKWARD_POST", "None"):
-        raise BadInput(f"--fsdp: backward_prefetch={show(bp)}: expected BACKWARD_PRE, BACKWARD_POST or None")
+        raise BadInput(f"--fsdp: backward_prefetch={name_of(bp)}: expected BACKWARD_PRE, BACKWARD_POST or None")
     limit = fsdp_bool(pairs, "limit_all_gathers", True)
     forward = fsdp_bool(pairs, "forward_prefetch", False)
     if bp == "None" and not forward:
@@ -718,7 +725,7 @@ def fsdp_prefetch(t, pairs):
 def fsdp_rest(t, pairs):
     mp = pairs.get("mixed_precision", "fp32")
     if mp not in ("bf16", "fp16", "fp32"):
-        raise BadInput(f"--fsdp: mixed_precision={show(mp)}: expected bf16, fp16 or fp32")
+        raise BadInput(f"--fsdp: mixed_precision={name_of(mp)}: expected bf16, fp16 or fp32")
     if mp == "bf16":
         t.set("mixed_precision bf16", "-p", "bf16")
     elif mp == "fp16":
@@ -774,10 +781,10 @@ def main(argv):
         translate_fsdp(t, args.fsdp)
         if args.seq_len is not None:
             t.set(f"--seq-len {args.seq_len}", "-t", args.seq_len)
-        source = f"fsdp {show(args.fsdp, 1000)}"
+        source = f"fsdp {name_of(args.fsdp)}"
     else:
         translate_deepspeed(t, read_json(args.config))
-        source = f"deepspeed {show(args.config, 1000)}"
+        source = f"deepspeed {name_of(args.config)}"
     check_with_trainer(t)   # nothing is printed before the trainer accepts the command
     t.print(source)
     return 0
@@ -789,7 +796,7 @@ RANKS_MAX, SEQ_MAX = 1 << 24, 1 << 20   # the trainer's -plan N and -t ranges
 def decimal(text):
     """An integer option, in decimal whatever its leading zeros (08 is 8)."""
     if not re.fullmatch(r"[+-]?[0-9]{1,12}", text.strip()):
-        raise argparse.ArgumentTypeError(f"expected an integer, got {show(text)}")
+        raise argparse.ArgumentTypeError(f"expected an integer, got {name_of(text)}")
     return int(text.strip(), 10)
 
 
