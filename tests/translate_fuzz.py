@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRANSLATOR = os.path.join(ROOT, "scripts", "translate_config.py")
+TRANSLATOR = os.environ.get("TRANSLATE_CONFIG") or os.path.join(ROOT, "scripts", "translate_config.py")   # another copy to try
 TIMEOUT_S = 60
 MODELS = ["124M", "d2c64h2t64", "d6", "7.5B", "d4c128h4t64", "350M"]
 RANKS = [1, 2, 3, 4, 8, 16]
@@ -140,9 +140,10 @@ def cases(rng, count, folder):
 
 
 def translate(trainer, args):
-    cmd = [sys.executable, TRANSLATOR, "--trainer", trainer] + args
+    cmd = [sys.executable, TRANSLATOR] + args   # the trainer it checks with named as a user would: $ZERO3_TRAINER
     try:
-        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT_S)
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT_S,
+                           env=dict(os.environ, ZERO3_TRAINER=trainer))
     except subprocess.TimeoutExpired:
         return args, None, "", f"still running after {TIMEOUT_S} s"
     return args, p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
@@ -183,23 +184,26 @@ def main():
     a = ap.parse_args()
     trainer = os.path.abspath(a.trainer)
     rng = random.Random(a.seed)
-    failures, commands, refused = [], set(), 0
+    failures, commands, refused, translated, refused_commands = [], set(), 0, 0, 0
     with tempfile.TemporaryDirectory() as folder, concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         for args, rc, out, err in pool.map(lambda c: translate(trainer, c), cases(rng, a.count, folder)):
             why = problem(rc, out, err)
             if why:
                 failures.append(f"{why}: translate_config.py {' '.join(map(shlex.quote, args))[:300]}\n{err[-800:]}")
             elif rc == 0:
+                translated += 1
                 commands.update(l[len("command: "):] for l in out.splitlines() if l.startswith("command: "))
             else:
                 refused += 1
         for command, rc, err in pool.map(lambda c: planned(trainer, c), sorted(commands)):
             if rc != 0:
+                refused_commands += 1
                 failures.append(f"printed a command the trainer refuses: {command}\n{err}")
     for f in failures:
         print("FAIL " + f)
-    print(f"  {a.count} inputs (seed {a.seed}): {a.count - refused - len(failures)} translated, {refused} refused with one "
-          f"error line, {len(failures)} failures; {len(commands)} distinct commands, each accepted by -plan N")
+    print(f"  {a.count} inputs (seed {a.seed}): {translated} translated, {refused} refused with one error line, "
+          f"{len(failures) - refused_commands} ended otherwise; {len(commands)} distinct commands printed, "
+          f"{refused_commands} of them refused by -plan N")
     return 1 if failures else 0
 
 
