@@ -349,7 +349,7 @@ static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf1
 }
 
 static void print_peak_table(const Plan *p, int bf16) {
-    printf("  %s, MiB per rank:%s\n  stage", PRECISION_NAMES[bf16], p->a->bf16 == bf16 ? "   (this run's precision, -p)" : "");
+    printf("  %s, MiB per rank:%s\n  stage", PRECISION_NAMES[bf16], bf16 && p->a->bf16 ? "   (this run's precision: -p bf16)" : "");
     for (int k = 0; k < PEAK_TERMS; k++) printf("  %13s", PEAK_TERM_NAMES[k]);
     printf("  %13s  busiest moment of the pool\n", "peak");
     for (int s = 0; s <= 3; s++) {
