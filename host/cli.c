@@ -218,8 +218,8 @@ const Flag ARGS_FLAGS[] = {
      .help = "activation recompute: 1 inside the backward's gather, 2 with its own gather (the pitfall)"},
     {"-pt", FLAG_COUNT, F(persist_threshold), "0", 0, 1e16, .expected = "a parameter count", .metavar = "N",
      .help = "persistence threshold: units with fewer than N parameters stay replicated (-z 1-3)",
-     .plan_refuses = "the planner lays every unit out by its stage and does not model persistent units; leave -pt out "
-                     "(a run's report shows them)"},
+     .plan_leaves_out = "persistent units are not modelled: the plan lays every unit out by its stage, so a run's state "
+                        "is larger by the replicated units' shards (its startup report shows them)"},
     {"-p", FLAG_CUSTOM, F(bf16), NULL, 0, 0, .parse = parse_precision, .metavar = "fp32|bf16",
      .help = "precision of the working params and gradients; bf16: 2 + 2 bytes a parameter, gathered and\n"
              "reduced as bf16, beside the fp32 master, m, v (12 bytes); checkpoints hold the fp32 master;\n"
@@ -227,10 +227,10 @@ const Flag ARGS_FLAGS[] = {
      .recorded = 1,
      .on_resume = "the checkpoint holds the fp32 master, m and v, so the run goes on from them with the working params "
                   "and gradients in the new precision (-p 0 is fp32, 1 bf16)",
-     .plan_refuses = "the planner prints the fp32 and the mixed-precision tables side by side; leave it out"},
+     .plan_leaves_out = NULL},
     {"-clip", FLAG_CUSTOM, F(clip_local), NULL, 0, 0, .parse = parse_clip, .metavar = "global|local",
      .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)", .shown_def = "global",
-     .plan_refuses = "local changes the losses, not the memory or traffic the planner prints; leave it out"},
+     .plan_leaves_out = "local changes the losses, not the memory or traffic: the plan is that of -clip global"},
     {"-wrap", FLAG_CUSTOM, F(wrap), NULL, 1, GPT2_WRAP_MAX, .parse = parse_wrap, .metavar = "K|half",
      .help = "unit granularity: K blocks per unit (K divides L, at most 8), or each block's\n"
              "attention and MLP as two units (too-fine units: pitfall 2, docs/primer.md)", .shown_def = "1"},
@@ -492,10 +492,10 @@ static void check_flags(const TrainArgs *a) {
     check_zeropp(a);
 }
 
-void args_check_plan(const TrainArgs *a) {
+void args_print_plan_leaves_out(const TrainArgs *a) {
     for (int i = 0; i < ARGS_NFLAGS; i++)
-        if (ARGS_FLAGS[i].plan_refuses && args_flag_given(&ARGS_FLAGS[i], a))
-            fatal("flag %s: %s", ARGS_FLAGS[i].name, ARGS_FLAGS[i].plan_refuses);
+        if (ARGS_FLAGS[i].plan_leaves_out && args_flag_given(&ARGS_FLAGS[i], a))
+            printf("not in this plan: flag %s: %s\n", ARGS_FLAGS[i].name, ARGS_FLAGS[i].plan_leaves_out);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ struct Flag {
     const char *shown_def;   // -h: the default as said (NULL: def, or an integer's value; "": none said)
     int recorded;            // 1: meta.bin records it; a resume may change it
     const char *on_resume;   // recorded: what a resume with another value means (a warning), NULL: nothing to say
-    const char *plan_refuses;   // -plan with it given: why the planner cannot show it (NULL: it may be given)
+    const char *plan_leaves_out;   // -plan with it given: what of it the plan does not show (one line; NULL: all of it)
     void (*parse)(const Flag *f, const char *v, TrainArgs *a);   // FLAG_CUSTOM
 };
 
@@ -120,8 +120,9 @@ void args_flag_set_real(const Flag *f, TrainArgs *a, double v);
 const char *args_flag_range(const Flag *f, char *buf, size_t n);
 // Whether a holds another value for f than the default (the flag was given, to another value).
 int args_flag_given(const Flag *f, const TrainArgs *a);
-// The planner (-plan N): one error line for the first flag given that the plan cannot show.
-void args_check_plan(const TrainArgs *a);
+// The planner (-plan N) takes every flag a run takes (args_validate is the one check of both); for each
+// flag given whose effect the plan does not show, one line on stdout saying what it leaves out.
+void args_print_plan_leaves_out(const TrainArgs *a);
 
 // The flags of argv, read once: defaults, parsed, checked. Returns 1 when -h or --help-md was given
 // (rank 0 has printed the usage or the table); a bad flag is one error line and exit 1 on every rank.

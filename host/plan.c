@@ -104,7 +104,8 @@ static void plan_read_model(Plan *p) {
 
 // The run's shape, checked exactly as a run on N ranks checks it (args_validate, then against the
 // model when it is known: -wrap, -t): A micro-steps from -d (tokens per step), else one; the shard
-// group. The variants the plan cannot show are refused rather than ignored.
+// group. The flags whose effect the plan does not show are accepted, as a run accepts them, and
+// named on their own line (print_model).
 static void plan_shape(Plan *p) {
     TrainArgs *a = &p->args;
     p->tokens = a->tokens_per_step;
@@ -115,7 +116,6 @@ static void plan_shape(Plan *p) {
                                      "d12 or a model file", a->init);
     else if (a->wrap) fatal("flag -wrap: a bare parameter count (-e %s) has no blocks to group into units; plan a descriptor "
                             "like d48 or a model file", a->init);
-    args_check_plan(a);   // the flags whose table entry says why the plan cannot show them
 }
 
 // The exact unit layout for N ranks (zero3_allocate is not called) and how often each unit is gathered.
@@ -161,6 +161,7 @@ static void print_model(const Plan *p) {
     else printf(" (%.0f parameters)", p->psi);
     printf(" on N=%d ranks; nothing allocated\n", p->N);
     const TrainArgs *a = p->a;
+    args_print_plan_leaves_out(a);
     if (p->R > 1)
         printf("HSDP (-hs %d): the state sharded over groups of G=%d ranks, replicated across %d groups (memory /G, not /N; "
                "each step all-reduces the gradient shards across the groups)\n", p->G, p->G, p->R);
@@ -345,7 +346,7 @@ static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf1
 }
 
 static void print_peak_table(const Plan *p, int bf16) {
-    printf("  %s, MiB per rank:\n  stage", PRECISION_NAMES[bf16]);
+    printf("  %s, MiB per rank:%s\n  stage", PRECISION_NAMES[bf16], bf16 && p->a->bf16 ? "   (this run's precision: -p bf16)" : "");
     for (int k = 0; k < PEAK_TERMS; k++) printf("  %13s", PEAK_TERM_NAMES[k]);
     printf("  %13s  busiest moment of the pool\n", "peak");
     for (int s = 0; s <= 3; s++) {
@@ -417,6 +418,12 @@ static void print_fit(const Plan *p) {
         }
         printf("\n");
     }
+    if (a->hp_group)
+        printf("  (not in these depths: -hp %d's secondary shard, the params / %d, %.2f bytes a parameter more at stage 3 in "
+               "fp32, %.2f in bf16; nor the ZeRO++ int8 buffers: leave room for them)\n",
+               a->hp_group, a->hp_group, 4.0 / a->hp_group, 2.0 / a->hp_group);
+    else if (a->quant_weights || a->quant_grads)
+        printf("  (not in these depths: the ZeRO++ int8 buffers of -qw / -qg: leave room for them)\n");
 }
 
 // Model state per rank at stage 3 under hpZ with groups of G, params p and grads g bytes each: the

@@ -23,14 +23,31 @@ them; an enum may carry its class (BackwardPrefetch.BACKWARD_PRE), booleans are 
                         min_num_params) | none (the root only)
     mixed_precision     bf16 | fp16 | fp32 (MixedPrecision's param_dtype)
 
+The config is JSON with comments (// to the end of a line, /* ... */ and #, outside strings), as
+DeepSpeed's reader (hjson) takes it; a key given twice is refused, as DeepSpeed refuses it. Only a
+regular file of at most 1 MiB, nested at most 64 deep, is read (a FIFO, a device or a folder is
+refused before anything is read from it). Every value is checked for its type; "auto" is resolved
+as Hugging Face's Trainer resolves it (the sizes from the model's width) or, where it comes from
+TrainingArguments (the batch, the learning rate, the precision), left to the trainer's default with a
+line saying so; anywhere else it is refused. FSDP's keys left out take FSDP's own defaults (no
+auto_wrap_policy wraps the root only; forward_prefetch False), listed under `assumed:`.
+
+Every command is checked by the trainer itself before it is printed: `train_gpt2_zero3 -plan N` with
+the command's flags (the planner parses and checks flags exactly as a run on N ranks does), the
+trainer found at --trainer, else $ZERO3_TRAINER, else ./train_gpt2_zero3 beside scripts/. A command
+it refuses is never printed: the knob that made the flag and the trainer's line are the error.
+
 Prints one line per knob (what it maps to), one line per knob with no equivalent here (why), then
-`flags:` and `command:`. A bad input (an unreadable file, bad JSON, an unknown stage or key, a
-missing model) is one line on stderr and exit status 2.
+`flags:` and `command:`. A bad input (an unreadable file, bad JSON, a wrong type, an unknown stage or
+key, a missing model, a command the trainer refuses) is one line on stderr and exit status 2.
 """
 import argparse
 import json
 import math
+import os
 import re
+import stat
+import subprocess
 import sys
 
 VOCAB = 50257
@@ -38,10 +55,66 @@ DEPTHS = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20), 48: (1600,
 NAMES = {"124M": "d12", "350M": "d24", "774M": "d36", "1.5B": "d48", "7.5B": "d36c4096h32t1024"}
 PD_MAX = 64        # -pd's range
 WRAP_MAX = 8       # -wrap K: K divides L, K <= 8
+TRAINER_B, TRAINER_T = 4, 64   # the trainer's defaults for -b and -t
+CONFIG_MAX_BYTES = 1 << 20     # a DeepSpeed config is a few KB; /dev/zero or a log is refused unread
+CONFIG_MAX_DEPTH = 64          # DeepSpeed's configs nest 3 deep; deeper is refused before the JSON reader recurses
+NUMBER_MAX = 1e300             # larger numbers are refused before arithmetic turns them into inf
+CHECK_TIMEOUT_S = 60           # the trainer's check of a command (-plan N allocates nothing: well under a second)
 
 
 class BadInput(Exception):
     """One line for stderr: the input named, and what is wrong with it."""
+
+
+def show(v, limit=60):
+    """A value from the config as one printable line: a number as typed (1e400, not inf), the rest as JSON ("2")."""
+    text = v.text if isinstance(v, Num) else json.dumps(v)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def name_of(text, limit=1000):
+    """A name the user typed (a file, a model, an FSDP key or value) as one printable line: as typed, or as a
+    JSON string when it holds a line break or another unprintable character."""
+    text = text if text.isprintable() else json.dumps(text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class Num(float):
+    """A JSON number with a fraction or exponent, and its text as typed (for messages: 1e400, NaN)."""
+    def __new__(cls, text):
+        n = float.__new__(cls, text)
+        n.text = text
+        return n
+
+
+def number(key, v, what, integer=False):
+    """A finite number (an integer when `integer`: 3.0 is 3, 2.5 is refused), one line naming the key otherwise."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise BadInput(f"{key}: expected {what}, got {show(v)}")
+    if not math.isfinite(v) or abs(v) > NUMBER_MAX:
+        raise BadInput(f"{key}: {show(v)} is not a finite number within 1e300")
+    if integer and isinstance(v, float):
+        if v != math.floor(v):
+            raise BadInput(f"{key}: expected {what}, got {show(v)}")
+        return int(v)
+    return v
+
+
+def section(cfg, key, where=""):
+    """An object of the config (empty when left out, or null), one line naming the key otherwise."""
+    v = cfg.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise BadInput(f"{where}{key}: expected an object, got {show(v)}")
+    return v
+
+
+def boolean(key, v, auto=False):
+    """true or false ("auto" too where Hugging Face fills it): one line naming the key otherwise."""
+    if isinstance(v, bool) or (auto and v == "auto"):
+        return v
+    raise BadInput(f"{key}: expected true or false" + (' or "auto"' if auto else "") + f", got {show(v)}")
 
 
 # ---- the model: GPT-2's shapes --------------------------------------------------------------------
@@ -51,7 +124,7 @@ class Model:
         self.spec = NAMES.get(spec, spec)
         m = re.fullmatch(r"d(\d+)(?:c(\d+)h(\d+)t(\d+))?", self.spec)
         if not m:
-            raise BadInput(f"--model: '{spec}' is neither a descriptor like d12 or d2c64h2t64 nor one of {', '.join(NAMES)}")
+            raise BadInput(f"--model: '{name_of(spec)}' is neither a descriptor like d12 or d2c64h2t64 nor one of {', '.join(NAMES)}")
         self.L = int(m.group(1))
         if m.group(2):
             self.C, self.NH, self.T = int(m.group(2)), int(m.group(3)), int(m.group(4))
@@ -59,7 +132,7 @@ class Model:
             self.C, self.NH = DEPTHS.get(self.L, (64 * self.L, self.L))
             self.T = 1024
         if self.L < 1 or self.C < 1 or self.NH < 1 or self.T < 1 or self.C % self.NH:
-            raise BadInput(f"--model: '{spec}' is not a GPT-2 (L, C, NH, maxT positive, NH divides C)")
+            raise BadInput(f"--model: '{name_of(spec)}' is not a GPT-2 (L, C, NH, maxT positive, NH divides C)")
         self.block = 12 * self.C * self.C + 13 * self.C
         self.embedding = VOCAB * self.C + self.T * self.C
         self.head = 2 * self.C
@@ -86,14 +159,17 @@ class Translation:
     def __init__(self, model, args):
         self.model, self.args = model, args
         self.flags = {}     # flag -> value, in the order set
+        self.knobs = {}     # flag -> the knob it came from (for the trainer's refusal)
         self.lines = []     # "knob -> flag" lines
         self.none = []      # "knob: why there is no equivalent" lines
+        self.assumed = []   # "knob value: the default taken" lines
         self.stage = 3      # the ZeRO stage chosen so far
         self.reshard = True  # -ra 1: a unit is freed after its forward
         self.wrap = 1       # -wrap K: blocks per unit
 
     def set(self, knob, flag, value, why=""):
         self.flags[flag] = str(value)
+        self.knobs[flag] = knob
         self.lines.append(f"  {knob:<44} -> {flag} {value}" + (f"   ({why})" if why else ""))
 
     def same(self, knob, why):
@@ -101,6 +177,16 @@ class Translation:
 
     def missing(self, knob, why):
         self.none.append(f"  {knob}: {why}")
+
+    def assume(self, knob, why):
+        self.assumed.append(f"  {knob}: {why}")
+
+    def argv(self):
+        """The command's flags after the trainer's name, as a list."""
+        out = ["-e", self.model.spec]
+        for k, v in self.flags.items():
+            out += [k, v]
+        return out
 
     def command(self):
         flags = " ".join(f"{k} {v}" for k, v in self.flags.items())
@@ -111,12 +197,59 @@ class Translation:
         print(self.model.describe())
         print(f"{source}:")
         print("\n".join(self.lines) if self.lines else "  (nothing to translate)")
+        if self.assumed:
+            print("assumed:")
+            print("\n".join(self.assumed))
         if self.none:
             print("no equivalent here:")
             print("\n".join(self.none))
         flags, cmd = self.command()
         print(f"flags: {flags}")
         print(f"command: {cmd}")
+
+
+# ---- the trainer's check: -plan N with the command's flags, before anything is printed -----------
+
+def trainer_path(args):
+    if args.trainer:
+        return args.trainer
+    return os.environ.get("ZERO3_TRAINER") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train_gpt2_zero3")
+
+
+def refused_flag(line):
+    """The flag a trainer's error line names: 'flag -l: ...' and 'flags -b -t: ...' give -l and -b."""
+    m = re.match(r"flags? (-[A-Za-z]+)", line)
+    return m.group(1) if m else None
+
+
+def check_with_trainer(t):
+    """The trainer's planner parses and checks the command's flags as a run on N ranks would: a refusal
+    is the translation's error, naming the knob that made the flag."""
+    trainer = trainer_path(t.args)
+    if not os.path.isfile(trainer) or not os.access(trainer, os.X_OK):
+        raise BadInput(f"--trainer: {name_of(trainer)} is not an executable file (make train_gpt2_zero3): every command is "
+                       "checked by the trainer before it is printed")
+    cmd = [trainer, "-plan", str(t.args.ranks)] + t.argv()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    try:
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=CHECK_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"the trainer's check ({name_of(trainer)} -plan {t.args.ranks} ...) did not answer in {CHECK_TIMEOUT_S} s")
+    except OSError as e:
+        raise BadInput(f"--trainer: cannot run {name_of(trainer)} ({e.strerror})")
+    if p.returncode == 0:
+        return
+    errors = [l[len("error: "):] for l in p.stderr.decode("utf-8", "replace").splitlines() if l.startswith("error: ")]
+    line = errors[0] if errors else f"exit status {p.returncode} without an error line"
+    flag = refused_flag(line)
+    if flag in t.knobs:
+        raise BadInput(f"{t.knobs[flag]} -> {flag} {t.flags[flag]}: the trainer refuses it: {line}")
+    if flag == "-e":
+        raise BadInput(f"--model {name_of(t.model.spec)}: the trainer refuses it: {line}")
+    if flag == "-plan":
+        raise BadInput(f"--ranks {t.args.ranks}: the trainer refuses it: {line}")
+    raise BadInput(f"the trainer refuses the command: {line}")
 
 
 def blocks_text(model, n, wrap=1):
@@ -173,20 +306,24 @@ def size_value(t, zero, key):
     """A size knob in parameters: its number, "auto" (Hugging Face's rule), or DeepSpeed's default."""
     v = zero.get(key, DEFAULTS.get(key))
     if v == "auto":
+        if key not in AUTO:
+            raise BadInput(f"zero_optimization.{key}: \"auto\" is not one Hugging Face fills (it fills "
+                           f"{', '.join(sorted(AUTO))}); give a number of parameters")
         n = AUTO[key](t.model.C)
         return n, f"{key} auto = {n:,}"
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise BadInput(f"zero_optimization.{key}: expected a number of parameters or \"auto\", got {json.dumps(v)}")
-    return v, f"{key} {v:g}" + ("" if key in zero else " (DeepSpeed's default)")
+    v = number(f"zero_optimization.{key}", v, "a number of parameters" + (' or "auto"' if key in AUTO else ""))
+    if v < 0:
+        raise BadInput(f"zero_optimization.{key}: {show(v)} is negative; expected a number of parameters")
+    return v, f"{key} {show(v)}" + ("" if key in zero else " (DeepSpeed's default)")
 
 
 def deepspeed_stage(t, zero):
     stage = zero.get("stage", 0)
-    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
-        raise BadInput(f"zero_optimization.stage: {json.dumps(stage)} is not a ZeRO stage (0, 1, 2, 3)")
-    t.stage = stage
-    t.set(f"stage {stage}", "-z", stage)
-    if stage == 3:
+    if isinstance(stage, bool) or not isinstance(stage, (int, float)) or stage not in (0, 1, 2, 3):
+        raise BadInput(f"zero_optimization.stage: {show(stage)} is not a ZeRO stage (0, 1, 2, 3)")
+    t.stage = int(stage)
+    t.set(f"stage {t.stage}", "-z", t.stage)
+    if t.stage == 3:
         t.missing("DeepSpeed's gather granularity", "DeepSpeed fetches each submodule's params as the trace reaches it; "
                   "here a unit is one block (-wrap K: K blocks), fetched whole")
 
@@ -204,6 +341,7 @@ def deepspeed_stage3(t, zero):
     below = t.model.units_below(threshold, t.wrap)
     t.set(text, "-pt", int(threshold), f"units under it stay replicated: {', '.join(below) if below else 'none of this model'}")
     if "stage3_max_reuse_distance" in zero:
+        number("zero_optimization.stage3_max_reuse_distance", zero["stage3_max_reuse_distance"], "a number of parameters")
         t.missing("stage3_max_reuse_distance", "a unit is freed after each use (-ra 1) or kept from its forward to its "
                   "backward (-ra 0); no distance in between")
 
@@ -214,101 +352,253 @@ def deepspeed_buckets(t, zero):
         t.missing(text, f"= {blocks_text(t.model, n, t.wrap)}; each unit's gradients are reduced as one collective when its "
                   "backward ends: the unit is the bucket, and -wrap K sets its size")
     if "allgather_bucket_size" in zero:
-        t.missing(f"allgather_bucket_size {zero['allgather_bucket_size']}", "stages 1-2 all-gather the updated params unit by "
-                  "unit, 16 in flight: the unit is the bucket")
+        n = number("zero_optimization.allgather_bucket_size", zero["allgather_bucket_size"], "a number of parameters")
+        t.missing(f"allgather_bucket_size {show(n)}", "stages 1-2 all-gather the updated params unit by unit, 16 in "
+                  "flight: the unit is the bucket")
 
 
 def deepspeed_zeropp(t, zero):
-    hpz, qw, qg = zero.get("zero_hpz_partition_size", 1), zero.get("zero_quantized_weights"), zero.get("zero_quantized_gradients")
-    if (hpz not in (0, 1) or qw or qg) and t.stage != 3:
+    hpz = number("zero_optimization.zero_hpz_partition_size", zero.get("zero_hpz_partition_size", 1), "a group size", True)
+    qw = boolean("zero_optimization.zero_quantized_weights", zero.get("zero_quantized_weights", False))
+    qg = boolean("zero_optimization.zero_quantized_gradients", zero.get("zero_quantized_gradients", False))
+    mics = number("zero_optimization.mics_shard_size", zero.get("mics_shard_size", -1), "a group size", True)
+    if hpz < 0:
+        raise BadInput(f"zero_optimization.zero_hpz_partition_size: expected a group size, got {hpz}")
+    if (hpz > 1 or qw or qg) and t.stage != 3:
         t.missing("ZeRO++ (zero_hpz_partition_size, zero_quantized_*)", f"builds on ZeRO-3's gathers; at -z {t.stage} there are none")
-        return
-    if not isinstance(hpz, int) or isinstance(hpz, bool) or hpz < 0:
-        raise BadInput(f"zero_optimization.zero_hpz_partition_size: expected a group size, got {json.dumps(hpz)}")
-    if hpz > 1:
-        t.set(f"zero_hpz_partition_size {hpz}", "-hp", hpz, "a secondary shard in groups of G ranks; G must divide N")
-    if qw:
-        t.set("zero_quantized_weights true", "-qw", 8, "int8 blocks of 256 with an fp32 scale each")
-    if qg:
-        t.set("zero_quantized_gradients true", "-qg", 8, "int8 gradients in two all-to-all hops")
-    if zero.get("mics_shard_size", -1) not in (-1, 0):
-        t.set(f"mics_shard_size {zero['mics_shard_size']}", "-hs", zero["mics_shard_size"], "MiCS shards within groups and "
-              "replicates across them: HSDP")
+    else:
+        if hpz > 1:
+            t.set(f"zero_hpz_partition_size {hpz}", "-hp", hpz, "a secondary shard in groups of G ranks; G must divide N")
+        if qw:
+            t.set("zero_quantized_weights true", "-qw", 8, "int8 blocks of 256 with an fp32 scale each")
+        if qg:
+            t.set("zero_quantized_gradients true", "-qg", 8, "int8 gradients in two all-to-all hops")
+    if mics not in (-1, 0):
+        t.set(f"mics_shard_size {mics}", "-hs", mics, "MiCS shards within groups and replicates across them: HSDP")
 
 
 def deepspeed_offload(t, zero):
-    for key in ("offload_optimizer", "offload_param", "cpu_offload"):
-        v = zero.get(key)
-        device = v.get("device", "none") if isinstance(v, dict) else ("cpu" if v else "none")
+    for key in ("offload_optimizer", "offload_param"):
+        device = section(zero, key, "zero_optimization.").get("device", "none")
+        if not isinstance(device, str) and device is not None:
+            raise BadInput(f"zero_optimization.{key}.device: expected \"cpu\", \"nvme\" or \"none\", got {show(device)}")
         if device not in ("none", None):
-            t.missing(f"{key} ({device})", "no offload: the model state stays where the shard computes (on the CPU "
+            t.missing(f"{key} ({name_of(device)})", "no offload: the model state stays where the shard computes (on the CPU "
                       "trainer it is host memory already)")
+    if boolean("zero_optimization.cpu_offload", zero.get("cpu_offload", False)):
+        t.missing("cpu_offload (cpu)", "no offload: the model state stays where the shard computes")
     if "sub_group_size" in zero:
-        t.missing(f"sub_group_size {zero['sub_group_size']:g}" if isinstance(zero["sub_group_size"], (int, float)) else
-                  "sub_group_size", "AdamW steps the whole shard in one call; sub-groups bound offloaded optimizer memory")
+        n = number("zero_optimization.sub_group_size", zero["sub_group_size"], "a number of parameters")
+        t.missing(f"sub_group_size {show(n)}", "AdamW steps the whole shard in one call; sub-groups bound offloaded "
+                  "optimizer memory")
     for key in ("stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save"):
         if key in zero:
+            boolean(f"zero_optimization.{key}", zero[key], auto=True)
             t.missing(key, "a run with -o always writes the whole model (model.bin) at its end")
 
 
-def deepspeed_top(t, cfg):
-    """The sections beside zero_optimization: precision, the batch, clipping, the optimizer."""
-    if (cfg.get("bf16") or {}).get("enabled") is True:
+FROM_TRAINING_ARGS = "Hugging Face fills it from TrainingArguments, which this translation does not see"
+
+
+def deepspeed_precision(t, cfg):
+    bf16 = boolean("bf16.enabled", section(cfg, "bf16").get("enabled", False), auto=True)
+    fp16 = boolean("fp16.enabled", section(cfg, "fp16").get("enabled", False), auto=True)
+    if bf16 is True and fp16 is True:
+        raise BadInput("bf16.enabled and fp16.enabled: both true; DeepSpeed takes one precision")
+    if bf16 is True:
         t.set("bf16.enabled true", "-p", "bf16")
-    if (cfg.get("fp16") or {}).get("enabled") is True:
+    if fp16 is True:
         t.missing("fp16.enabled true", "no fp16 with loss scaling here; -p bf16 is the nearest (same bytes, no scaler)")
+    if "auto" in (bf16, fp16) and True not in (bf16, fp16):
+        t.assume("bf16/fp16.enabled auto", f"{FROM_TRAINING_ARGS} (--bf16, --fp16); left out: fp32, the trainer's default "
+                 "(add -p bf16 for mixed precision)")
+
+
+def deepspeed_batch(t, cfg):
+    """The micro-batch (-b), and the accumulation as tokens per step (-d = N B T A)."""
     B = cfg.get("train_micro_batch_size_per_gpu")
-    if B is not None:
+    if B == "auto":
+        t.assume("train_micro_batch_size_per_gpu auto", f"{FROM_TRAINING_ARGS}; left out: -b {TRAINER_B}, the trainer's default")
+        B = None
+    elif B is not None:
+        B = number("train_micro_batch_size_per_gpu", B, 'a number of rows or "auto"', True)
         t.set(f"train_micro_batch_size_per_gpu {B}", "-b", B)
     A = cfg.get("gradient_accumulation_steps", 1)
-    if A != "auto" and A > 1:
-        d = t.args.ranks * (B or 4) * t.args.seq_len * A
-        t.set(f"gradient_accumulation_steps {A}", "-d", d, f"tokens per step = N {t.args.ranks} x B x T {t.args.seq_len} x A")
-    if "gradient_clipping" in cfg:
-        t.set(f"gradient_clipping {cfg['gradient_clipping']}", "-gc", cfg["gradient_clipping"])
-    opt = cfg.get("optimizer") or {}
-    if opt and str(opt.get("type", "")).lower() not in ("adamw", "adam"):
-        t.missing(f"optimizer {opt.get('type')}", "the trainer's optimizer is AdamW")
-    params = opt.get("params") or {}
-    if "lr" in params:
-        t.set(f"optimizer.params.lr {params['lr']}", "-l", params["lr"])
-    if "weight_decay" in params:
-        t.set(f"optimizer.params.weight_decay {params['weight_decay']}", "-c", params["weight_decay"], "on the six matrices")
+    if A == "auto":
+        t.assume("gradient_accumulation_steps auto", f"{FROM_TRAINING_ARGS}; left out: one micro-step a step")
+        A = 1
+    A = number("gradient_accumulation_steps", A, 'a positive number of micro-steps or "auto"', True)
+    if A < 1:
+        raise BadInput(f"gradient_accumulation_steps: {A} is not a positive number of micro-steps")
+    rows = B if B is not None else TRAINER_B
+    if t.args.seq_len is not None:
+        t.set(f"--seq-len {t.args.seq_len}", "-t", t.args.seq_len)
+    T = t.args.seq_len or TRAINER_T
+    if A > 1:
+        t.set(f"gradient_accumulation_steps {A}", "-d", t.args.ranks * rows * T * A, f"tokens per step = N {t.args.ranks} x B x "
+              f"T {T} x A")
+    total = cfg.get("train_batch_size")
+    if total == "auto":
+        t.assume("train_batch_size auto", f"{FROM_TRAINING_ARGS}; here it is N x B x A = {t.args.ranks * rows * A} rows")
+    elif total is not None:
+        total = number("train_batch_size", total, 'a number of rows or "auto"', True)
+        if total != t.args.ranks * rows * A:
+            raise BadInput(f"train_batch_size: {total} is not N {t.args.ranks} x train_micro_batch_size_per_gpu {rows} x "
+                           f"gradient_accumulation_steps {A} = {t.args.ranks * rows * A}, as DeepSpeed requires")
+
+
+def deepspeed_optimizer(t, cfg):
+    clip = cfg.get("gradient_clipping")
+    if clip == "auto":
+        t.assume("gradient_clipping auto", f"{FROM_TRAINING_ARGS} (max_grad_norm, 1.0 by default); left out: -gc 1, the "
+                 "trainer's default")
+    elif clip is not None:
+        clip = number("gradient_clipping", clip, 'a norm or "auto"')
+        t.set(f"gradient_clipping {show(clip)}", "-gc", clip)
+    opt = section(cfg, "optimizer")
+    kind = opt.get("type", "AdamW")
+    if not isinstance(kind, str):
+        raise BadInput(f"optimizer.type: expected a name like \"AdamW\", got {show(kind)}")
+    if kind.lower() not in ("adamw", "adam"):
+        t.missing(f"optimizer {name_of(kind)}", "the trainer's optimizer is AdamW")
+    params = section(opt, "params", "optimizer.")
+    for key, flag, default, why in (("lr", "-l", "3e-4", ""), ("weight_decay", "-c", "0", "on the six matrices")):
+        v = params.get(key)
+        if v == "auto":
+            t.assume(f"optimizer.params.{key} auto", f"{FROM_TRAINING_ARGS}; left out: {flag} {default}, the trainer's default")
+        elif v is not None:
+            v = number(f"optimizer.params.{key}", v, 'a number or "auto"')
+            t.set(f"optimizer.params.{key} {show(v)}", flag, v, why)
     for key in ("betas", "eps"):
         if key in params:
             t.missing(f"optimizer.params.{key}", "AdamW's betas (0.9, 0.95) and eps 1e-8 are fixed here")
+    if "scheduler" in cfg:
+        kind = section(cfg, "scheduler").get("type")
+        t.missing(f"scheduler {name_of(kind) if isinstance(kind, str) else '' if kind is None else show(kind)}".rstrip(), "not translated: the trainer's schedule is "
+                  "-u W warmup steps, then cosine from -l to -q F times it")
 
 
 def translate_deepspeed(t, cfg):
     zero = cfg.get("zero_optimization")
     if not isinstance(zero, dict):
-        raise BadInput("the config has no zero_optimization section (an object)")
+        raise BadInput("zero_optimization: the config has no zero_optimization section (an object)" if zero is None else
+                       f"zero_optimization: expected an object, got {show(zero)}")
     unknown = sorted(set(zero) - ZERO_KEYS)
     if unknown:
-        raise BadInput(f"zero_optimization.{unknown[0]}: not a DeepSpeed ZeRO knob this translator knows")
+        raise BadInput(f"zero_optimization.{name_of(unknown[0])}: not a DeepSpeed ZeRO knob this translator knows")
     deepspeed_stage(t, zero)
-    deepspeed_top(t, cfg)
+    deepspeed_precision(t, cfg)
+    deepspeed_batch(t, cfg)
+    deepspeed_optimizer(t, cfg)
     deepspeed_stage3(t, zero)
     deepspeed_zeropp(t, zero)
     for key, why in ALWAYS.items():
         if key in zero:
-            t.same(f"{key} {json.dumps(zero[key])}", why)
+            t.same(f"{key} {show(boolean('zero_optimization.' + key, zero[key]))}", why)
     deepspeed_buckets(t, zero)
     deepspeed_offload(t, zero)
 
 
+def open_regular(path):
+    """The file's bytes, at most CONFIG_MAX_BYTES: opened without blocking (a FIFO with no writer would wait
+    forever in a plain open), then refused unless it is a regular file, and its size checked before reading."""
+    name = name_of(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise BadInput(f"{name}: cannot read it ({e.strerror})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                    "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket or other special file")
+            raise BadInput(f"{name}: not a regular file ({kind}); give a DeepSpeed config file")
+        if st.st_size > CONFIG_MAX_BYTES:
+            raise BadInput(f"{name}: {st.st_size} bytes is more than a config's {CONFIG_MAX_BYTES} (1 MiB)")
+        chunks, n = [], 0
+        while n <= CONFIG_MAX_BYTES:   # the size checked again as read: a file may grow
+            b = os.read(fd, CONFIG_MAX_BYTES + 1 - n)
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+        if n > CONFIG_MAX_BYTES:
+            raise BadInput(f"{name}: more than a config's {CONFIG_MAX_BYTES} bytes (1 MiB)")
+        return b"".join(chunks)
+    except OSError as e:
+        raise BadInput(f"{name}: cannot read it ({e.strerror})")
+    finally:
+        os.close(fd)
+
+
+def strip_comments(text, name):
+    """JSON with comments as DeepSpeed's reader takes it: // and # to the end of the line and /* ... */
+    outside strings become spaces (line numbers kept). Nesting deeper than CONFIG_MAX_DEPTH is refused here,
+    before the JSON reader recurses into it."""
+    out, i, n, depth, line = [], 0, len(text), 0, 1
+    while i < n:
+        c = text[i]
+        if c == '"':                       # a string, escapes and all, copied as it is
+            j = i + 1
+            while j < n and text[j] != '"' and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            continue
+        if c == "#" or text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            if j < 0:
+                raise BadInput(f"{name}: not JSON: a /* comment that never ends, from line {line}")
+            body = text[i:j + 2]
+            out.append(re.sub(r"[^\n]", " ", body))
+            line += body.count("\n")
+            i = j + 2
+            continue
+        if c in "[{":
+            depth += 1
+            if depth > CONFIG_MAX_DEPTH:
+                raise BadInput(f"{name}: nested deeper than {CONFIG_MAX_DEPTH} levels at line {line}; a DeepSpeed config "
+                               "nests 3")
+        elif c in "]}":
+            depth -= 1
+        elif c == "\n":
+            line += 1
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def unique_keys(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise BadInput(f"{name_of(k)}: given twice in one object; DeepSpeed refuses a duplicate key")
+        d[k] = v
+    return d
+
+
 def read_json(path):
+    name = name_of(path)
+    data = open_regular(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: cannot read it ({e.strerror if isinstance(e, OSError) else 'not UTF-8 text'})")
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise BadInput(f"{name}: cannot read it (not UTF-8 text)")
+    text = strip_comments(text, name)
     try:
-        cfg = json.loads(text)
+        cfg = json.loads(text, object_pairs_hook=unique_keys, parse_float=Num, parse_constant=Num)
     except json.JSONDecodeError as e:
-        raise BadInput(f"{path}: not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+        raise BadInput(f"{name}: not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+    except (ValueError, RecursionError) as e:   # an integer of more than 4300 digits; the depth is checked above
+        raise BadInput(f"{name}: not JSON this translator reads: {str(e).splitlines()[0][:100]}")
     if not isinstance(cfg, dict):
-        raise BadInput(f"{path}: a DeepSpeed config is a JSON object, this is a {type(cfg).__name__}")
+        raise BadInput(f"{name}: a DeepSpeed config is a JSON object, this is a {type(cfg).__name__}")
     return cfg
 
 
@@ -321,17 +611,42 @@ STRATEGIES = {"FULL_SHARD": (3, True, False), "SHARD_GRAD_OP": (3, False, False)
               "HYBRID_SHARD": (3, True, True), "_HYBRID_SHARD_ZERO2": (3, False, True)}   # -z, reshard after forward, HSDP
 
 
+# FSDP's defaults, for the keys not given (FullyShardedDataParallel's arguments)
+FSDP_DEFAULTS = {
+    "sharding_strategy": ("FULL_SHARD", "FSDP's default"),
+    "auto_wrap_policy": ("none", "FSDP's default (no policy): the root module is the only unit"),
+    "backward_prefetch": ("BACKWARD_PRE", "FSDP's default"),
+    "forward_prefetch": ("False", "FSDP's default"),
+    "limit_all_gathers": ("True", "FSDP's default"),
+    "mixed_precision": ("fp32", "FSDP's default (no MixedPrecision): fp32 params and gradients"),
+}
+FSDP_TEXT_MAX = 4096   # a few keys; longer is not FSDP's arguments
+
+
 def parse_fsdp(text):
+    if len(text) > FSDP_TEXT_MAX:
+        raise BadInput(f"--fsdp: {len(text)} characters is more than FSDP's arguments take ({FSDP_TEXT_MAX})")
     pairs = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or not value:
-            raise BadInput(f"--fsdp: '{item}' is not KEY=VALUE")
+            raise BadInput(f"--fsdp: '{name_of(item)}' is not KEY=VALUE")
         if key not in FSDP_KEYS:
-            raise BadInput(f"--fsdp: unknown key '{key}' (known: {', '.join(sorted(FSDP_KEYS))})")
+            raise BadInput(f"--fsdp: unknown key '{name_of(key)}' (known: {', '.join(sorted(FSDP_KEYS))})")
+        if key in pairs:
+            raise BadInput(f"--fsdp: {key} given twice")
+        if not value.isprintable():
+            raise BadInput(f"--fsdp: {key}={name_of(value)}: not a value FSDP takes")
         pairs[key] = value.split(".")[-1] if key in ("sharding_strategy", "backward_prefetch") else value
     return pairs
+
+
+def fsdp_assumed(t, pairs):
+    """One line for each key left out: the default taken, FSDP's own."""
+    for key, (value, why) in FSDP_DEFAULTS.items():
+        if key not in pairs:
+            t.assume(f"{key}={value}", why)
 
 
 def fsdp_bool(pairs, key, default):
@@ -339,14 +654,14 @@ def fsdp_bool(pairs, key, default):
     if v is None:
         return default
     if v not in ("True", "False", "true", "false", "1", "0"):
-        raise BadInput(f"--fsdp: {key}={v}: expected True or False")
+        raise BadInput(f"--fsdp: {key}={name_of(v)}: expected True or False")
     return v in ("True", "true", "1")
 
 
 def fsdp_sharding(t, pairs):
     name = pairs.get("sharding_strategy", "FULL_SHARD")
     if name not in STRATEGIES:
-        raise BadInput(f"--fsdp: sharding_strategy={name}: expected one of {', '.join(STRATEGIES)}")
+        raise BadInput(f"--fsdp: sharding_strategy={name_of(name)}: expected one of {', '.join(STRATEGIES)}")
     stage, reshard, hybrid = STRATEGIES[name]
     reshard = fsdp_bool(pairs, "reshard_after_forward", reshard)
     t.stage, t.reshard = stage, reshard
@@ -356,20 +671,25 @@ def fsdp_sharding(t, pairs):
     if hybrid:
         if not t.args.ranks_per_node:
             raise BadInput(f"--fsdp: sharding_strategy={name} shards within a node: give --ranks-per-node R")
-        t.set(f"{name}'s node groups", "-hs", t.args.ranks_per_node, "shard inside groups of R ranks, replicate across")
+        t.set(f"--ranks-per-node {t.args.ranks_per_node} ({name}'s node groups)", "-hs", t.args.ranks_per_node,
+              "shard inside groups of R ranks, replicate across")
 
 
 def fsdp_wrap(t, pairs):
-    policy = pairs.get("auto_wrap_policy", "transformer")
+    policy = pairs.get("auto_wrap_policy", "none")
     L, block = t.model.L, t.model.block
     if policy == "transformer":
         t.wrap = 1
         t.set("auto_wrap_policy transformer (a block a unit)", "-wrap", 1)
         return
-    m = re.fullmatch(r"size:([0-9.eE+]+)", policy)
+    m = re.fullmatch(r"size:((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)", policy)
     if policy != "none" and not m:
-        raise BadInput(f"--fsdp: auto_wrap_policy={policy}: expected transformer, size:N or none")
-    want = math.inf if policy == "none" else math.ceil(float(m.group(1)) / block)
+        raise BadInput(f"--fsdp: auto_wrap_policy={name_of(policy)}: expected transformer, size:N (N a number of parameters, "
+                       "1e8 or 100000000) or none")
+    size = float(m.group(1)) if m else math.inf
+    if m and not (size <= NUMBER_MAX):
+        raise BadInput(f"--fsdp: auto_wrap_policy={name_of(policy)}: {m.group(1)} is not a finite number within 1e300")
+    want = math.inf if policy == "none" else math.ceil(size / block)
     fits = [k for k in t.model.wraps() if k >= want]
     t.wrap = fits[0] if fits else t.model.wraps()[-1]
     why = f"{t.wrap} block{'s' if t.wrap > 1 else ''} a unit, {t.wrap * block:,} parameters"
@@ -384,7 +704,7 @@ def fsdp_prefetch(t, pairs):
     gathers_in_backward = t.stage == 3 and t.reshard
     bp = pairs.get("backward_prefetch", "BACKWARD_PRE")
     if bp not in ("BACKWARD_PRE", "BACKWARD_POST", "None"):
-        raise BadInput(f"--fsdp: backward_prefetch={bp}: expected BACKWARD_PRE, BACKWARD_POST or None")
+        raise BadInput(f"--fsdp: backward_prefetch={name_of(bp)}: expected BACKWARD_PRE, BACKWARD_POST or None")
     limit = fsdp_bool(pairs, "limit_all_gathers", True)
     forward = fsdp_bool(pairs, "forward_prefetch", False)
     if bp == "None" and not forward:
@@ -405,7 +725,7 @@ def fsdp_prefetch(t, pairs):
 def fsdp_rest(t, pairs):
     mp = pairs.get("mixed_precision", "fp32")
     if mp not in ("bf16", "fp16", "fp32"):
-        raise BadInput(f"--fsdp: mixed_precision={mp}: expected bf16, fp16 or fp32")
+        raise BadInput(f"--fsdp: mixed_precision={name_of(mp)}: expected bf16, fp16 or fp32")
     if mp == "bf16":
         t.set("mixed_precision bf16", "-p", "bf16")
     elif mp == "fp16":
@@ -428,6 +748,7 @@ def translate_fsdp(t, text):
     fsdp_wrap(t, pairs)
     fsdp_prefetch(t, pairs)
     fsdp_rest(t, pairs)
+    fsdp_assumed(t, pairs)
 
 
 # ---- the command line ----------------------------------------------------------------------------
@@ -442,24 +763,41 @@ def main(argv):
     ap.add_argument("config", nargs="?", help="a DeepSpeed config (JSON)")
     ap.add_argument("--fsdp", help="FSDP's arguments, KEY=VALUE,...")
     ap.add_argument("--model", help="d12, d2c64h2t64, 124M, 7.5B, ...")
-    ap.add_argument("--ranks", type=int, default=1)
-    ap.add_argument("--seq-len", type=int, default=64)
-    ap.add_argument("--ranks-per-node", type=int, default=0)
+    ap.add_argument("--ranks", type=decimal, default=1)
+    ap.add_argument("--seq-len", type=decimal, default=None)
+    ap.add_argument("--ranks-per-node", type=decimal, default=0)
+    ap.add_argument("--trainer", help="the trainer that checks the command (default $ZERO3_TRAINER, else ./train_gpt2_zero3)")
     args = ap.parse_args(argv)
     if not args.model:
         raise BadInput("--model: missing: the translation needs the model's unit sizes (d12, 124M, 7.5B, ...)")
     if (args.config is None) == (args.fsdp is None):
         raise BadInput("give one of a DeepSpeed config file or --fsdp 'KEY=VALUE,...'")
-    if args.ranks < 1 or args.seq_len < 1 or args.ranks_per_node < 0:
-        raise BadInput("--ranks and --seq-len must be positive, --ranks-per-node not negative")
+    for name, v, lo, hi in (("--ranks", args.ranks, 1, RANKS_MAX), ("--seq-len", args.seq_len, 1, SEQ_MAX),
+                            ("--ranks-per-node", args.ranks_per_node, 0, RANKS_MAX)):
+        if v is not None and not lo <= v <= hi:
+            raise BadInput(f"{name}: {v} is out of range [{lo}, {hi}]")
     t = Translation(Model(args.model), args)
     if args.fsdp is not None:
         translate_fsdp(t, args.fsdp)
-        t.print(f"fsdp {args.fsdp}")
+        if args.seq_len is not None:
+            t.set(f"--seq-len {args.seq_len}", "-t", args.seq_len)
+        source = f"fsdp {name_of(args.fsdp)}"
     else:
         translate_deepspeed(t, read_json(args.config))
-        t.print(f"deepspeed {args.config}")
+        source = f"deepspeed {name_of(args.config)}"
+    check_with_trainer(t)   # nothing is printed before the trainer accepts the command
+    t.print(source)
     return 0
+
+
+RANKS_MAX, SEQ_MAX = 1 << 24, 1 << 20   # the trainer's -plan N and -t ranges
+
+
+def decimal(text):
+    """An integer option, in decimal whatever its leading zeros (08 is 8)."""
+    if not re.fullmatch(r"[+-]?[0-9]{1,12}", text.strip()):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {name_of(text)}")
+    return int(text.strip(), 10)
 
 
 if __name__ == "__main__":
@@ -468,3 +806,6 @@ if __name__ == "__main__":
     except BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except BrokenPipeError:   # the reader (| head) went away: nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

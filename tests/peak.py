@@ -36,8 +36,13 @@ CASES = [
     (4, SMALL, ["-b", "1", "-t", "16", "-z", "3", "-hs", "2"]),
     (2, SMALL, ["-b", "1", "-t", "16", "-z", "3", "-hs", "1"]),
     (3, SMALL, ["-b", "2", "-t", "64", "-z", "3", "-pd", "2", "-bp", "post"]),
+    (3, SMALL, ["-b", "1", "-t", "16", "-z", "3", "-p", "bf16"]),
+    (4, SMALL, ["-b", "1", "-t", "16", "-z", "3", "-hs", "2", "-p", "bf16"]),
 ]
 TOLERANCE = 0.10
+# bf16's bound, tighter and one-sided: its plan leaves out the bf16 matmuls' packed operands (a few MiB,
+# cpu/kernels_bf16.h), so it is under the measured peak, by at most 6% on the runs here (1-4.2% measured)
+BF16_UNDER, BF16_OVER = 0.06, 0.01
 
 
 def run(cmd):
@@ -104,6 +109,8 @@ def main():
         planned = planned_peak(args.binary, n, model, flags)
         off = planned / measured - 1.0
         ok = abs(off) <= TOLERANCE
+        if "bf16" in flags:
+            ok = -BF16_UNDER <= off <= BF16_OVER
         bad += not ok
         print(f"  {n:>2} {model:<12} {' '.join(flags):<46} {measured / 2**20:>13.2f} {planned / 2**20:>12.2f} "
               f"{100 * off:>+6.1f}%{'' if ok else '  FAIL'}")

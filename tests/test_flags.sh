@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The flags' ranges and the checks between flags (docs/formats.md "Ranges", "Between flags"):
 #   1. every numeric flag -h gives a range to refuses a value just outside each end, with one error
-#      line naming the flag and that range, and accepts both ends (through -plan, or a one-step run
-#      where the planner refuses the flag); the emulated link's GB/s and latency at and past their
+#      line naming the flag and that range, and accepts both ends (through -plan, which takes every
+#      flag a run takes); the emulated link's GB/s and latency at and past their
 #      ends; --help-md's table (docs/formats.md's flags, held there by test_docs) gives every flag
 #      and range -h gives;
-#   2. for a set of refused combinations a run on 2 ranks and -plan 2 print the same error line;
+#   2. for a set of refused combinations a run on 2 ranks and -plan 2 print the same error line, and
+#      for a set of flags a run accepts (-p, -pt, -clip among them) -plan 2 accepts them too, with a
+#      line for each whose effect the plan leaves out;
 #   3. -plan N with -hp G plans hpZ in groups of G: the model state it prints is the run's startup
 #      report's for those flags, and both are the bytes worked out here by hand.
 . "$(dirname "$0")/lib.sh"
@@ -77,12 +79,8 @@ range_ends() {
     bad=$(past $kind $end "$bound")
     # shellcheck disable=SC2046
     refused "$flag $bad" "$bracket" $(context "$flag" "$end") "$flag" "$bad"
-    if [ "$flag" = -pt ]; then   # the planner refuses -pt whatever its value: a run of one step
-      [ "$bound" = 0 ] || accepted "-pt $bound" "${MODEL[@]}" -pt "$bound"
-    else
-      # shellcheck disable=SC2046
-      accepted "$flag $bound" $(context "$flag" "$end") "$flag" "$bound"
-    fi
+    # shellcheck disable=SC2046
+    accepted "$flag $bound" $(context "$flag" "$end") "$flag" "$bound"
   done
 }
 n_checked=0
@@ -136,6 +134,28 @@ done
 finish_cases
 [ ! -e "$work/yf" ] || fail "-y 1 -f 1: the run made its output folder before refusing"
 echo "ok   20 combinations: the same error line from the run and the planner"
+
+same_verdict() {   # FLAGS...: a run on 2 ranks and -plan 2 both accept (or both refuse with the same line)
+  local run_rc plan_rc run_err=$work/vrun_err_$BASHPID plan_out=$work/vplan_out_$BASHPID plan_err=$work/vplan_err_$BASHPID
+  timeout 60 mpirun -np 2 "$BIN" "${MODEL[@]}" "$@" >/dev/null 2>"$run_err"; run_rc=$?
+  timeout 60 "$BIN" -plan 2 "${MODEL[@]}" "$@" >"$plan_out" 2>"$plan_err"; plan_rc=$?
+  [ $((run_rc == 0)) = $((plan_rc == 0)) ] ||
+    fail "$*: the run's exit status $run_rc ('$(grep '^error' "$run_err")'), -plan 2's $plan_rc ('$(grep '^error' "$plan_err")')"
+  [ "$(grep '^error' "$run_err")" = "$(grep '^error' "$plan_err")" ] ||
+    fail "$*: the run says '$(grep '^error' "$run_err")', -plan 2 '$(grep '^error' "$plan_err")'"
+  [ $plan_rc -ne 0 ] || case " $* " in *" -pt "[1-9]*|*" -clip local "*)   # what the plan does not show: its own line
+    grep -q "^not in this plan: flag -\(pt\|clip\): " "$plan_out" || fail "-plan 2 $*: no line saying what the plan leaves out" ;;
+  esac
+  if [ $plan_rc -eq 0 ]; then echo "  accepted by both: $*"; else echo "  refused by both: $*: $(grep '^error' "$run_err")"; fi
+}
+echo "the same verdict from a run on 2 ranks and -plan 2:"
+for flags in "-p bf16" "-p fp32" "-pt 1000" "-clip local" "-clip global" "-z 1 -p bf16 -pt 5000 -clip local" \
+             "-z 2 -pt 100000" "-p fp16" "-clip none" "-z 0 -pt 1" "-hp 2 -p bf16" "-bp post -p bf16"; do
+  # shellcheck disable=SC2086
+  side_by_side same_verdict $flags
+done
+finish_cases
+echo "ok   12 flag sets (-p, -pt, -clip among them): the run and the planner accept and refuse alike"
 
 # ---- 3. -plan N -hp G: the run's model state for that G -----------------------------------------
 # d2c64h2t64: wte Vp*C + wpe maxT*C + L*(12C^2 + 13C) + lnf 2C parameters, Vp = 50304

@@ -4,11 +4,15 @@
 #     (ds_zero3_sized.json) and configs written here, for GPT-2 124M (d12) and 7.5B
 #     (d36c4096h32t1024), and FSDP's arguments: the `flags:` line equals flags worked out by hand
 #     below from GPT-2's shapes (each case says how);
+#     Hugging Face's ZeRO-3 template ("auto" everywhere: tests/translate/hf_zero3_auto.json) and a
+#     config with // /* */ # comments (tests/translate/ds_commented.json, as DeepSpeed reads them);
 #  2. every printed command is accepted by the trainer: the 124M ones run one step (-x 1, shorter
-#     rows appended), the 7.5B ones are planned (-plan N; -p and -pt left out, which the planner
-#     refuses to plan);
-#  3. bad inputs (an unreadable file, bad JSON, an unknown stage or key, no model) end with one line
-#     on stderr and exit status 2, no traceback.
+#     rows appended), the 7.5B ones are planned (-plan N, the flags as printed);
+#  3. bad inputs (an unreadable file, a FIFO, a device, a folder, bad JSON, nesting 100,000 deep, a
+#     wrong type or "auto" where none is filled, 1e400, NaN, an unknown stage or key, no model, a
+#     value the trainer refuses) end with one line on stderr naming the key and exit status 2: no
+#     traceback, no hang (each call under a timeout);
+#  4. tests/translate_fuzz.py: 300 random and adversarial configs, the same three promises.
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 X=scripts/translate_config.py
@@ -24,7 +28,7 @@ cmds=()
 expect() {   # name, expected flags, translator arguments...
   local name=$1 want=$2; shift 2
   local out
-  out=$($PY $X "$@" 2>&1) || { echo "$out"; fail "$name: the translator failed"; }
+  out=$(timeout 60 $PY $X "$@" 2>&1) || { echo "$out"; fail "$name: the translator failed"; }
   local got; got=$(sed -n 's/^flags: //p' <<<"$out")
   [ "$got" = "$want" ] || { echo "$out"; fail "$name: flags '$got', want '$want'"; }
   cmds+=("$(sed -n 's/^command: //p' <<<"$out")")
@@ -39,6 +43,15 @@ expect "ds_zero2 124M" "-z 2 -p bf16 -b 4 -l 0.0001" --model 124M $EX/ds_zero2.j
 expect "ds_zero3 124M" "-z 3 -p bf16 -b 4 -l 0.0001 -pd 1 -pt 7680" --model 124M $EX/ds_zero3.json
 # auto bucket 0.9 * 4096^2 = 15,099,494 < one block -> -pd 1; threshold 10 * 4096 = 40960
 expect "ds_zero3 7.5B" "-z 3 -p bf16 -b 4 -l 0.0001 -pd 1 -pt 40960" --model 7.5B $EX/ds_zero3.json
+# the same config with comments of all three kinds (and // and /* inside a string, kept): the same flags
+expect "ds_zero3 with comments, 124M" "-z 3 -p bf16 -b 4 -l 0.0001 -pd 1 -pt 7680" --model 124M tests/translate/ds_commented.json
+# Hugging Face's template: the sizes from C (as above), the TrainingArguments ones left to the trainer's
+# defaults (each on an assumed: line), offload and the scheduler without equivalent
+expect "Hugging Face's ZeRO-3 template, 124M" "-z 3 -pd 1 -pt 7680" --model 124M tests/translate/hf_zero3_auto.json
+hf=$($PY $X --model 124M tests/translate/hf_zero3_auto.json)
+for key in bf16/fp16.enabled train_micro_batch_size_per_gpu gradient_accumulation_steps gradient_clipping optimizer.params.lr; do
+  grep -q "^  $key auto: Hugging Face fills it from TrainingArguments" <<<"$hf" || { echo "$hf"; fail "HF template: no assumed line for $key"; }
+done
 # 5e7 / 7,087,872 = 7.05 -> 8 units; 1e9 holds 141 units: no bound; threshold 1e5 as given
 expect "ds_zero3_sized 124M" "-z 3 -pd 8 -pt 100000" --model 124M $EX/ds_zero3_sized.json
 # 5e7 / 201,379,840 = 0.25 -> 1; 1e9 holds 4 units: at most 3, no bound
@@ -53,7 +66,7 @@ cat >"$work/zpp.json" <<'EOF'
  "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2, "zero_quantized_weights": true,
                        "zero_quantized_gradients": true, "offload_optimizer": {"device": "cpu"}}}
 EOF
-expect "ZeRO++ and accumulation, 124M on 2" "-z 3 -b 4 -d 512 -pd 8 -pt 100000 -hp 2 -qw 8 -qg 8" \
+expect "ZeRO++ and accumulation, 124M on 2" "-z 3 -b 4 -t 32 -d 512 -pd 8 -pt 100000 -hp 2 -qw 8 -qg 8" \
   --model 124M --ranks 2 --seq-len 32 "$work/zpp.json"
 grep -q "offload_optimizer (cpu): no offload" <<<"$($PY $X --model 124M --ranks 2 --seq-len 32 "$work/zpp.json")" ||
   fail "offload_optimizer: no line saying there is no equivalent"
@@ -68,11 +81,15 @@ expect "size policy 1e8, 124M" "-z 3 -wrap 6 -pd 1 -bp pre" --model 124M --fsdp 
 # a 7.5B block (201M) is over 1e8 alone: -wrap 1; HYBRID_SHARD over nodes of 8 -> -hs 8; POST; bf16
 expect "HSDP post bf16, 7.5B on 16" "-z 3 -hs 8 -wrap 1 -pd 1 -bp post -p bf16" --model 7.5B --ranks 16 --ranks-per-node 8 \
   --fsdp "sharding_strategy=HYBRID_SHARD,auto_wrap_policy=size:1e8,backward_prefetch=BACKWARD_POST,mixed_precision=bf16"
-# SHARD_GRAD_OP keeps params from forward to backward (-ra 0): no backward gather, so no -bp
-expect "SHARD_GRAD_OP post, 124M" "-z 3 -ra 0 -wrap 1 -pd 1" --model 124M --fsdp "sharding_strategy=SHARD_GRAD_OP,backward_prefetch=BACKWARD_POST"
+# SHARD_GRAD_OP keeps params from forward to backward (-ra 0): no backward gather, so no -bp; no
+# auto_wrap_policy is FSDP's default, the root only: the coarsest -wrap, 6 of 12 blocks (K <= 8)
+expect "SHARD_GRAD_OP post, 124M" "-z 3 -ra 0 -wrap 6 -pd 1" --model 124M --fsdp "sharding_strategy=SHARD_GRAD_OP,backward_prefetch=BACKWARD_POST"
 # no prefetch in either pass -> -pd 0; activation checkpointing -> -rc 1
-expect "no prefetch, 124M" "-z 3 -wrap 1 -pd 0 -rc 1" --model 124M --fsdp "backward_prefetch=None,activation_checkpointing=True"
-expect "NO_SHARD, 124M" "-z 0 -wrap 1 -pd 1" --model 124M --fsdp "sharding_strategy=NO_SHARD"
+expect "no prefetch, 124M" "-z 3 -wrap 1 -pd 0 -rc 1" --model 124M --fsdp "auto_wrap_policy=transformer,backward_prefetch=None,activation_checkpointing=True"
+expect "NO_SHARD, 124M" "-z 0 -wrap 6 -pd 1" --model 124M --fsdp "sharding_strategy=NO_SHARD"
+fsdp=$($PY $X --model 124M --fsdp "sharding_strategy=NO_SHARD")
+grep -q "^  auto_wrap_policy=none: FSDP's default (no policy): the root module is the only unit" <<<"$fsdp" &&
+  grep -q "^  forward_prefetch=False: FSDP's default" <<<"$fsdp" || { echo "$fsdp"; fail "FSDP: the defaults assumed are not listed"; }
 
 echo "every command accepted by the trainer:"
 accepted() {   # RUN: the command runs to its end
@@ -86,7 +103,7 @@ for cmd in "${cmds[@]}"; do
     run="$cmd -x 1 -v 0 -m 1 -t 32"
   else                                 # too large to run here: planned for its ranks
     n=$(sed -n 's/^mpirun -np \([0-9]*\) .*/\1/p' <<<"$cmd"); n=${n:-64}
-    run="$(sed -E 's/^mpirun -np [0-9]+ //; s/ -p bf16//; s/ -pt [0-9]+//' <<<"$cmd") -plan $n"
+    run="$(sed -E 's/^mpirun -np [0-9]+ //' <<<"$cmd") -plan $n"
   fi
   side_by_side accepted "$run"
 done
@@ -95,7 +112,8 @@ finish_cases
 echo "bad inputs:"
 bad() {   # name, pattern, arguments...
   local name=$1 pattern=$2; shift 2
-  $PY $X "$@" >"$work/out" 2>"$work/err"; local rc=$?
+  timeout 60 $PY $X "$@" >"$work/out" 2>"$work/err"; local rc=$?
+  [ -s "$work/out" ] && { cat "$work/out"; fail "$name: printed a translation"; }
   [ $rc -eq 2 ] || { cat "$work/err"; fail "$name: exit status $rc, want 2"; }
   [ "$(wc -l <"$work/err")" -eq 1 ] || { cat "$work/err"; fail "$name: want one line on stderr"; }
   grep -qE -- "$pattern" "$work/err" || { cat "$work/err"; fail "$name: '$(cat "$work/err")' does not match /$pattern/"; }
@@ -106,16 +124,61 @@ echo '{"zero_optimization": {"stage": 4}}' >"$work/stage4.json"
 echo '{"zero_optimization": {"stage": 3, "stage3_prefetch_bukket_size": 5e7}}' >"$work/key.json"
 echo '{"zero_optimization": {"stage": 3, "reduce_bucket_size": "big"}}' >"$work/size.json"
 bad "unreadable file" "^error: $work/none.json: cannot read it" --model 124M "$work/none.json"
-bad "a folder" "^error: $work: cannot read it" --model 124M "$work"
+bad "a folder" "^error: $work: not a regular file \(a folder\)" --model 124M "$work"
+mkfifo "$work/fifo"
+bad "a FIFO (no writer: a plain open would wait forever)" "^error: $work/fifo: not a regular file \(a FIFO\)" --model 124M "$work/fifo"
+bad "/dev/zero" "^error: /dev/zero: not a regular file \(a device\)" --model 124M /dev/zero
+head -c 1100000 /dev/zero | tr '\0' ' ' >"$work/big.json"
+bad "a 1.1 MB file" "^error: .*big.json: 1100000 bytes is more than a config's" --model 124M "$work/big.json"
+$PY -c "print('[' * 100000 + ']' * 100000)" >"$work/deep.json"
+bad "JSON nested 100,000 deep" "^error: .*deep.json: nested deeper than 64 levels" --model 124M "$work/deep.json"
+printf '{"zero_optimization": {"stage": 3}} /* never closed' >"$work/open_comment.json"
+bad "a comment never closed" "^error: .*open_comment.json: not JSON: a /\* comment that never ends" --model 124M "$work/open_comment.json"
+# a wrong type or value, one line naming the key
+wrong() {   # name, pattern, the JSON, translator arguments...
+  local name=$1 pattern=$2 f=$work/wrong_$n_wrong.json; n_wrong=$((n_wrong + 1))
+  echo "$3" >"$f"; shift 3
+  bad "$name" "$pattern" --model 124M "$@" "$f"
+}
+n_wrong=0; Z='"zero_optimization": {"stage": 3'
+wrong '"auto" max live' '^error: zero_optimization.stage3_max_live_parameters: "auto" is not one Hugging Face fills' "{$Z, \"stage3_max_live_parameters\": \"auto\"}}"
+wrong 'a string accumulation' '^error: gradient_accumulation_steps: expected a positive number .*got "2"' "{$Z}, \"gradient_accumulation_steps\": \"2\"}"
+wrong 'a null accumulation' '^error: gradient_accumulation_steps: expected .*got null' "{$Z}, \"gradient_accumulation_steps\": null}"
+wrong '"bf16": true' '^error: bf16: expected an object, got true' "{$Z}, \"bf16\": true}"
+wrong 'a string optimizer' '^error: optimizer: expected an object, got "AdamW"' "{$Z}, \"optimizer\": \"AdamW\"}"
+wrong '1e400' '^error: zero_optimization.stage3_prefetch_bucket_size: 1e400 is not a finite number' "{$Z, \"stage3_prefetch_bucket_size\": 1e400}}"
+wrong 'NaN' '^error: optimizer.params.lr: NaN is not a finite number' "{$Z}, \"optimizer\": {\"params\": {\"lr\": NaN}}}"
+wrong '-b 2.5' '^error: train_micro_batch_size_per_gpu: expected a number of rows' "{$Z}, \"train_micro_batch_size_per_gpu\": 2.5}"
+wrong 'a key twice' '^error: stage: given twice in one object' "{$Z, \"stage\": 2}}"
+# values whose range is the trainer's: its own line, after the knob
+wrong 'lr -0.001' '^error: optimizer.params.lr -0.001 -> -l -0.001: the trainer refuses it: flag -l: -0.001 is out of range \[0, 10\]' "{$Z}, \"optimizer\": {\"params\": {\"lr\": -0.001}}}"
+wrong '-pt 1e30' '^error: stage3_param_persistence_threshold 1e30 -> -pt [0-9]+: the trainer refuses it: flag -pt:' "{$Z, \"stage3_param_persistence_threshold\": 1e30}}"
+wrong '-b 0' '^error: train_micro_batch_size_per_gpu 0 -> -b 0: the trainer refuses it: flag -b: 0 is out of range' "{$Z}, \"train_micro_batch_size_per_gpu\": 0}"
+wrong '-gc -1' '^error: gradient_clipping -1 -> -gc -1: the trainer refuses it: flag -gc:' "{$Z}, \"gradient_clipping\": -1}"
+wrong '-c 100' '^error: optimizer.params.weight_decay 100 -> -c 100: the trainer refuses it: flag -c:' "{$Z}, \"optimizer\": {\"params\": {\"weight_decay\": 100}}}"
+wrong '-hp 3 on 2 ranks' '^error: zero_hpz_partition_size 3 -> -hp 3: the trainer refuses it: flag -hp: the group size 3 does not divide the 2 ranks' "{$Z, \"zero_hpz_partition_size\": 3}}" --ranks 2
+wrong '-hs 2 on 2 ranks' '^error: mics_shard_size 2 -> -hs 2: the trainer refuses it: flag -hs: one group of all 2 ranks' "{$Z, \"mics_shard_size\": 2}}" --ranks 2
+# 3.0 is the integer 3 (as DeepSpeed's pydantic reads it): printed as 3, and -d as an integer
+echo '{"zero_optimization": {"stage": 3.0}, "gradient_accumulation_steps": 5.0}' >"$work/float_ints.json"
+expect "stage 3.0, accumulation 5.0" "-z 3 -d 1280 -pd 8 -pt 100000" --model 124M "$work/float_ints.json"
 bad "bad JSON" "^error: .*broken.json: not JSON: .* line 2" --model 124M "$work/broken.json"
 bad "unknown stage" "^error: zero_optimization.stage: 4 is not a ZeRO stage" --model 124M "$work/stage4.json"
 bad "unknown ZeRO key" "^error: zero_optimization.stage3_prefetch_bukket_size: not a DeepSpeed ZeRO knob" --model 124M "$work/key.json"
 bad "a size that is no number" "^error: zero_optimization.reduce_bucket_size: expected a number" --model 124M "$work/size.json"
-bad "no zero_optimization" "^error: the config has no zero_optimization" --model 124M <(echo '{"bf16": {"enabled": true}}')
+echo '{"bf16": {"enabled": true}}' >"$work/no_zero.json"
+bad "no zero_optimization" "^error: zero_optimization: the config has no zero_optimization" --model 124M "$work/no_zero.json"
 bad "unknown FSDP key" "^error: --fsdp: unknown key 'limit_allgathers'" --model 124M --fsdp "limit_allgathers=True"
 bad "FSDP value" "^error: --fsdp: backward_prefetch=BACKWARD_LATER" --model 124M --fsdp "backward_prefetch=BACKWARD_LATER"
 bad "HSDP without nodes" "^error: --fsdp: sharding_strategy=HYBRID_SHARD .*--ranks-per-node" --model 124M --fsdp "sharding_strategy=HYBRID_SHARD"
+bad "HSDP 3 a node on 4" "^error: --ranks-per-node 3 \(HYBRID_SHARD's node groups\) -> -hs 3: the trainer refuses it: flag -hs: the group size 3 does not divide the 4 ranks" \
+  --model 124M --ranks 4 --ranks-per-node 3 --fsdp "sharding_strategy=HYBRID_SHARD"
+for size in 1e400 1e5.5 1.5.3 +; do
+  bad "size:$size" "^error: --fsdp: auto_wrap_policy=size:$(sed 's/[.+]/\\&/g' <<<"$size"): " --model 124M --fsdp "auto_wrap_policy=size:$size"
+done
+bad "a trainer that is not there" "^error: --trainer: .*/none is not an executable file" --model 124M --trainer "$work/none" $EX/ds_zero3.json
 bad "no model" "^error: --model: missing" $EX/ds_zero3.json
 bad "a model that is none" "^error: --model: '7B' is neither" --model 7B $EX/ds_zero3.json
 bad "neither input" "^error: give one of" --model 124M
+echo "random and adversarial configs:"
+$PY tests/translate_fuzz.py --trainer "$BIN" --count 300 --seed 40 || fail "tests/translate_fuzz.py"
 echo "test_translate: ok"
