@@ -33,7 +33,7 @@ while getopts ":n:x:e:o:p:Th" opt; do
 done
 shift $((OPTIND - 1))
 [ "${1:-}" = "--" ] && shift
-need_int -n "$N" 1 64; need_int -x "$STEPS" 1 100000000
+need_int -n N 1 64; need_int -x STEPS 1 100000000
 if [ $TABLE = 1 ]; then
   [ -z "$OUT" ] && [ -z "$PNG" ] || die "-T: the table's runs go into a temporary folder and draw no picture (leave -o and -p out)"
   OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT

@@ -48,7 +48,7 @@ for ((i = 0; i < ${#extra[@]}; i += 2)); do
   v=${extra[$((i + 1))]}
   case "$f" in
     -o) [ -n "$v" ] || die "-o: needs a folder"; user_out=$v ;;
-    -y|-f) need_int "$f" "$v" 0 1; [ "$v" = 0 ] || user_resume=("$f" 1) ;;
+    -y|-f) need_int "$f" v 0 1; [ "$v" = 0 ] || user_resume=("$f" 1) ;;
     *) rest+=("$f" "$v") ;;
   esac
 done
