@@ -60,6 +60,10 @@ if [ "$mode" = auto ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
      { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then mode=gpu; fi
 fi
+if [ "$mode" = gpu ]; then   # asked for (--gpu): refused in one line on a machine without one
+  command -v nvidia-smi >/dev/null 2>&1 || die "--gpu: no NVIDIA driver here (no nvidia-smi): train on CPU ranks with --cpu"
+  nvidia-smi -L 2>/dev/null | grep -q '^GPU' || die "--gpu: nvidia-smi lists no GPU on this machine: train on CPU ranks with --cpu"
+fi
 if [ -z "$out" ]; then out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained; fi
 [ ! -e "$out" ] || [ -d "$out" ] || die "--out: $out exists and is not a folder"
 parent=$(dirname "$out")
