@@ -723,13 +723,6 @@ void ckpt_load_latest(const char *out_dir, const GPT2Config *cfg, Zero3 *z, Ckpt
 // ------------------------------------------------------------------------------------------------
 // Resuming with other flags
 
-// One value of a recorded flag as it would be typed.
-static void flag_value_text(const Flag *f, const TrainArgs *a, char *buf, size_t n) {
-    if (args_flag_is_real(f)) snprintf(buf, n, "%g", args_flag_real(f, a));
-    else if (f->type == FLAG_SEED) snprintf(buf, n, "%llu", (unsigned long long)args_flag_int(f, a));
-    else snprintf(buf, n, "%lld", args_flag_int(f, a));
-}
-
 void ckpt_warn_changes(const CkptMeta *m, const TrainArgs *a) {
     for (int i = 0; i < ARGS_NFLAGS; i++) {
         const Flag *f = &ARGS_FLAGS[i];
@@ -737,9 +730,9 @@ void ckpt_warn_changes(const CkptMeta *m, const TrainArgs *a) {
         int same = args_flag_is_real(f) ? args_flag_real(f, &m->run) == args_flag_real(f, a)
                                         : args_flag_int(f, &m->run) == args_flag_int(f, a);
         if (same) continue;
-        char was[64], now[64];
-        flag_value_text(f, &m->run, was, sizeof was);
-        flag_value_text(f, a, now, sizeof now);
+        char was[64], now[64];   // as the user types them: -p bf16, never -p 1
+        args_flag_text(f, &m->run, was, sizeof was);
+        args_flag_text(f, a, now, sizeof now);
         fprintf(stderr, "warning: the checkpoint was written with %s %s, this run has %s %s: %s\n", f->name, was, f->name, now,
                 f->on_resume);
     }
