@@ -396,13 +396,28 @@ static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause)
 // Drives a request of collective o to completion with MPI_Test, until o's deadline (then the
 // watchdog ends the run); on the communication thread it naps between tests while the compute
 // thread is busy (poll_ns; 0 on the compute thread's own path: no naps).
+// A deadline passed while this rank itself was not running (stopped by SIGSTOP, a debugger, a
+// suspended VM) is this rank's fault, not a peer's: drive counts the gaps between its tests longer
+// than SELF_GAP_S, and when they make up half the timeout, the line says so instead of blaming the peers.
+#define SELF_GAP_S 1.0
 static void drive(const CpuBackend *b, const CpuOp *o, MPI_Request *req) {
     const CpuComm *c = &b->comm;
+    double last = now_seconds(), not_running = 0.0;
     for (;;) {
         int flag = 1;
         if (*req != MPI_REQUEST_NULL) check_mpi(MPI_Test(req, &flag, MPI_STATUS_IGNORE), "test");
         if (flag) return;
-        if (now_seconds() > o->deadline) op_timed_out(b, o, "a peer or its link is down");
+        const double now = now_seconds();
+        if (now - last > SELF_GAP_S) not_running += now - last;
+        last = now;
+        if (now > o->deadline) {
+            char cause[160];
+            if (not_running > 0.5 * b->watch.timeout_s)
+                snprintf(cause, sizeof cause, "this rank itself was not running for %.1f s of it (stopped, or starved of "
+                         "CPU), so its peers are not to blame", not_running);
+            else snprintf(cause, sizeof cause, "a peer or its link is down");
+            op_timed_out(b, o, cause);
+        }
         if (!__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) && c->poll_ns > 0) {
             struct timespec ts = {0, c->poll_ns};
             nanosleep(&ts, NULL);

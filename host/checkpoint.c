@@ -702,6 +702,23 @@ void ckpt_save(OutputFiles *files, const char *out_dir, CkptMeta *m, Zero3 *z, c
     agree_or_exit(be, err);
 }
 
+// After a resharding read several ranks have read one old shard file: a fault in it is said once, by
+// the lowest of the ranks that found it (found by halving the ranks: log2 N sums, only on a failure);
+// ranks whose messages differ (other files) each keep their own line.
+static void ckpt_one_line_per_fault(const Zero3Backend *be, char *err) {
+    const int failed = err[0] != '\0';
+    if (be->all_reduce_scalar(be->ctx, failed ? 1.0 : 0.0) == 0.0) return;
+    int lo = 0, hi = be->world;   // the lowest failed rank is in [lo, hi)
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        if (be->all_reduce_scalar(be->ctx, (failed && be->rank < mid) ? 1.0 : 0.0) > 0.0) hi = mid;
+        else lo = mid;
+    }
+    const double mine = failed ? (double)(uint32_t)ckpt_hash(CKPT_HASH_INIT, err, strlen(err)) : 0.0;   // exact in a double
+    const double lowest = be->all_reduce_scalar(be->ctx, be->rank == lo ? mine : 0.0);
+    if (failed && be->rank != lo && mine == lowest) err[0] = '\0';
+}
+
 // Loads the checkpoint `latest` names into this rank's engine state (before zero3_publish_params).
 // m receives the run fields (its units are freed). Dies on every rank on any problem.
 void ckpt_load_latest(const char *out_dir, const GPT2Config *cfg, Zero3 *z, CkptMeta *m, char *name) {
@@ -716,19 +733,13 @@ void ckpt_load_latest(const char *out_dir, const GPT2Config *cfg, Zero3 *z, Ckpt
     if (ckpt_meta_read(path, m, err, sizeof err) == 0 && ckpt_meta_check_model(m, cfg, z, dir, err, sizeof err) == 0)
         ckpt_read_state(dir, m, cfg, z, err, sizeof err);
     ckpt_meta_free(m);
+    ckpt_one_line_per_fault(be, err);
     agree_or_exit(be, err);
 }
 
 
 // ------------------------------------------------------------------------------------------------
 // Resuming with other flags
-
-// One value of a recorded flag as it would be typed.
-static void flag_value_text(const Flag *f, const TrainArgs *a, char *buf, size_t n) {
-    if (args_flag_is_real(f)) snprintf(buf, n, "%g", args_flag_real(f, a));
-    else if (f->type == FLAG_SEED) snprintf(buf, n, "%llu", (unsigned long long)args_flag_int(f, a));
-    else snprintf(buf, n, "%lld", args_flag_int(f, a));
-}
 
 void ckpt_warn_changes(const CkptMeta *m, const TrainArgs *a) {
     for (int i = 0; i < ARGS_NFLAGS; i++) {
@@ -737,9 +748,9 @@ void ckpt_warn_changes(const CkptMeta *m, const TrainArgs *a) {
         int same = args_flag_is_real(f) ? args_flag_real(f, &m->run) == args_flag_real(f, a)
                                         : args_flag_int(f, &m->run) == args_flag_int(f, a);
         if (same) continue;
-        char was[64], now[64];
-        flag_value_text(f, &m->run, was, sizeof was);
-        flag_value_text(f, a, now, sizeof now);
+        char was[64], now[64];   // as the user types them: -p bf16, never -p 1
+        args_flag_text(f, &m->run, was, sizeof was);
+        args_flag_text(f, a, now, sizeof now);
         fprintf(stderr, "warning: the checkpoint was written with %s %s, this run has %s %s: %s\n", f->name, was, f->name, now,
                 f->on_resume);
     }

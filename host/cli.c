@@ -161,6 +161,23 @@ static void parse_link(const Flag *f, const char *v, TrainArgs *a) {
     a->links_emulated = 1;
 }
 
+// A flag's value as a user types it (-p bf16, -clip local, -wrap half, -l 0.001), for the messages
+// that quote it: each custom flag by the words its parser takes, the others by their type.
+const char *args_flag_text(const Flag *f, const TrainArgs *a, char *buf, size_t n) {
+    if (f->parse == parse_precision) snprintf(buf, n, "%s", PRECISION_NAMES[a->bf16 ? 1 : 0]);
+    else if (f->parse == parse_clip) snprintf(buf, n, "%s", a->clip_local ? "local" : "global");
+    else if (f->parse == parse_backward_prefetch) snprintf(buf, n, "%s", a->backward_prefetch == ZERO3_BACKWARD_POST ? "post" : "pre");
+    else if (f->parse == parse_wrap && a->wrap == GPT2_WRAP_HALF) snprintf(buf, n, "half");
+    else if (f->parse == parse_link) {
+        const Zero3Link *link = (const Zero3Link *)((const char *)a + f->field);
+        if (link->latency_s > 0.0) snprintf(buf, n, "%gGB/s,%gs", link->gbps, link->latency_s);
+        else snprintf(buf, n, "%gGB/s", link->gbps);
+    } else if (args_flag_is_real(f)) snprintf(buf, n, "%g", args_flag_real(f, a));
+    else if (f->type == FLAG_SEED) snprintf(buf, n, "%llu", (unsigned long long)args_flag_int(f, a));
+    else snprintf(buf, n, "%lld", args_flag_int(f, a));
+    return buf;
+}
+
 // ------------------------------------------------------------------------------------------------
 // The flags. Each entry: name, type, the field it sets, default, range; then by name what a count
 // is, its parser (FLAG_CUSTOM), -h's value name, help and shown default, whether meta.bin records it
@@ -226,7 +243,7 @@ const Flag ARGS_FLAGS[] = {
              "the GPU trainer is built for one (make PRECISION=BF16 or FP32) and takes only that one",
      .recorded = 1,
      .on_resume = "the checkpoint holds the fp32 master, m and v, so the run goes on from them with the working params "
-                  "and gradients in the new precision (-p 0 is fp32, 1 bf16)",
+                  "and gradients in the new precision",
      .plan_leaves_out = NULL},
     {"-clip", FLAG_CUSTOM, F(clip_local), NULL, 0, 0, .parse = parse_clip, .metavar = "global|local",
      .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)", .shown_def = "global",

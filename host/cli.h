@@ -118,6 +118,8 @@ void args_flag_set_real(const Flag *f, TrainArgs *a, double v);
 // The range of f as -h and the error lines say it ("[1, 1048576]", "[0.001, 10000] GB/s, latency
 // (0, 1] s"; "" for a flag that is not a number). Returns buf.
 const char *args_flag_range(const Flag *f, char *buf, size_t n);
+// f's value in a as a user types it ("bf16", "local", "half", "0.001"), for the messages. Returns buf.
+const char *args_flag_text(const Flag *f, const TrainArgs *a, char *buf, size_t n);
 // Whether a holds another value for f than the default (the flag was given, to another value).
 int args_flag_given(const Flag *f, const TrainArgs *a);
 // The planner (-plan N) takes every flag a run takes (args_validate is the one check of both); for each

@@ -89,11 +89,12 @@ static void trainer_resume(Trainer *tr) {
     ckpt_load_latest(a->out_dir, &tr->cfg, &tr->z, &m, tr->output.last_ckpt);
     if (m.step > a->steps)
         fatal("flag -x: the checkpoint %s/%s is at step %d, past the %d steps asked for", a->out_dir, tr->output.last_ckpt, m.step, a->steps);
+    const int resharded = m.world != tr->z.world || m.run.stage != a->stage;
     tr->start_step = m.step;
+    tr->start_saved = resharded ? -1 : m.step;   // a checkpoint of this layout is already on disk: not written again
     tr->sample.rng = m.sample_rng;
     progress(tr, "resume: %s/%s, step %d, written on N=%d at ZeRO stage %d%s (%.2f s)\n", a->out_dir, tr->output.last_ckpt,
-             m.step, m.world, m.run.stage, (m.world != tr->z.world || m.run.stage != a->stage) ? ", resharded" : "",
-             now_seconds() - t0);
+             m.step, m.world, m.run.stage, resharded ? ", resharded" : "", now_seconds() - t0);
     // what may legitimately change on resume, said out loud (the table of flags says what each means)
     if (tr->be->rank == 0) ckpt_warn_changes(&m, a);
 }
@@ -160,6 +161,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     tr->data.targets = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
     alloc_phase_end();
     tr->sample.rng = a->seed ^ 0x5DEECE66Dull;
+    tr->start_saved = -1;   // a fresh run has no checkpoint yet
     if (a->resume) trainer_resume(tr);
 }
 
@@ -393,7 +395,7 @@ static void trainer_finish(Trainer *tr, const TrainLoop *loop) {
 // 128 + the signal when preempted.
 static int trainer_run(Trainer *tr) {
     const TrainArgs *a = &tr->args;
-    TrainLoop loop = {(double)a->tokens_per_step, 0.0, -1, nan_step_from_env()};
+    TrainLoop loop = {(double)a->tokens_per_step, 0.0, tr->start_saved, nan_step_from_env()};
     for (int step = tr->start_step; step < a->steps; step++) {
         StepResult r = {.step = step, .lr = lr_at(a, step), .val = NAN};
         trainer_timed_step(tr, &r);

@@ -44,6 +44,7 @@ struct Trainer {
     // the run's position
     int A;                           // micro-steps per step
     int start_step;                  // 0, or the checkpoint's step when resuming
+    int start_saved;                 // the resumed checkpoint's step when it has this run's layout (N, stage), else -1
     ClipProbe *clip_probe;           // -clip local: the step beside what global clipping would do
     struct {                         // the tokens (-i -j) and this rank's batch
         DataLoader train, val;

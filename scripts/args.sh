@@ -2,15 +2,20 @@
 # script has moved to the repository root. Every check runs before any work (a build, a run), and a
 # bad argument ends the script with one line on stderr, `error: ARGUMENT: what is wrong`, exit 2:
 #   die MESSAGE                   the line and the exit
-#   need_int FLAG VALUE LO HI     VALUE is an integer in [LO, HI]
+#   need_int FLAG NAME LO HI      the variable NAME holds an integer in [LO, HI], read in decimal
+#                                 whatever its leading zeros (08 is eight, never octal), and is
+#                                 rewritten without them (010 becomes 10): the one number parser
 #   need_writable_folder FLAG DIR DIR is a folder this user can write into
 #   need_new_folder FLAG DIR      DIR does not exist or is empty, and its parent folder can be written
 #   need_file FLAG PATH           PATH is a regular file that can be read
-#   free_name PATH                the first of PATH, PATH.1, PATH.2 ... that does not exist (a file's
-#                                 number goes before its extension: t.png, t.1.png), the rule of -tr
-#   trainer_accepts N FLAGS...    the trainer's planner (-plan N, which validates as a run on N ranks
-#                                 does) accepts FLAGS (less -pt and -clip, which change no plan and which
-#                                 it refuses to plan); otherwise its error line, exit 2. Needs the build.
+#   free_name PATH [folder]       the first of PATH, PATH.1, PATH.2 ... that does not exist (a file's
+#                                 number goes before its extension: t.png, t.1.png), the rule of -tr,
+#                                 created empty as it is picked (O_EXCL; mkdir for a folder), so that
+#                                 two scripts started together never pick the same name
+#   trainer_accepts N FLAGS...    a run on N ranks would accept FLAGS: the trainer's planner (-plan N
+#                                 validates every flag as a run on N ranks does), and the one check only
+#                                 a run makes (-e names a model to train: a descriptor or a file, never a
+#                                 parameter count); otherwise the trainer's error line, exit 2. Needs the build.
 #   holds_run DIR                 DIR holds an earlier run (a checkpoint, log.csv or model.bin)
 #   checkpoint_of DIR             "STEP TOTAL" of the run in DIR from its last checkpoint, or nothing
 #   resume_in_place DIR NAME      the trainer flags that continue DIR's unfinished run in place
@@ -18,8 +23,8 @@
 #   need_gbit FLAG G              G is a link speed in [0.01, 100] Gbit/s
 #   need_no_cluster FLAG          no cluster is up (scripts/cluster.sh status): one up is the user's, never
 #                                 used or taken down by a script
-#   own_cluster G TMP             brings up 2 nodes of 2 slots each, links shaped to G Gbit/s; when the
-#                                 script exits, also when interrupted, takes them down and removes TMP
+#   own_cluster G TMP [CMD]       brings up 2 nodes of 2 slots each, links shaped to G Gbit/s; when the
+#                                 script exits, also when interrupted, runs CMD, takes them down and removes TMP
 #   on_cluster R ARGS...          mpirun ARGS across those nodes, R ranks a node (1 or 2)
 #   step_ms WHICH OUT             the step in ms of a run's last "time: WHICH" line (measured, planner)
 # A script's results never replace earlier ones: they go to a free name, or it refuses and says how
@@ -28,9 +33,12 @@
 die() { echo "error: $*" >&2; exit 2; }
 
 need_int() {
-  local flag=$1 v=$2 lo=$3 hi=$4
-  [[ "$v" =~ ^[0-9]+$ ]] && [ "${#v}" -le 9 ] || die "$flag: expected an integer in [$lo, $hi], got '$v'"
-  [ "$v" -ge "$lo" ] && [ "$v" -le "$hi" ] || die "$flag: $v is out of range [$lo, $hi]"
+  local flag=$1 name=$2 lo=$3 hi=$4 v=${!2-} digits
+  [[ "$v" =~ ^0*([0-9]+)$ ]] || die "$flag: expected an integer in [$lo, $hi], got '$v'"
+  digits=${BASH_REMATCH[1]}
+  # at most 18 digits: bash's arithmetic is 64-bit, so a longer number is out of range, never wrapped
+  [ "${#digits}" -le 18 ] && (( 10#$digits >= lo && 10#$digits <= hi )) || die "$flag: $v is out of range [$lo, $hi]"
+  printf -v "$name" '%s' "$digits"
 }
 
 need_writable_folder() {
@@ -55,20 +63,31 @@ need_file() {
 }
 
 free_name() {
-  local path=$1 stem ext k=1
-  if [ ! -e "$path" ] && [ ! -L "$path" ]; then echo "$path"; return; fi
-  stem=$path; ext=
-  case "$(basename "$path")" in ?*.*) stem=${path%.*}; ext=.${path##*.} ;; esac
-  while [ -e "$stem.$k$ext" ] || [ -L "$stem.$k$ext" ]; do k=$((k + 1)); done
-  echo "$stem.$k$ext"
+  local path=$1 kind=${2:-file} stem=$1 ext= k name
+  [ "$kind" = folder ] || case "$(basename "$path")" in ?*.*) stem=${path%.*}; ext=.${path##*.} ;; esac
+  for ((k = 0; k < 10000; k++)); do
+    name=$stem.$k$ext; [ "$k" -gt 0 ] || name=$path
+    [ ! -e "$name" ] && [ ! -L "$name" ] || continue   # (noclobber would open a FIFO found there)
+    if [ "$kind" = folder ]; then mkdir -- "$name" 2>/dev/null && { echo "$name"; return; }
+    else (set -o noclobber; : >"$name") 2>/dev/null && { echo "$name"; return; }; fi
+    [ -e "$name" ] || [ -L "$name" ] || die "$path: cannot create $name"   # not taken by another run: unwritable
+  done
+  die "$path: no free name left among $path, $stem.1$ext ... $stem.9999$ext"
 }
 
 trainer_accepts() {
-  local n=$1 err planned=(); shift
-  while [ $# -ge 2 ]; do case "$1" in -pt|-clip) ;; *) planned+=("$1" "$2") ;; esac; shift 2; done
-  planned+=("$@")
-  err=$(./train_gpt2_zero3 -plan "$n" "${planned[@]}" 2>&1 >/dev/null) && return 0
-  echo "$err" | grep -m1 '^error' >&2 || echo "error: ./train_gpt2_zero3 -plan $n $*: refused ($err)" >&2
+  local n=$1 err model=; shift
+  local -a flags=("$@")
+  for ((i = 0; i + 1 < ${#flags[@]}; i += 2)); do [ "${flags[$i]}" != -e ] || model=${flags[$((i + 1))]}; done
+  if [ -n "$model" ] && [ ! -e "$model" ] && [[ "$model" != d* ]]; then
+    die "-e $model: a run trains a model descriptor (d12, d2c64h2t64) or a model file, not a parameter count (only -plan N takes one)"
+  fi
+  err=$(./train_gpt2_zero3 -plan "$n" "$@" 2>&1 >/dev/null) && return 0
+  err=$(echo "$err" | grep -m1 '^error' || echo "error: ./train_gpt2_zero3 -plan $n $*: refused ($err)")
+  # the planner's last check refuses the flags a plan cannot show (-p, -pt, -clip: "leave it out"):
+  # every check a run makes came before it and passed
+  [[ "$err" =~ ^error:\ flag\ -(p|pt|clip):\ .*leave\ (it|-pt)\ out ]] && return 0
+  echo "$err" >&2
   exit 2
 }
 
@@ -111,7 +130,7 @@ need_no_cluster() {
 # second up)
 own_cluster() {
   # shellcheck disable=SC2064
-  trap "bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf '$2'" EXIT; trap 'exit 130' INT TERM
+  trap "${3:-:}; bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf '$2'" EXIT; trap 'exit 130' INT TERM
   bash scripts/cluster.sh up 2 --ranks-per-node 2 --gbit "$1" >/dev/null || die "the cluster (scripts/cluster.sh up 2 --gbit $1) did not come up"
 }
 on_cluster() {

@@ -19,8 +19,8 @@ while getopts ":e:b:t:x:p:z:r" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;
   :) die "-$OPTARG: missing its value ($USAGE)" ;;
   *) die "-$OPTARG: unknown option ($USAGE)" ;; esac; done
 shift $((OPTIND - 1)); [ $# -eq 0 ] || die "$1: unexpected argument"
-need_int -b "$B" 2 1048576; [ $((B % 2)) -eq 0 ] || die "-b: $B is split over 1 and 2 ranks: give an even B"
-need_int -t "$T" 1 1048576; need_int -x "$STEPS" 2 100000
+need_int -b B 2 1048576; [ $((B % 2)) -eq 0 ] || die "-b: $B is split over 1 and 2 ranks: give an even B"
+need_int -t T 1 1048576; need_int -x STEPS 2 100000
 case $PREC in fp32|bf16) precs=$PREC; pcol=0;; both) precs="fp32 bf16"; pcol=1;;
   *) die "-p: expected fp32, bf16 or both, got '$PREC'";; esac
 for z in $STAGES; do [[ "$z" =~ ^[0-3]$ ]] || die "-z: expected stages among 0 1 2 3, got '$STAGES'"; done
@@ -28,7 +28,10 @@ for z in $STAGES; do [[ "$z" =~ ^[0-3]$ ]] || die "-z: expected stages among 0 1
 [ $TORCH = 0 ] || [ "$MODEL" = d12 ] || die "-r: PyTorch's step is GPT-2 124M: give -e d12, got -e $MODEL"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 make -s train_gpt2_zero3 >/dev/null
-for n in 1 2; do trainer_accepts "$n" -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS"; done
+# every row of the table checked before its header: a bad one refuses the whole table, never half of it
+for n in 1 2; do for z in $STAGES; do for p in $precs; do
+  trainer_accepts "$n" -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -p "$p"
+done; done; done
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an OMP_NUM_THREADS the user exported
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"

@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do case "$1" in
   -n|-e|-x) [ $# -ge 2 ] || die "$1: missing its value"
     case "$1" in -n) N=$2 ;; -e) MODEL=$2 ;; -x) STEPS=$2 ;; esac; shift 2 ;;
   --stages) STAGES=1; shift ;; --bytes) BYTES=1; shift ;; --*) die "$1: unknown option" ;; *) break ;; esac; done
-need_int -n "$N" 1 64; need_int -x "$STEPS" 1 100000
+need_int -n N 1 64; need_int -x STEPS 1 100000
 [ $(($# % 2)) -eq 0 ] || die "${*: -1}: a trainer flag without its value"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 make -s train_gpt2_zero3 >/dev/null || exit 1

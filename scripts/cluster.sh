@@ -157,8 +157,10 @@ parse_up() {
       *) die "up: unknown option '$1' (up K [--ranks-per-node R] [--gbit G])" ;;
     esac
   done
-  [[ $K =~ ^[0-9]+$ ]] && [ "$K" -ge 1 ] && [ "$K" -le $MAX_NODES ] || die "up: K='$K' nodes is not in 1..$MAX_NODES"
-  [[ $R =~ ^[0-9]+$ ]] && [ "$R" -ge 1 ] && [ "$R" -le $MAX_RANKS_PER_NODE ] ||
+  # in decimal whatever the leading zeros (08 is eight: bash's arithmetic would read octal), at most 9 digits
+  [[ $K =~ ^0*([0-9]{1,9})$ ]] && K=$((10#${BASH_REMATCH[1]})) && [ "$K" -ge 1 ] && [ "$K" -le $MAX_NODES ] ||
+    die "up: K='$K' nodes is not in 1..$MAX_NODES"
+  [[ $R =~ ^0*([0-9]{1,9})$ ]] && R=$((10#${BASH_REMATCH[1]})) && [ "$R" -ge 1 ] && [ "$R" -le $MAX_RANKS_PER_NODE ] ||
     die "up: --ranks-per-node '$R' is not in 1..$MAX_RANKS_PER_NODE"
   [[ $G =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v g="$G" 'BEGIN { exit !(g >= 0 && g <= 1000) }' ||
     die "up: --gbit '$G' is not a rate in Gbit/s (0 < G <= 1000; 0 or absent: unshaped)"

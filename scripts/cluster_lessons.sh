@@ -51,8 +51,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$STEPS" ] || STEPS=$((6 - 2 * QUICK))
 [ -n "$ROUNDS" ] || ROUNDS=$((3 - QUICK))
-need_int -x "$STEPS" 3 1000
-need_int -r "$ROUNDS" 2 20
+need_int -x STEPS 3 1000
+need_int -r ROUNDS 2 20
 need_gbit --gbit "$G"
 GBS=$(awk -v g="$G" 'BEGIN { printf "%g", g / 8 }')   # Gbit/s to GB/s
 FLAGS="-e $MODEL -b 2 -t 32 -x $STEPS -v 0 -l 1e-3"

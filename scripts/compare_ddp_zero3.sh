@@ -25,7 +25,7 @@ usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 N=4; STEPS=100; MODEL=d2c64h2t64; OUT=; PNG=; TABLE=0
 while getopts ":n:x:e:o:p:Th" opt; do
   case $opt in
-    n) N=$OPTARG ;; x) STEPS=$OPTARG ;; e) MODEL=$OPTARG ;; o) OUT=$OPTARG ;; p) PNG=$OPTARG ;; T) TABLE=1 ;;
+    n) N=$OPTARG ;; x) STEPS=$OPTARG ;; e) MODEL=$OPTARG ;; o) OUT=$OPTARG; [ -n "$OUT" ] || die "-o: needs a folder" ;; p) PNG=$OPTARG; [ -n "$PNG" ] || die "-p: needs a picture's name" ;; T) TABLE=1 ;;
     h) usage; exit 0 ;;
     :) die "-$OPTARG: missing its value (-h for help)" ;;
     *) die "-$OPTARG: unknown option (-h for help)" ;;
@@ -33,12 +33,12 @@ while getopts ":n:x:e:o:p:Th" opt; do
 done
 shift $((OPTIND - 1))
 [ "${1:-}" = "--" ] && shift
-need_int -n "$N" 1 64; need_int -x "$STEPS" 1 100000000
+need_int -n N 1 64; need_int -x STEPS 1 100000000
 if [ $TABLE = 1 ]; then
   [ -z "$OUT" ] && [ -z "$PNG" ] || die "-T: the table's runs go into a temporary folder and draw no picture (leave -o and -p out)"
   OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
   exec 3>&1 1>&2                       # stdout is the table's; the runs' progress goes to stderr
-elif [ -n "$OUT" ]; then need_new_folder -o "$OUT"; else OUT=$(free_name build/compare_ddp_zero3); fi
+elif [ -n "$OUT" ]; then need_new_folder -o "$OUT"; else mkdir -p build && OUT=$(free_name build/compare_ddp_zero3 folder) || exit 2; fi
 PNG=${PNG:-$OUT/compare_ddp_zero3.png}
 case "$PNG" in *.png) ;; *) die "-p: $PNG: a picture's name ends in .png" ;; esac
 [ "$(dirname "$PNG")" = "$OUT" ] || need_writable_folder -p "$(dirname "$PNG")"

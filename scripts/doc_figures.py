@@ -39,8 +39,10 @@ import glob
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotlib  # noqa: E402
@@ -145,10 +147,26 @@ def read_document(name):
 
 
 def write_document(name, text):
+    """The document replaced whole or not at all: written to a temporary file of its own folder (a name
+    no other run holds), then renamed over it; a write that fails (a full disk, a read-only folder, a
+    file size limit) removes the temporary file and leaves the document as it was, with one line."""
     path = os.path.join(ROOT, name)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))   # the document's own permissions, not mkstemp's 0600
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        plotlib.fail(f"{name}: cannot rewrite its figures ({e.strerror}); the document is left as it was")
     print(f"{name}: figures rewritten")
 
 

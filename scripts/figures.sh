@@ -45,7 +45,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 make -s train_gpt2_zero3 >/dev/null
 [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] || make -s data
-mkdir -p build; W=$(free_name build/figures); mkdir "$W"
+mkdir -p build; W=$(free_name build/figures folder)
 train() { local dir=$1; shift; mpirun -np 4 ./train_gpt2_zero3 -v 0 -o "$dir" "$@" >"$dir.out" 2>&1 || { grep -m1 '^error' "$dir.out" >&2 || cat "$dir.out" >&2; exit 1; }; }
 into_place() { mv -f "$1" "$2"; echo "$2"; }   # a whole picture from the work folder: one rename
 

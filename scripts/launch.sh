@@ -24,7 +24,8 @@
 set -uo pipefail
 
 USAGE="usage: $0 -n N [--hostid-per-rank] [--] COMMAND [ARGS...], or without -n under srun or torchrun"
-die() { echo "error: $*" >&2; exit 2; }
+# the shared checks (die, need_int), found beside this script: launch.sh runs from any folder
+. "$(dirname "${BASH_SOURCE[0]}")/args.sh" || { echo "error: launch.sh: cannot read args.sh beside it" >&2; exit 2; }
 # the command every rank will run: found and executable, checked before any rank starts
 need_command() {
   [ $# -ge 1 ] || die "no command given ($USAGE)"
@@ -56,17 +57,15 @@ if [ -z "$n" ] && { [ -n "${SLURM_PROCID:-}" ] || [ -n "${RANK:-}" ]; }; then
     export LOCAL_RANK="${LOCAL_RANK:-$RANK}"
     job="torchrun${TORCHELASTIC_RUN_ID:-}.${MASTER_PORT:-0}"
   fi
-  for v in RANK WORLD_SIZE LOCAL_RANK; do
-    [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v='${!v}' is not a number (from Slurm or torchrun's variables)"
-  done
-  [ "$RANK" -lt "$WORLD_SIZE" ] || die "RANK=$RANK is not below WORLD_SIZE=$WORLD_SIZE"
+  # from Slurm's or torchrun's variables, read in decimal (a leading zero is no octal) and exported so
+  need_int WORLD_SIZE WORLD_SIZE 1 1048576
+  need_int RANK RANK 0 $((WORLD_SIZE - 1))
+  need_int LOCAL_RANK LOCAL_RANK 0 $((WORLD_SIZE - 1))
   export ZERO3_RENDEZVOUS="${ZERO3_RENDEZVOUS:-$PWD/.zero3_rendezvous.$job}"
   [ "$hostid" -eq 1 ] && export NCCL_HOSTID="zero3-launch-rank$RANK"
   exec "$@"
 fi
-if ! [[ "$n" =~ ^[0-9]{1,4}$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 1024 ]; then
-  die "-n: expects a number of ranks in 1..1024, got '${n}'"
-fi
+need_int -n n 1 1024
 need_command "$@"
 
 dir="$(mktemp -d "${TMPDIR:-/tmp}/zero3_launch.XXXXXX")" || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"

@@ -62,7 +62,7 @@ case " $LESSONS all " in *" $WHICH "*) ;; *) die "$WHICH: not a lesson ($USAGE)"
 PAIRS=; QUICK=0
 while [ $# -gt 0 ]; do
   case $1 in
-    -r) [ $# -ge 2 ] || die "-r: expected a number of pairs ($USAGE)"; need_int -r "$2" 2 20; PAIRS=$2; shift 2 ;;
+    -r) [ $# -ge 2 ] || die "-r: expected a number of pairs ($USAGE)"; PAIRS=$2; need_int -r PAIRS 2 20; shift 2 ;;
     --quick) QUICK=1; shift ;;
     *) die "$1: not an option ($USAGE)" ;;
   esac

@@ -20,8 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
 [ $# -le 1 ] || die "expected at most one argument, the number of repeats (usage: $0 [REPEATS])"
-REPEATS=${1:-3}
-need_int REPEATS "$REPEATS" 2 20
+REPEATS=3; [ $# -eq 0 ] || REPEATS=$1   # an empty argument is refused, never taken for the default
+need_int REPEATS REPEATS 2 20
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 make -s train_gpt2_zero3 >/dev/null

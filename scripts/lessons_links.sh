@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 . scripts/args.sh
 USAGE="usage: $0 ex6|pitfall2 [PNG_DIR]"
 [ $# -ge 1 ] && [ $# -le 2 ] || die "expected a lesson and an optional folder ($USAGE)"
-LESSON=$1; DIR=${2:-docs}
+LESSON=$1; DIR=docs; [ $# -lt 2 ] || DIR=$2   # an empty folder name is refused, never taken for docs
 case $LESSON in ex6|pitfall2) ;; *) die "$LESSON: not a lesson ($USAGE)" ;; esac
 need_writable_folder PNG_DIR "$DIR"
 drawn=()

@@ -15,7 +15,7 @@ N=4; WHICH=()
 while [ $# -gt 0 ]; do case "$1" in
   -n) [ $# -ge 2 ] || die "-n: missing its value"; N=$2; shift 2 ;; 1|2|3) WHICH+=("$1"); shift ;;
   *) die "$1: not a pitfall (1, 2, 3) nor -n N (usage: $0 [1|2|3 ...] [-n N])" ;; esac; done
-need_int -n "$N" 1 64
+need_int -n N 1 64
 [ ${#WHICH[@]} -gt 0 ] || WHICH=(1 2 3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 make -s train_gpt2_zero3 >/dev/null

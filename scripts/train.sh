@@ -48,7 +48,7 @@ for ((i = 0; i < ${#extra[@]}; i += 2)); do
   v=${extra[$((i + 1))]}
   case "$f" in
     -o) [ -n "$v" ] || die "-o: needs a folder"; user_out=$v ;;
-    -y|-f) need_int "$f" "$v" 0 1; [ "$v" = 0 ] || user_resume=("$f" 1) ;;
+    -y|-f) need_int "$f" v 0 1; [ "$v" = 0 ] || user_resume=("$f" 1) ;;
     *) rest+=("$f" "$v") ;;
   esac
 done
@@ -59,6 +59,10 @@ if [ "$mode" = auto ]; then
   mode=cpu
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
      { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then mode=gpu; fi
+fi
+if [ "$mode" = gpu ]; then   # asked for (--gpu): refused in one line on a machine without one
+  command -v nvidia-smi >/dev/null 2>&1 || die "--gpu: no NVIDIA driver here (no nvidia-smi): train on CPU ranks with --cpu"
+  nvidia-smi -L 2>/dev/null | grep -q '^GPU' || die "--gpu: nvidia-smi lists no GPU on this machine: train on CPU ranks with --cpu"
 fi
 if [ -z "$out" ]; then out=out/$mode; [ "$pretrained" -eq 0 ] || out=${out}_pretrained; fi
 [ ! -e "$out" ] || [ -d "$out" ] || die "--out: $out exists and is not a folder"

@@ -29,7 +29,6 @@ if [ -n "$OUT" ]; then
   [ ! -d "$OUT" ] || die "-o: $OUT is a folder"
   case "$OUT" in *.md) ;; *) die "-o: $OUT: the table is Markdown: its name ends in .md" ;; esac
   need_writable_folder -o "$(dirname "$OUT")"
-  OUT=$(free_name "$OUT")
 fi
 if [ -n "$TCP" ]; then
   need_gbit --tcp "$TCP"
@@ -41,8 +40,12 @@ PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 make -s train_gpt2_zero3 >/dev/null
 if [ $MODE = ci ]; then MODEL="-e d2c48h2t32 -b 2 -t 32 -x 4"; SLOW=0.2; LAT=2ms
 else MODEL="-e d2c64h2t64 -b 4 -t 64 -x 10"; SLOW=0.1; LAT=5ms; fi
+# the table's name, reserved now (created empty, O_EXCL): a second run started beside this one takes
+# the next; a run that ends without its table releases the reservation
+[ -z "$OUT" ] || OUT=$(free_name "$OUT") || exit 2
+release_unused_name() { [ -z "$OUT" ] || [ -s "$OUT" ] || rm -f "$OUT"; }
 tmp=$(mktemp -d)
-if [ -n "$TCP" ]; then own_cluster "$TCP" "$tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
+if [ -n "$TCP" ]; then own_cluster "$TCP" "$tmp" release_unused_name; else trap 'release_unused_name; rm -rf "$tmp"' EXIT; trap 'exit 130' INT TERM; fi
 CONFIGS=("stage 0 (DDP)|2|-z 0" "stage 1|2|-z 1" "stage 2|2|-z 2" "stage 3 -pd 1|2|-z 3 -pd 1" "stage 3 -pd 0|2|-z 3 -pd 0"
          "stage 3 -wrap 2 (coarse)|2|-z 3 -wrap 2" "stage 3 -wrap half (fine)|2|-z 3 -wrap half" "HSDP -hs 2, 4 ranks|4|-z 3 -hs 2")
 LINKS=("unlimited|" "slow|-link $SLOW" "slow + latency|-link $SLOW,$LAT")

@@ -7,7 +7,9 @@
 # stage 3. The reference is the same trainer run without interruption; the interruption is a NaN
 # injected at a step (ZERO3_INJECT_NAN_STEP), which stops the run after its last checkpoint.
 # Also: only the newest two checkpoints are kept, and `latest` names the newest; a resume with other
-# recorded flags warns once for each (host/cli.c's table), and one with the same flags not at all.
+# recorded flags warns once for each (host/cli.c's table), with the values as typed (-p bf16), and one
+# with the same flags not at all; a resume at -x equal to the checkpoint's step on the same N and stage
+# leaves the checkpoints as they were; a corrupt shard read by several ranks is one error line.
 # ZERO3_TRAINER=path tests another build of the trainer (default: make train_gpt2_zero3).
 . "$(dirname "$0")/lib.sh"
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
@@ -78,4 +80,30 @@ same_run "resharded 2->3->1->2" "$work/straight2" "$work/chain"
 echo "ok   2 ranks, A=3: checkpoint resharded N=2 z3 -> N=3 z1 -> N=1 z0 -> N=2 z3, resumed: losses and model.bin identical"
 # the chain's exports at step 2 (written on 3 and on 1 rank) were the same model: the last resume
 # started from it, and its run matches, so the state survived both reshards bit for bit
+
+# ---------------------------------------------------------------- a resume changes nothing it need not
+# -x equal to the checkpoint's step on its own N and stage: no step, model.bin exported, and the
+# checkpoints on disk (names, latest, bytes) exactly as they were
+cp -r "$work/straight1" "$work/same1"
+ckpts() { (cd "$1" && cat latest && find . -path './ckpt_*' -type f -exec sha256sum {} + | sort); }
+ckpts "$work/same1" >"$work/ckpts_before"
+must_run same1 1 "${M[@]}" -o "$work/same1" -y 1
+ckpts "$work/same1" | diff "$work/ckpts_before" - >"$work/diff" || { cat "$work/diff" "$work/same1.out"; fail "a resume at -x = its step, same N and stage, changed the checkpoints"; }
+cmp -s "$work/straight1/model.bin" "$work/same1/model.bin" || fail "the resume at -x = its step exported another model"
+echo "ok   a resume at -x = the checkpoint's step, same N and stage: the checkpoints untouched, model.bin the same"
+
+# ---------------------------------------------------------------- messages in the user's words
+# a bf16 checkpoint resumed in fp32: the warning quotes -p as typed
+must_run bf16 1 "${M[@]}" -x 2 -p bf16 -o "$work/bf16"
+must_run fp32 1 "${M[@]}" -x 3 -p fp32 -o "$work/bf16" -y 1
+grep -q "^warning: the checkpoint was written with -p bf16, this run has -p fp32: " "$work/fp32.out" ||
+  { grep '^warning' "$work/fp32.out"; fail "the -p warning should say -p bf16 and -p fp32, as typed"; }
+# one flipped bit in a shard that two of 3 ranks read after resharding from 2: one error line
+cp -r "$work/straight2" "$work/flip"
+shard=$work/flip/$(cat "$work/flip/latest")/shard_00001.bin
+$PY -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[len(b) // 2] ^= 0x10; open(sys.argv[1], 'wb').write(b)" "$shard"
+! run flip 3 "${M[@]}" "${D[@]}" -z 3 -x 8 -o "$work/flip" -y 1 || fail "a resume from a corrupt shard ran"
+[ "$(grep -c '^error' "$work/flip.out")" -eq 1 ] && grep -q "^error.*shard_00001.bin: .*checksum mismatch" "$work/flip.out" ||
+  { grep '^error' "$work/flip.out"; fail "a corrupt shard read by 2 ranks: want one error line naming it"; }
+echo "ok   resume warnings quote -p bf16 / -p fp32; a corrupt shard read by 2 of 3 ranks is one error line"
 echo "test_checkpoint: all passed"

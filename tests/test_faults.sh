@@ -104,6 +104,15 @@ awk -v s="$secs" 'BEGIN { exit !(s >= 2.5 && s <= 10) }' || fail "the run with a
 grep -q '^error (rank 0 on [^)]*): collective timeout: the [a-z -]* \(of unit [a-z0-9.]* \)\?in step [0-9]* has not completed 3 s after it started (-ct 3); its peers: [^ ]* rank 1; a peer or its link is down: ending every rank$' "$work/frozen.out" ||
   { grep -E 'warn|err' "$work/frozen.out"; fail "rank 0 did not name the collective that timed out"; }
 echo "ok   rank 1 frozen for good, -ct 3: every rank gone ${secs}s later (exit $rc): $(grep -o 'collective timeout: [^;]*' "$work/frozen.out" | head -1)"
+# frozen past -ct, then woken (SIGCONT): the woken rank's own deadline has passed too, and its line,
+# if it gets one out before the abort, blames itself, never the healthy rank 0
+run_frozen 3 "$work/thawed.out"
+kill -STOP "$victim"; sleep 6; kill -CONT "$victim"
+wait "$mpirun_pid"; mpirun_pid=
+grep -q '^error (rank 0 on [^)]*): collective timeout: .*its peers: [^ ]* rank 1; a peer or its link is down' "$work/thawed.out" &&
+  ! grep -q '^error (rank 1 on [^)]*): collective timeout: .*a peer or its link is down' "$work/thawed.out" ||
+  { grep -E 'warn|err' "$work/thawed.out"; fail "rank 1 frozen then woken: rank 0 should name rank 1, and rank 1 never blame its peers"; }
+echo "ok   rank 1 frozen 6 s then woken, -ct 3: rank 0 names rank 1; rank 1 blames no peer$(grep -q '^error (rank 1' "$work/thawed.out" && echo ' (its line: this rank itself was not running)')"
 
 # ---------------------------------------------------------------- 5. a stop during an emulated hold
 # -link 0.001 (1 MB/s) holds each all-gather of this model for seconds; SIGUSR1 ends the holds, so

@@ -73,11 +73,23 @@ bad scripts/figures/plot_zeropp.py arg "nowhere: no such folder" $P scripts/figu
 bad scripts/figures/plot_zeropp.py input "zp/exact/log.csv: line 2" $P scripts/figures/plot_zeropp.py "$keep/zp"
 bad scripts/doc_figures.py arg "usage: doc_figures.py" $P scripts/doc_figures.py --bogus
 bad scripts/doc_figures.py input "broken.md: a '<!-- figure: CMD -->' marker without" $P scripts/doc_figures.py --check "$keep/broken.md"
+# a write that fails (a file size limit: EFBIG, as a full disk gives ENOSPC): the document as it was,
+# no temporary file beside it, one line
+mkdir "$work/df"; printf '<!-- figure: %s -->\n```\nold\n```\n<!-- end -->\n' "$P -c \"print('x' * 200000)\"" >"$work/df/big.md"
+cp "$work/df/big.md" "$work/big.orig"
+bad scripts/doc_figures.py input "big.md: cannot rewrite its figures \(File too large\); the document is left as it was" \
+  bash -c 'ulimit -f 64; exec "$@"' - $P scripts/doc_figures.py --write "$work/df/big.md"
+cmp -s "$work/df/big.md" "$work/big.orig" && [ "$(ls "$work/df")" = big.md ] || { ls -l "$work/df"; fail "doc_figures.py --write: a failed write changed the document or left a file"; }
 bad scripts/bench_cpu.sh arg "^error: -b: 3 is split over 1 and 2 ranks" scripts/bench_cpu.sh -b 3
 bad scripts/bench_cpu.sh input "truncated.bin: too short" scripts/bench_cpu.sh -e "$keep/truncated.bin" -x 2
 bad scripts/bench_time.sh arg "^error: -n: 0 is out of range" scripts/bench_time.sh -n 0
 bad scripts/bench_time.sh input "truncated.bin: too short" scripts/bench_time.sh -e "$keep/truncated.bin"
 bad scripts/bench_variants.sh arg "^error: -n: expected an integer" scripts/bench_variants.sh -n x
+# a parameter count passes the planner but no run: refused before the table's header, which never prints
+for b in bench_cpu bench_time; do
+  bad scripts/$b.sh arg "^error: -e 1M: a run trains a model descriptor" scripts/$b.sh -e 1M
+  [ ! -s "$work/o" ] || { cat "$work/o"; fail "$b.sh -e 1M printed before refusing"; }
+done
 bad scripts/bench_variants.sh input "truncated.bin: too short" scripts/bench_variants.sh -e "$keep/truncated.bin"
 bad scripts/compare_ddp_zero3.sh arg "^error: -o: .*keep holds earlier results" scripts/compare_ddp_zero3.sh -o "$keep"
 bad scripts/compare_ddp_zero3.sh input "truncated.bin: too short" scripts/compare_ddp_zero3.sh -n 1 -e "$keep/truncated.bin" -o "$work/cmp"
@@ -95,15 +107,19 @@ bad scripts/lessons_links.sh arg "^error: ex7: not a lesson" scripts/lessons_lin
 bad scripts/lessons_links.sh input "^error: PNG_DIR: .*log.csv is not a folder" scripts/lessons_links.sh ex6 "$log"
 bad scripts/lessons_bp.sh arg "^error: REPEATS: 1 is out of range \[2, 20\]" scripts/lessons_bp.sh 1
 bad scripts/lessons_bp.sh input "^error: REPEATS: expected an integer" scripts/lessons_bp.sh "$log"
+bad scripts/lessons_bp.sh arg "^error: REPEATS: expected an integer in \[2, 20\], got ''" scripts/lessons_bp.sh ''
 bad scripts/translate_config.py arg "^error: --model: missing" $P scripts/translate_config.py docs/examples/deepspeed/ds_zero3.json
 bad scripts/translate_config.py input "^error: .*truncated.csv: not JSON" $P scripts/translate_config.py --model d12 "$keep/truncated.csv"
 bad scripts/validate_planner.sh arg "^error: --bogus: unknown argument" scripts/validate_planner.sh --bogus
 bad scripts/validate_planner.sh arg "^error: --tcp: 0 is not a link speed" scripts/validate_planner.sh --tcp 0
 bad scripts/validate_planner.sh input "^error: -o: .*run is a folder" scripts/validate_planner.sh -o "$keep/run"
 bad scripts/figures.sh arg "^error: bogus: not a part" scripts/figures.sh text bogus
-bad scripts/launch.sh arg "^error: -n: expects a number of ranks" scripts/launch.sh -n 0 true
+bad scripts/launch.sh arg "^error: -n: 0 is out of range \[1, 1024\]" scripts/launch.sh -n 0 true
 bad scripts/launch.sh input "not_executable.sh: not an executable file" scripts/launch.sh -n 2 "$keep/not_executable.sh"
-bad scripts/launch.sh input "^error: RANK='x' is not a number" env -u SLURM_PROCID RANK=x WORLD_SIZE=2 scripts/launch.sh true
+bad scripts/launch.sh input "^error: RANK: expected an integer in \[0, 1\], got 'x'" env -u SLURM_PROCID RANK=x WORLD_SIZE=2 scripts/launch.sh true
+# a RANK past bash's 64 bits: the one line, no complaint of bash's beside it
+bad scripts/launch.sh input "^error: RANK: 99999999999999999999 is out of range" env -u SLURM_PROCID RANK=99999999999999999999 WORLD_SIZE=2 scripts/launch.sh true
+[ "$(wc -l <"$work/e")" -eq 1 ] || { cat "$work/e"; fail "launch.sh: a huge RANK printed more than its error line"; }
 bad scripts/test.sh arg "^error: x: test.sh takes no arguments" scripts/test.sh x
 bad scripts/test.sh input "^error: TESTS: bogus is not a test" env TESTS=bogus scripts/test.sh
 bad scripts/install_deps.sh arg "^error: x: install_deps.sh takes no arguments" scripts/install_deps.sh x
@@ -118,6 +134,8 @@ bad scripts/figures/bf16_curves.sh arg "^error: -o: scripts/figures/bf16_curves.
 bad scripts/figures/bf16_curves.sh input "^error: flag -i: .*truncated.bin: .*shorter than the 1024-byte header" scripts/figures/bf16_curves.sh "${M[@]}" -x 2 -i "$keep/truncated.bin"
 bad scripts/train.sh arg "^error: -x: unknown option .*after --" scripts/train.sh -x 3
 bad scripts/train.sh arg "^error: --out .* and -- -o .* name two output folders" scripts/train.sh --out "$work/a" -- -o "$work/b"
+command -v nvidia-smi >/dev/null 2>&1 ||
+  bad scripts/train.sh arg "^error: --gpu: no NVIDIA driver here" scripts/train.sh --gpu
 bad scripts/train.sh input "truncated.bin: too short" scripts/train.sh --cpu -- "${M[@]}" -e "$keep/truncated.bin" -x 1 -o "$work/ts_bad"
 
 # figures.sh refuses to redraw a picture git does not hold: in a clone with this tree's scripts
@@ -192,6 +210,29 @@ grep -q "^train.sh: $d holds no readable checkpoint: this run goes beside it, in
 [ "$(cd "$d" && find . -type f -exec sha256sum {} + | sort)" = "$sum_d" ] || fail "train.sh changed the damaged run's folder"
 [ "$(sed 1d "$d.1/log.csv" | wc -l)" -eq 2 ] && [ -s "$d.1/loss.png" ] || fail "the new run beside it has no log or picture"
 echo "ok   train.sh beside a folder with a garbage latest: $d.1, the folder itself unchanged"
+
+# ---------------------------------------------------------------- numbers in decimal, names never shared
+# launch.sh -n 08: eight ranks (never octal, never a loop); -n 010: ten, each told WORLD_SIZE=10
+for n in 08 010; do
+  timeout 60 scripts/launch.sh -n "$n" sh -c 'echo "$RANK $WORLD_SIZE"' >"$work/ln.out" 2>"$work/ln.err" || { cat "$work/ln.err"; fail "launch.sh -n $n"; }
+  want=$((10#$n))
+  [ "$(sort -n "$work/ln.out" | tr '\n' ' ')" = "$(for ((r = 0; r < want; r++)); do printf '%d %d ' $r $want; done)" ] && [ ! -s "$work/ln.err" ] ||
+    { cat "$work/ln.out" "$work/ln.err"; fail "launch.sh -n $n: want ranks 0..$((want - 1)) of WORLD_SIZE=$want"; }
+done
+echo "ok   launch.sh -n 08 starts 8 ranks, -n 010 starts 10, each told its decimal WORLD_SIZE"
+# free_name (validate_planner.sh -o, figures.sh, compare_ddp_zero3.sh) started 8 times at once: 8 names
+mkdir "$work/fn"; echo kept >"$work/fn/T.md"
+for i in 1 2 3 4 5 6 7 8; do bash -c '. scripts/args.sh; free_name "$1"' - "$work/fn/T.md" >"$work/fn.$i" & done; wait
+[ "$(cat "$work"/fn.? | sort -u | wc -l)" -eq 8 ] && [ "$(ls "$work/fn" | wc -l)" -eq 9 ] && [ "$(cat "$work/fn/T.md")" = kept ] ||
+  { cat "$work"/fn.?; ls "$work/fn"; fail "free_name started 8 times together: want 8 different names beside the kept T.md"; }
+echo "ok   free_name started 8 times together picks 8 different names, the existing file kept"
+
+# ---------------------------------------------------------------- the whole table checked before its header
+# --stages -pt 1000: -pt means nothing at -z 0, so that row is left out, said why, before the header
+out=$(scripts/bench_variants.sh -n 2 -e d2c48h2t32 -x 1 --stages -pt 1000 -b 1 -t 32 2>"$work/bv.err") || { cat "$work/bv.err"; fail "bench_variants.sh --stages -pt 1000"; }
+grep -q "^bench_variants.sh: -z 0 left out on 2 ranks: flag -pt: at -z 0" "$work/bv.err" &&
+  [ "$(echo "$out" | grep -c '^-z ')" -eq 3 ] || { echo "$out"; cat "$work/bv.err"; fail "bench_variants.sh --stages -pt 1000: want -z 0 left out, 3 rows"; }
+echo "ok   bench_variants.sh --stages -pt 1000: -z 0 left out before the header, with the trainer's reason; 3 rows"
 
 # ---------------------------------------------------------------- 5. bench_variants.sh leaves out what one rank refuses
 out=$(scripts/bench_variants.sh -n 1 -e d3c48h2t32 -x 1 -b 1 -t 32 2>"$work/bv.err") || { cat "$work/bv.err"; fail "bench_variants.sh -n 1"; }

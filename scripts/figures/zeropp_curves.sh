@@ -27,7 +27,7 @@ steps=${STEPS:-300}
 bin=${BIN:-./train_gpt2_zero3}
 np=${NP:-4}
 B=${B:-8}
-need_int STEPS "$steps" 1 100000000; need_int NP "$np" 1 64; need_int B "$B" 1 1048576
+need_int STEPS steps 1 100000000; need_int NP np 1 64; need_int B B 1 1048576
 [ -x "$bin" ] || [ "$bin" = ./train_gpt2_zero3 ] || die "BIN: $bin is not an executable file"
 declare -A runs=([exact]="" [qw8]="-qw 8" [hp2]="-hp 2" [qg8]="-qg 8" [all]="-qw 8 -hp 2 -qg 8")
 names=(${RUNS:-exact qw8 hp2 qg8 all})
