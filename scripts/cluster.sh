@@ -364,6 +364,8 @@ cmd_slurm_down() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# sourced (a test of its rules: parse_up's defaults), the functions alone; run, the command
+(return 0 2>/dev/null) && return 0
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;

@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 65 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 72 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -101,6 +101,15 @@ MUTATIONS=(
 "63|host/peak.c|mpi_sums(grad_type) && scatter && r->world >= 3 ? 2.0 : 1.0;|mpi_sums(grad_type) && scatter && r->world >= 3 ? 1.0 : 1.0;|train_gpt2_zero3|bash tests/test_peak.sh"
 "64|host/peak.c|m[n++] = (PeakMoment){.emb_p = 1, .emb_g = 1, .head_p = keep|m[n++] = (PeakMoment){.emb_p = 1, .emb_g = 0, .head_p = keep|train_gpt2_zero3|bash tests/test_peak.sh"
 "65|host/train.c|    mallopt(M_MMAP_THRESHOLD, HEAP_OWN_MAPPING);|    (void)0;|train_gpt2_zero3|bash tests/test_peak.sh"
+# 66-72: the watchdog's clock, the ring at a node boundary, the stop path at the last step, the peak
+# under -bp post and the scripts' rules (docs/testing.md, "Edges"): each against a figure of its own
+"66|cpu/backend_cpu.c|o->deadline > 0.0 && now_seconds() > o->deadline + WAIT_GRACE_S|o->deadline > 0.0 && now_seconds() > o->ready + WAIT_GRACE_S|train_gpt2_zero3|bash tests/test_edges.sh"
+"67|cpu/backend_cpu.c|sleep_until(b, fmin(until, o->deadline));|sleep_until(b, until);|train_gpt2_zero3|bash tests/test_edges.sh"
+"68|zero3.h|for (int k = 1; k < n; k++)\n        if ((first + k * stride) / links->node_ranks != node)|for (int k = 1; k <= n; k++)\n        if ((first + k * stride) / links->node_ranks != node)|train_gpt2_zero3|bash tests/test_edges.sh"
+"69|host/stop.c|int status = step + 1 < tr->args.steps ? trainer_stop_status(tr) : 0;|int status = trainer_stop_status(tr);|train_gpt2_zero3|bash tests/test_edges.sh"
+"70|host/peak.c|const int db = zero3_theory_backward_ahead(d, r->backward_prefetch);|const int db = d;|train_gpt2_zero3|bash tests/test_peak.sh"
+"71|scripts/args.sh|[ \"\${ck% *}\" -lt \"\${ck#* }\" ]|[ \"\${ck% *}\" -le \"\${ck#* }\" ]|train_gpt2_zero3|bash tests/test_script_rules.sh"
+"72|scripts/cluster.sh|  R=1; G=0|  R=1; G=1|train_gpt2_zero3|bash tests/test_script_rules.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

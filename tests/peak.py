@@ -8,6 +8,10 @@ activations, the pool's buffers, MPI's scratch), so after two steps (the second 
 difference is the memory the run itself needed at once, counted by the kernel page by page: nothing
 the planner computes goes into it. Each run's planned peak (same flags, -plan N) must be within 10%.
 
+Then -bp pre against -bp post by hand: on a model whose blocks outweigh its embedding, the busiest
+moment is a block's backward, where pre holds the block and the -pd blocks gathered ahead, post one
+fewer (docs/formats.md: "one unit fewer live"): the gathered column is (1 + pd) and pd blocks.
+
 Then -mem M on one rank, where the peak is model state + activations alone, against the deepest L
 worked out by hand from GPT-2's shapes.
 Prints a table; exit status 0 when every row holds.
@@ -98,6 +102,25 @@ def hand_worked_fit(binary):
     return len(got) == 4 and all(int(a) == want and int(b) == want for a, b in got)
 
 
+def hand_worked_backward_prefetch(binary):
+    """-plan 4 -e d8c4096h32t64 -b 1 -t 64 -pd 2, -bp pre and post: a block is 12 C^2 + 13 C fp32
+    parameters (201 MB at C = 4096, beside the embedding's 206 MB gathered once), so the pool is
+    busiest in the top block's backward: the block itself and the blocks gathered ahead, -pd of them
+    under pre (gathers started before its compute), -pd - 1 under post (after it)."""
+    C, pd = 4096, 2
+    block_mib = (12 * C * C + 13 * C) * 4 / 2 ** 20
+    ok = True
+    for bp, units in (("pre", 1 + pd), ("post", pd)):
+        out = run([binary, "-plan", "4", "-e", "d8c4096h32t64", "-b", "1", "-t", "64", "-pd", str(pd), "-bp", bp])
+        row = [l for l in out.split("  fp32, MiB per rank:")[1].splitlines() if l.split()[:1] == ["3"]][0].split()
+        gathered, moment, want = float(row[2]), " ".join(row[8:]), units * block_mib
+        good = abs(gathered / want - 1.0) <= 5e-4 and moment == "block backward"
+        ok &= good
+        print(f"-bp {bp} -pd {pd}: gathered {gathered:.2f} MiB at the {moment!r}; by hand {units} blocks of "
+              f"{block_mib:.2f} MiB = {want:.2f}{'' if good else '  FAIL'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default="./train_gpt2_zero3")
@@ -122,6 +145,9 @@ def main():
             print(f"FAIL: {' '.join(cmd[1:])}: want one error line naming -mem ({why}), got {p.stderr.strip()!r}")
             bad += 1
     print("-mem without -plan, and with a bare parameter count: one error line each")
+    if not hand_worked_backward_prefetch(args.binary):
+        print("FAIL: -bp post does not hold one block fewer than -bp pre, as worked out by hand")
+        bad += 1
     if not hand_worked_fit(args.binary):
         print("FAIL: -mem's deepest model differs from the one worked out by hand")
         bad += 1
