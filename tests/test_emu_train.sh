@@ -149,7 +149,7 @@ EOF
   # start of its N-th all-gather, N = the gathers of a step (forward and backward, read from the
   # fault-free run's ledger) + 2: the second gather of step 2, where rank 0 then waits for good.
   # Every rank is gone within -ct and 6 s of the freeze by this script's clock, the run exits
-  # non-zero, and exactly one error line, rank 0's, names that all-gather, step 2 and rank 1.
+  # non-zero, and exactly one error line of rank 0's names that all-gather, step 2 and rank 1.
   CT=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -v 0)
   timeout -k 10 300 mpirun -np 2 "$work/train_mpi" "${CT[@]}" -x 3 >"$work/ct_default.log" 2>&1 || { tail -20 "$work/ct_default.log"; fail "the 2-rank run (default -ct)"; }
   timeout -k 10 300 mpirun -np 2 "$work/train_mpi" "${CT[@]}" -x 3 -ct 10 >"$work/ct_10.log" 2>&1 || { tail -20 "$work/ct_10.log"; fail "the 2-rank run with -ct 10"; }
@@ -172,7 +172,11 @@ EOF
   [ "${rc:-0}" -ne 0 ] || fail "the run with rank 1 frozen exited 0"
   for _ in $(seq 50); do pgrep -f "$work/train_mpi" >/dev/null || break; sleep 0.1; done
   pgrep -f "$work/train_mpi" >/dev/null && { pkill -KILL -f "$work/train_mpi"; fail "a rank outlived the run with rank 1 frozen"; }
-  [ "$(grep -c '^error' "$work/ct_frozen.log")" = 1 ] || { grep -E '^(error|warn)' "$work/ct_frozen.log"; fail "want exactly one error line"; }
+  # one line from rank 0, and none but a rank's own timeout line from rank 1 (resumed by mpirun's
+  # SIGCONT before its SIGKILL, its own watchdog may say what it waited for too)
+  [ "$(grep -c '^error (rank 0 ' "$work/ct_frozen.log")" = 1 ] && [ "$(grep -c '^error' "$work/ct_frozen.log")" -le 2 ] &&
+    [ "$(grep '^error (rank 1 ' "$work/ct_frozen.log" | grep -vc 'collective timeout')" = 0 ] ||
+    { grep -E '^(error|warn)' "$work/ct_frozen.log"; fail "want exactly one error line from rank 0 (and at most its own timeout line from rank 1)"; }
   grep -qE "^error \(rank 0 on [^)]*\): collective timeout: the all-gather of unit [a-z0-9.]+ in step 2 has not completed 10 s after it started \(-ct 10\); its peers: [^ ]+ rank 1; a peer or its link is down: ending every rank$" "$work/ct_frozen.log" ||
     { grep '^error' "$work/ct_frozen.log"; fail "the timeout line does not name step 2's all-gather and rank 1"; }
   echo "ok   -ct on the GPU backend: -ct 10 keeps the losses bitwise; rank 1 frozen in all-gather $nth ($gathers a step): every rank gone ${secs}s later (exit $rc): $(grep -o 'collective timeout: [^;]*' "$work/ct_frozen.log")"
