@@ -473,13 +473,8 @@ static const char *op_name(const CpuOp *o) {
     }
 }
 
-// "the all-gather of unit h.3 in step 7"
-static void op_describe(const CpuOp *o, char *buf, size_t n) {
-    int k = snprintf(buf, n, "the %s", op_name(o));
-    if (o->unit[0]) k += snprintf(buf + k, n - (size_t)k, " of unit %s", o->unit);
-    if (o->step > 0) snprintf(buf + k, n - (size_t)k, " in step %d", o->step);
-    else snprintf(buf + k, n - (size_t)k, " before the first step");
-}
+// "the all-gather of unit h.3 in step 7" (proc.h's watch_describe)
+static void op_describe(const CpuOp *o, char *buf, size_t n) { watch_describe(buf, n, op_name(o), o->unit, o->step); }
 
 // The collective's peers by node, in rank order: "node1 rank 1, node2 ranks 2 3" (local MPI calls
 // only: no message is sent).
@@ -489,24 +484,11 @@ static void op_peers(const CpuBackend *b, const CpuOp *o, char *buf, size_t n) {
     MPI_Comm_group(op_comm(&b->groups, o), &group);
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_size(group, &size);
-    int *in_group = xcalloc((size_t)size, sizeof(int)), *in_world = xcalloc((size_t)size, sizeof(int)), *said = xcalloc((size_t)size, sizeof(int));
+    int *in_group = xcalloc((size_t)size, sizeof(int)), *in_world = xcalloc((size_t)size, sizeof(int));
     for (int i = 0; i < size; i++) in_group[i] = i;
     MPI_Group_translate_ranks(group, size, in_group, world, in_world);
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < size; i++) {
-        if (said[i] || in_world[i] == b->rank) continue;
-        const char *node = b->watch.nodes[in_world[i]];
-        int count = 0;
-        for (int j = i; j < size; j++) count += !strcmp(b->watch.nodes[in_world[j]], node) && in_world[j] != b->rank;
-        k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "%s%s rank%s", k ? ", " : "", node, count > 1 ? "s" : "");
-        for (int j = i; j < size; j++)
-            if (!strcmp(b->watch.nodes[in_world[j]], node) && in_world[j] != b->rank) {
-                said[j] = 1;
-                k += (size_t)snprintf(buf + k, k < n ? n - k : 0, " %d", in_world[j]);
-            }
-    }
-    free(in_group); free(in_world); free(said);
+    watch_peers(buf, n, b->rank, in_world, size, (const char *)b->watch.nodes, CPU_NODE_NAME);
+    free(in_group); free(in_world);
     MPI_Group_free(&group);
     MPI_Group_free(&world);
 }
@@ -516,10 +498,7 @@ static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause)
     char what[160], peers[512];
     op_describe(o, what, sizeof what);
     op_peers(b, o, peers, sizeof peers);
-    fprintf(stderr, "error (rank %d on %s): collective timeout: %s has not completed %g s after it started (-ct %g); "
-            "its peers: %s; %s: ending every rank\n", b->rank, b->watch.nodes[b->rank], what, b->watch.timeout_s,
-            b->watch.timeout_s, peers, cause);
-    fflush(stderr);
+    watch_timeout_line(b->rank, b->watch.nodes[b->rank], what, b->watch.timeout_s, peers, cause);
     abort_every_rank();
 }
 
@@ -529,10 +508,7 @@ static void op_report_stall(const CpuBackend *b, const CpuOp *o) {
     if (b->watch.report_s <= 0.0 || waited <= b->watch.report_s) return;
     char what[160];
     op_describe(o, what, sizeof what);
-    fprintf(stderr, "warning (rank %d on %s): stall: %s waited %.1f s for its peers before it completed (stalls over "
-            "%g s are reported; -ct %g ends the run)\n", b->rank, b->watch.nodes[b->rank], what, waited, b->watch.report_s,
-            b->watch.timeout_s);
-    fflush(stderr);
+    watch_stall_line(b->rank, b->watch.nodes[b->rank], what, waited, b->watch.report_s, b->watch.timeout_s);
 }
 
 // A collective's start on this rank: its ready time and deadline (the worker sets them under mu,

@@ -16,6 +16,24 @@
 // transient pool is reused safely: a buffer goes back to the pool only after its collective's handle
 // was waited on, which orders its next use on the compute stream after the collective.
 //
+// The watchdog (-ct SECONDS, be->collective_timeout), the CPU backend's on NCCL: every collective
+// has a deadline, the moment it started on the comm stream plus the timeout, and every wait for it
+// is bounded:
+//   wait                                          | bounded by
+//   ----------------------------------------------+------------------------------------------------
+//   the collective on the GPU (host blocked in a  | a watchdog thread: polls the collective's two
+//   stream or event synchronize, or running on)   | events (cudaEventQuery: started, completed) and
+//                                                 | ncclCommGetAsyncError every WATCH_POLL_S
+//   a NCCL call that returns ncclInProgress (the  | the host's own poll of ncclCommGetAsyncError
+//   communicators are non-blocking: blocking=0)   | (nccl_settle), against the same deadline
+//   ncclCommAbort itself                          | alarm(WATCH_ABORT_GRACE_S)
+// Past a deadline the rank prints the CPU trainer's line (proc.h's watch_timeout_line: the
+// collective, its unit, the step, its peers' nodes), aborts its communicators (the NCCL kernels
+// stop spinning) and _exits with the fatal status 1, whatever its host thread is blocked in; mpirun
+// or scripts/launch.sh then ends the other ranks, and a rank neither reaches ends by its own
+// watchdog. A collective that waited longer than report_s but completed is a stall: one line when
+// the watchdog sees it complete. Without -ct (test_gpt2cu) nothing is watched.
+//
 // Launch: with MPI (USE_MPI), ranks come from MPI and NCCL's unique id is broadcast over it.
 // Without MPI, scripts/launch.sh starts the processes with RANK, WORLD_SIZE, LOCAL_RANK and
 // ZERO3_RENDEZVOUS, a file through which rank 0 hands the id to the others. Rank r uses device
@@ -23,6 +41,7 @@
 #pragma once
 #include <errno.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <nvtx3/nvToolsExt.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +54,43 @@
 #include "shard_math.cuh"
 
 #define GPU_MAX_HANDLES 128
+#define GPU_NODE_NAME 64      // the bytes of a node's host name kept per rank
+#define WATCH_RING 1024       // collectives the watchdog follows at once (issued, not yet seen complete)
+#define WATCH_POLL_S 0.05     // the watchdog looks this often
+#define WATCH_ABORT_GRACE_S 5 // an abort that blocks ends the rank by SIGALRM this much later
+
+// A group of ranks as world ranks first, first + stride, ... (count of them): a communicator's
+// members, for the watchdog's "its peers".
+typedef struct { int first, stride, count; } GpuRing;
+
+// One collective the watchdog follows, from its issue until it sees it complete.
+typedef struct {
+    cudaEvent_t begun, ended;   // recorded on the comm stream just before and just after it
+    char what[160];             // "the all-gather of unit h.3 in step 7"
+    ncclComm_t comm;            // its communicator (async errors)
+    GpuRing ring;               // its ranks
+    double started;             // the host time the watchdog first saw `begun` fired (0: not yet)
+} WatchedCollective;
+
+// The watchdog's state. ring[head, tail) (mod WATCH_RING) are the collectives issued and not yet
+// seen complete, in comm-stream order: the oldest is the pending one. The host thread fills
+// ring[tail] (its events recorded) and publishes it under mu; the watchdog thread retires from
+// head under mu. An entry's events are re-recorded only after it is retired.
+typedef struct {
+    double timeout_s;           // a collective's deadline after it started (0: off, nothing watched)
+    double report_s;            // a collective that waited longer is reported as a stall
+    char unit[40];              // the label of the collectives issued from here on
+    int step;                   // the step they belong to (at_step)
+    char (*nodes)[GPU_NODE_NAME];   // every rank's host name (MPI), or only this rank's (nodes[0])
+    int nodes_known;            // nodes holds every rank's (else peers are named by rank only)
+    WatchedCollective ring[WATCH_RING];
+    unsigned head, tail;
+    WatchedCollective issuing;  // the collective being issued (its entry once published)
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int running, stop;          // the thread was started / is asked to end (under mu)
+    int fired;                  // the timeout line was printed (atomic: one line a rank)
+} GpuWatch;
 
 // The backend's state, reached through every function's ctx (Zero3Backend.ctx); nothing of it is
 // the file's, so two backends can live in one process. The compute (gpu/gpt2_gpu.cuh) takes its stream
@@ -48,6 +104,8 @@ typedef struct {
     ncclComm_t replica_comm;    // HSDP: the ranks with the same place in their groups (NULL: none)
     ncclComm_t node_comm, cross_comm;   // ZeRO++: node groups inside the shard group, and across them
     int node_size, cross_size;
+    GpuRing world_ring, shard_ring, replica_ring, node_ring, cross_ring;   // each communicator's ranks
+    GpuWatch watch;             // -ct's watchdog
     cudaStream_t compute, comm_stream;
     cudaEvent_t compute_ready;  // re-recorded before every collective (a wait copies its state)
     cudaEvent_t handle_event[GPU_MAX_HANDLES];
@@ -79,6 +137,32 @@ static void nccl_check_impl(ncclResult_t r, const char* what, const char* file, 
     if (r != ncclSuccess) fatal_local("NCCL error at %s:%d (%s): %s", file, line, what, ncclGetErrorString(r));
 }
 #define ncclCheck(call) nccl_check_impl((call), #call, __FILE__, __LINE__)
+
+static void watch_fire(GpuBackend* g, const WatchedCollective* c, const char* cause) __attribute__((noreturn));
+
+// A call on a non-blocking communicator may return ncclInProgress: its work goes on, and the
+// communicator's state (ncclCommGetAsyncError) says when it has settled, before any other call on
+// it. Polled here; with `c` (a collective being issued under -ct) no longer than its deadline.
+static ncclResult_t nccl_settle(GpuBackend* g, ncclComm_t comm, ncclResult_t r, const WatchedCollective* c) {
+    const double t0 = now_seconds();
+    while (r == ncclInProgress) {
+        usleep(20);
+        ncclResult_t q = ncclCommGetAsyncError(comm, &r);
+        if (q != ncclSuccess) return q;
+        if (r == ncclInProgress && c && g->watch.timeout_s > 0.0 && now_seconds() > t0 + g->watch.timeout_s)
+            watch_fire(g, c, "a peer or its link is down (NCCL did not settle the call)");
+    }
+    return r;
+}
+// every NCCL call on a communicator: settled, then checked
+#define ncclSettle(g, comm, call) nccl_check_impl(nccl_settle((g), (comm), (call), NULL), #call, __FILE__, __LINE__)
+// a call that makes *pcomm (an init, a split): settled on the new communicator
+#define ncclMade(g, pcomm, call)                                                                      \
+    do {                                                                                          \
+        ncclResult_t made_ = (call);                                                              \
+        nccl_check_impl(nccl_settle((g), *(pcomm), made_, NULL), #call, __FILE__, __LINE__);      \
+    } while (0)
+#define ncclIssue(g, comm, call) nccl_check_impl(nccl_settle((g), (comm), (call), &(g)->watch.issuing), #call, __FILE__, __LINE__)
 
 static ncclDataType_t nccl_type(Zero3DType t) { return t == ZERO3_BF16 ? ncclBfloat16 : t == ZERO3_I8 ? ncclInt8 : ncclFloat; }
 
@@ -149,10 +233,155 @@ static void gpu_stamps_read(void* ctx, double* seconds, int n) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The watchdog (the table at the top)
+
+// the collective's peers by node: "node1 rank 1, node2 ranks 2 3" (proc.h's watch_peers)
+static void watch_peers_of(const GpuBackend* g, const GpuRing* ring, char* buf, size_t n) {
+    int* ranks = (int*)xcalloc((size_t)(ring->count > 0 ? ring->count : 1), sizeof(int));
+    for (int i = 0; i < ring->count; i++) ranks[i] = ring->first + i * ring->stride;
+    watch_peers(buf, n, g->rank, ranks, ring->count, g->watch.nodes_known ? (const char*)g->watch.nodes : NULL, GPU_NODE_NAME);
+    free(ranks);
+}
+
+static void comms_abort(GpuBackend* g);
+
+// Past a deadline (the watchdog thread, or the host settling a call): the one line, the
+// communicators aborted, the process ended with the fatal status, whatever the host thread is
+// blocked in. A second thread to get here waits for the first's _exit.
+static void watch_fire(GpuBackend* g, const WatchedCollective* c, const char* cause) {
+    if (__atomic_exchange_n(&g->watch.fired, 1, __ATOMIC_ACQ_REL))
+        for (;;) pause();
+    char peers[512];
+    watch_peers_of(g, &c->ring, peers, sizeof peers);
+    watch_timeout_line(g->rank, g->watch.nodes[g->watch.nodes_known ? g->rank : 0], c->what, g->watch.timeout_s, peers, cause);
+    alarm(WATCH_ABORT_GRACE_S);   // an abort that blocks does not keep the rank alive
+    comms_abort(g);
+    _exit(1);
+}
+
+// One look (under mu): retire the collectives seen complete (reporting stalls), then hold the
+// pending one to its deadline and its communicator's state.
+static void watch_look_locked(GpuBackend* g) {
+    GpuWatch* w = &g->watch;
+    while (w->head != w->tail) {
+        WatchedCollective* c = &w->ring[w->head % WATCH_RING];
+        const double now = now_seconds();
+        if (c->started == 0.0 && cudaEventQuery(c->begun) == cudaSuccess) c->started = now;
+        if (cudaEventQuery(c->ended) == cudaSuccess) {
+            if (c->started > 0.0 && now - c->started > w->report_s)
+                watch_stall_line(g->rank, w->nodes[w->nodes_known ? g->rank : 0], c->what, now - c->started, w->report_s,
+                                 w->timeout_s);
+            w->head++;
+            continue;
+        }
+        ncclResult_t async = ncclSuccess;
+        if (c->comm && ncclCommGetAsyncError(c->comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+            char cause[200];
+            snprintf(cause, sizeof cause, "NCCL reports: %s", ncclGetErrorString(async));
+            watch_fire(g, c, cause);
+        }
+        if (c->started > 0.0 && now > c->started + w->timeout_s) watch_fire(g, c, "a peer or its link is down");
+        return;
+    }
+}
+
+static void* watch_main(void* arg) {
+    GpuBackend* g = (GpuBackend*)arg;
+    GpuWatch* w = &g->watch;
+    cudaSetDevice(g->device);   // its events are this device's
+    const struct timespec nap = {0, (long)(WATCH_POLL_S * 1e9)};
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        watch_look_locked(g);
+        pthread_mutex_unlock(&w->mu);
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+// The watchdog (zero3.h's collective_timeout): from here on every collective is followed.
+static void gpu_collective_timeout(void* ctx, double timeout_s) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    GpuWatch* w = &g->watch;
+    if (w->running || g->world == 1) { w->timeout_s = g->world == 1 ? 0.0 : timeout_s; return; }   // one rank: no peer to wait for
+    for (int i = 0; i < WATCH_RING; i++) {
+        cudaCheck(cudaEventCreateWithFlags(&w->ring[i].begun, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&w->ring[i].ended, cudaEventDisableTiming));
+    }
+    w->timeout_s = timeout_s;
+    w->report_s = fmin(5.0, timeout_s / 10.0);
+    if (pthread_create(&w->thread, NULL, watch_main, g) != 0) fatal_local("cannot start the collective watchdog (-ct)");
+    w->running = 1;
+}
+static void gpu_label(void* ctx, const char* unit) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    snprintf(g->watch.unit, sizeof g->watch.unit, "%s", unit ? unit : "");
+}
+static void gpu_at_step(void* ctx, int step) { ((GpuBackend*)ctx)->watch.step = step; }
+
+// Stops the watchdog thread (the communicators are about to go).
+static void watch_stop(GpuBackend* g) {
+    GpuWatch* w = &g->watch;
+    if (!w->running) return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    w->running = 0;
+    for (int i = 0; i < WATCH_RING; i++) {
+        cudaCheck(cudaEventDestroy(w->ring[i].begun));
+        cudaCheck(cudaEventDestroy(w->ring[i].ended));
+    }
+}
+
+static int watching(const GpuBackend* g, ncclComm_t comm) { return g->watch.running && comm != NULL; }
+
+// The collective about to be issued on `comm` (op: its name; unit: the label, "" for a scalar):
+// described for the watchdog's line, and its `begun` event recorded on the comm stream. A full ring
+// waits for its oldest collective here (the watchdog still holds that one to its deadline).
+static void watch_issue(GpuBackend* g, ncclComm_t comm, const GpuRing* ring, const char* op, const char* unit) {
+    GpuWatch* w = &g->watch;
+    WatchedCollective* c = &w->issuing;
+    watch_describe(c->what, sizeof c->what, op, unit, w->step);
+    c->comm = comm;
+    c->ring = *ring;
+    if (!watching(g, comm)) return;
+    pthread_mutex_lock(&w->mu);
+    while (w->tail - w->head == WATCH_RING) {
+        const unsigned oldest = w->head;
+        pthread_mutex_unlock(&w->mu);
+        cudaCheck(cudaEventSynchronize(w->ring[oldest % WATCH_RING].ended));
+        pthread_mutex_lock(&w->mu);
+        if (w->head == oldest) w->head++;
+    }
+    c->begun = w->ring[w->tail % WATCH_RING].begun;
+    c->ended = w->ring[w->tail % WATCH_RING].ended;
+    pthread_mutex_unlock(&w->mu);
+    cudaCheck(cudaEventRecord(c->begun, g->comm_stream));
+}
+
+// ... and issued: its `ended` event recorded, the entry published to the watchdog.
+static void watch_issued(GpuBackend* g) {
+    GpuWatch* w = &g->watch;
+    if (!watching(g, w->issuing.comm)) return;
+    cudaCheck(cudaEventRecord(w->issuing.ended, g->comm_stream));
+    pthread_mutex_lock(&w->mu);
+    WatchedCollective* slot = &w->ring[w->tail % WATCH_RING];
+    *slot = w->issuing;
+    slot->started = 0.0;
+    w->tail++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+// ------------------------------------------------------------------------------------------------
 // Collectives
 
-static void collective_begin(GpuBackend* g, const char* name) {
-    nvtxRangePushA(name);
+// op: the collective's name in the watchdog's lines (the CPU backend's words); comm and ring: where
+// it runs (comm NULL: one rank, a copy)
+static void collective_begin(GpuBackend* g, const char* op, ncclComm_t comm, const GpuRing* ring) {
+    nvtxRangePushA(op);
     // the collective reads what the compute work queued so far wrote (gradients, updated params), or
     // writes into a pool buffer that work last used: it must start after all of it
     cudaCheck(cudaEventRecord(g->compute_ready, g->compute));
@@ -160,10 +389,12 @@ static void collective_begin(GpuBackend* g, const char* name) {
     cudaCheck(cudaStreamWaitEvent(g->comm_stream, g->compute_ready, 0));
 #endif
     g->last_begin = stamp_on(g, g->comm_stream);
+    watch_issue(g, comm, ring, op, g->watch.unit);
 }
 
 // the handle: an event recorded on comm after the collective (slot index + 1, NULL stays "none")
 static void* collective_end(GpuBackend* g) {
+    watch_issued(g);
     for (int i = 0; i < GPU_MAX_HANDLES; i++) {
         if (g->handle_busy[i]) continue;
         g->handle_busy[i] = 1;
@@ -178,9 +409,9 @@ static void* collective_end(GpuBackend* g) {
 
 static void* gpu_all_gather_start(void* ctx, const void* shard, void* full, size_t n, Zero3DType t) {
     GpuBackend* g = (GpuBackend*)ctx;
-    collective_begin(g, "all-gather");
+    collective_begin(g, "all-gather", g->shard_comm, &g->shard_ring);
     const size_t bytes = n * zero3_dtype_size(t);
-    if (g->shard_comm) ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g->shard_comm, g->comm_stream));
+    if (g->shard_comm) ncclIssue(g, g->shard_comm, ncclAllGather(shard, full, n, nccl_type(t), g->shard_comm, g->comm_stream));
     else if (shard != full) cudaCheck(cudaMemcpyAsync(full, shard, bytes, cudaMemcpyDeviceToDevice, g->comm_stream));
     return collective_end(g);
 }
@@ -188,25 +419,25 @@ static void* gpu_all_gather_start(void* ctx, const void* shard, void* full, size
 // NCCL's in-place convention is the engine's: shard == full + rank*n
 static void* gpu_reduce_scatter_start(void* ctx, const void* full, void* shard, size_t n, Zero3DType t) {
     GpuBackend* g = (GpuBackend*)ctx;
-    collective_begin(g, "reduce-scatter");
+    collective_begin(g, "reduce-scatter", g->shard_comm, &g->shard_ring);
     const size_t bytes = n * zero3_dtype_size(t);
-    if (g->shard_comm) ncclCheck(ncclReduceScatter(full, shard, n, nccl_type(t), ncclSum, g->shard_comm, g->comm_stream));
+    if (g->shard_comm) ncclIssue(g, g->shard_comm, ncclReduceScatter(full, shard, n, nccl_type(t), ncclSum, g->shard_comm, g->comm_stream));
     else if (shard != full) cudaCheck(cudaMemcpyAsync(shard, full, bytes, cudaMemcpyDeviceToDevice, g->comm_stream));
     return collective_end(g);
 }
 
 static void* gpu_all_reduce_start(void* ctx, void* buf, size_t n, Zero3DType t) {
     GpuBackend* g = (GpuBackend*)ctx;
-    collective_begin(g, "all-reduce");
-    if (g->shard_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g->shard_comm, g->comm_stream));
+    collective_begin(g, "all-reduce", g->shard_comm, &g->shard_ring);
+    if (g->shard_comm) ncclIssue(g, g->shard_comm, ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g->shard_comm, g->comm_stream));
     return collective_end(g);
 }
 
 // HSDP: the reduced gradients summed across the replica groups, on the comm stream like the rest.
 static void* gpu_replica_all_reduce_start(void* ctx, void* buf, size_t n, Zero3DType t) {
     GpuBackend* g = (GpuBackend*)ctx;
-    collective_begin(g, "replica all-reduce");
-    if (g->replica_comm) ncclCheck(ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g->replica_comm, g->comm_stream));
+    collective_begin(g, "all-reduce across the replicas", g->replica_comm, &g->replica_ring);
+    if (g->replica_comm) ncclIssue(g, g->replica_comm, ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, g->replica_comm, g->comm_stream));
     return collective_end(g);
 }
 
@@ -214,9 +445,17 @@ static void* gpu_replica_all_reduce_start(void* ctx, void* buf, size_t n, Zero3D
 // with ncclCommSplit (NCCL 2.18 and later). A group of one rank needs no communicator: every rank
 // takes part in both splits (they are collective), then a split of one rank is destroyed at once;
 // the others are destroyed in gpu_backend_finish.
-static ncclComm_t comm_unless_alone(ncclComm_t c, int ranks) {
+// A communicator's end: its queued work flushed (ncclCommFinalize, settled), then freed.
+static void comm_destroy(GpuBackend* g, ncclComm_t c) {
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21400
+    ncclSettle(g, c, ncclCommFinalize(c));
+#endif
+    ncclCheck(ncclCommDestroy(c));
+}
+
+static ncclComm_t comm_unless_alone(GpuBackend* g, ncclComm_t c, int ranks) {
     if (ranks > 1) return c;
-    if (c) ncclCheck(ncclCommDestroy(c));
+    if (c) comm_destroy(g, c);
     return NULL;
 }
 
@@ -224,10 +463,14 @@ static void gpu_make_groups(void* ctx, int G) {
     GpuBackend* g = (GpuBackend*)ctx;
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
     ncclComm_t shard = NULL, replica = NULL;
-    ncclCheck(ncclCommSplit(g->comm, g->rank / G, g->rank, &shard, NULL));
-    ncclCheck(ncclCommSplit(g->comm, g->rank % G, g->rank, &replica, NULL));
-    g->shard_comm = comm_unless_alone(shard, G);
-    g->replica_comm = comm_unless_alone(replica, g->world / G);
+    // a split of a non-blocking communicator is non-blocking (config NULL: the parent's); the new
+    // one settles before any call on it
+    ncclMade(g, &shard, ncclCommSplit(g->comm, g->rank / G, g->rank, &shard, NULL));
+    ncclMade(g, &replica, ncclCommSplit(g->comm, g->rank % G, g->rank, &replica, NULL));
+    g->shard_comm = comm_unless_alone(g, shard, G);
+    g->replica_comm = comm_unless_alone(g, replica, g->world / G);
+    g->shard_ring = GpuRing{g->rank / G * G, 1, G};
+    g->replica_ring = GpuRing{g->rank % G, G, g->world / G};
 #else
     (void)G;
     fatal("flag -hs: HSDP on GPUs needs ncclCommSplit (NCCL 2.18 or later); this build's NCCL has none");
@@ -242,10 +485,13 @@ static void gpu_make_node_groups(void* ctx, int G) {
     int r = 0, n = 1;
     ncclCheck(ncclCommUserRank(g->shard_comm, &r));
     ncclCheck(ncclCommCount(g->shard_comm, &n));
-    ncclCheck(ncclCommSplit(g->shard_comm, r / G, r, &g->node_comm, NULL));
-    ncclCheck(ncclCommSplit(g->shard_comm, r % G, r, &g->cross_comm, NULL));
+    ncclMade(g, &g->node_comm, ncclCommSplit(g->shard_comm, r / G, r, &g->node_comm, NULL));
+    ncclMade(g, &g->cross_comm, ncclCommSplit(g->shard_comm, r % G, r, &g->cross_comm, NULL));
     g->node_size = G;
     g->cross_size = n / G;
+    const int shard_first = g->rank - r;   // the shard group's ranks are consecutive (gpu_make_groups)
+    g->node_ring = GpuRing{shard_first + r / G * G, 1, G};
+    g->cross_ring = GpuRing{shard_first + r % G, G, n / G};
 #else
     (void)G;
     fatal("flags -hp and -qg: ZeRO++'s node groups on GPUs need ncclCommSplit (NCCL 2.18 or later); this build's NCCL has none");
@@ -254,24 +500,25 @@ static void gpu_make_node_groups(void* ctx, int G) {
 
 static void* gpu_node_all_gather_start(void* ctx, const void* shard, void* full, size_t n, Zero3DType t) {
     GpuBackend* g = (GpuBackend*)ctx;
-    collective_begin(g, "node all-gather");
-    ncclCheck(ncclAllGather(shard, full, n, nccl_type(t), g->node_comm, g->comm_stream));
+    collective_begin(g, "all-gather in the node group", g->node_comm, &g->node_ring);
+    ncclIssue(g, g->node_comm, ncclAllGather(shard, full, n, nccl_type(t), g->node_comm, g->comm_stream));
     return collective_end(g);
 }
 
 // An all-to-all as NCCL writes one: a send and a receive with every peer, in one group.
 static void* gpu_all_to_all_start(void* ctx, const void* send, void* recv, size_t bytes, int across) {
     GpuBackend* g = (GpuBackend*)ctx;
-    collective_begin(g, across ? "all-to-all across node groups" : "all-to-all in the node group");
-#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
     ncclComm_t comm = across ? g->cross_comm : g->node_comm;
+    collective_begin(g, across ? "all-to-all across the node groups" : "all-to-all in the node group", comm,
+                     across ? &g->cross_ring : &g->node_ring);
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21800
     const int peers = across ? g->cross_size : g->node_size;
     ncclCheck(ncclGroupStart());
     for (int p = 0; p < peers; p++) {
         ncclCheck(ncclSend((const char*)send + (size_t)p * bytes, bytes, ncclInt8, p, comm, g->comm_stream));
         ncclCheck(ncclRecv((char*)recv + (size_t)p * bytes, bytes, ncclInt8, p, comm, g->comm_stream));
     }
-    ncclCheck(ncclGroupEnd());
+    ncclIssue(g, comm, ncclGroupEnd());
 #else
     (void)send; (void)recv; (void)bytes;
     fatal_local("all-to-all without ncclCommSplit's node groups");
@@ -299,8 +546,10 @@ static double gpu_all_reduce_scalar(void* ctx, double x) {
     *g->scalar_host = x;
     cudaCheck(cudaMemcpyAsync(g->scalar_device, g->scalar_host, sizeof(double), cudaMemcpyHostToDevice,
                               g->comm_stream));
-    ncclCheck(ncclAllReduce(g->scalar_device, g->scalar_device, 1, ncclDouble, ncclSum, g->comm,
-                            g->comm_stream));
+    watch_issue(g, g->comm, &g->world_ring, "scalar all-reduce", "");
+    ncclIssue(g, g->comm, ncclAllReduce(g->scalar_device, g->scalar_device, 1, ncclDouble, ncclSum, g->comm,
+                                        g->comm_stream));
+    watch_issued(g);
     cudaCheck(cudaMemcpyAsync(g->scalar_host, g->scalar_device, sizeof(double), cudaMemcpyDeviceToHost,
                               g->comm_stream));
     g->last_end = stamp_on(g, g->comm_stream);
@@ -497,13 +746,18 @@ static void rendezvous_read(const char* path, ncclUniqueId* id, int world) {
 }
 
 // Aborts every communicator (a failing rank must not leave the others blocked in a collective).
-static void gpu_abort_comms(GpuBackend* g) {
+// comms_abort is the watchdog's own (it never waits for the watchdog thread).
+static void comms_abort(GpuBackend* g) {
     if (g->shard_comm && g->shard_comm != g->comm) ncclCommAbort(g->shard_comm);
     if (g->replica_comm) ncclCommAbort(g->replica_comm);
     if (g->node_comm) ncclCommAbort(g->node_comm);
     if (g->cross_comm) ncclCommAbort(g->cross_comm);
     if (g->comm) ncclCommAbort(g->comm);
     g->comm = g->shard_comm = g->replica_comm = g->node_comm = g->cross_comm = NULL;
+}
+static void gpu_abort_comms(GpuBackend* g) {
+    watch_stop(g);   // it polls the communicators
+    comms_abort(g);
 }
 
 // The backend's exits (proc/proc.h), handed to the error path by the process's first backend (gpu_find_rank).
@@ -521,6 +775,23 @@ static void gpu_abort_all(void* transport) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
     exit(1);  // without MPI, scripts/launch.sh ends the other ranks when one fails
+}
+
+// Every rank's host name for the watchdog's lines: gathered over MPI; without MPI only this rank's
+// is known (its peers are named by rank).
+static void gather_node_names(GpuBackend* g) {
+    GpuWatch* w = &g->watch;
+    char mine[GPU_NODE_NAME] = "";
+    if (gethostname(mine, sizeof mine - 1) != 0) mine[0] = '\0';
+#ifdef USE_MPI
+    w->nodes = (char(*)[GPU_NODE_NAME])xcalloc((size_t)g->world, GPU_NODE_NAME);
+    MPI_Allgather(mine, GPU_NODE_NAME, MPI_CHAR, w->nodes, GPU_NODE_NAME, MPI_CHAR, MPI_COMM_WORLD);
+    w->nodes_known = 1;
+#else
+    w->nodes = (char(*)[GPU_NODE_NAME])xcalloc(1, GPU_NODE_NAME);
+    memcpy(w->nodes[0], mine, GPU_NODE_NAME);
+    w->nodes_known = g->world == 1;
+#endif
 }
 
 // This process's rank and world (MPI, started here unless the process has it already, or the
@@ -547,6 +818,8 @@ static void gpu_find_rank(GpuBackend* g, int* argc, char*** argv) {
 #endif
     g->exits = ProcessExits{g->rank, g->world, gpu_shutdown, gpu_abort_all, g};
     proc_exits_lend(&g->exits);
+    g->world_ring = g->shard_ring = GpuRing{0, 1, g->world};
+    gather_node_names(g);
 }
 
 // This rank's GPU (LOCAL_RANK % devices), its two streams, and the small buffers and events the
@@ -592,7 +865,15 @@ static void gpu_connect(GpuBackend* g) {
         else rendezvous_read(path, &id, g->world);
     }
 #endif
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= 21400
+    // non-blocking (blocking = 0): no NCCL call holds the host thread waiting for a peer, so the
+    // watchdog's deadline bounds every wait and its abort always finds the host free to end
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclMade(g, &g->comm, ncclCommInitRankConfig(&g->comm, g->world, id, g->rank, &config));
+#else
     ncclCheck(ncclCommInitRank(&g->comm, g->world, id, g->rank));
+#endif
     g->shard_comm = g->comm;   // until HSDP splits it (gpu_make_groups)
 }
 
@@ -636,12 +917,16 @@ static void gpu_fill_table(Zero3Backend* be, GpuBackend* g) {
     be->comm_stamps = gpu_comm_stamps;
     be->stamps_read = gpu_stamps_read;
     be->collectives_in_flight = gpu_collectives_in_flight;
+    be->collective_timeout = gpu_collective_timeout;
+    be->label = gpu_label;
+    be->at_step = gpu_at_step;
 }
 
 // Makes a backend's state: finds this process's rank, picks its GPU, connects the ranks and fills
 // the table with it (be->ctx).
 static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     GpuBackend* g = (GpuBackend*)xcalloc(1, sizeof(GpuBackend));
+    pthread_mutex_init(&g->watch.mu, NULL);
     gpu_find_rank(g, argc, argv);
     gpu_open_device(g);
     gpu_connect(g);
@@ -652,11 +937,12 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
 static void gpu_backend_finish(Zero3Backend* be) {
     GpuBackend* g = (GpuBackend*)be->ctx;
     cudaCheck(cudaDeviceSynchronize());
-    if (g->shard_comm && g->shard_comm != g->comm) ncclCheck(ncclCommDestroy(g->shard_comm));
-    if (g->replica_comm) ncclCheck(ncclCommDestroy(g->replica_comm));
-    if (g->node_comm) ncclCheck(ncclCommDestroy(g->node_comm));
-    if (g->cross_comm) ncclCheck(ncclCommDestroy(g->cross_comm));
-    if (g->comm) ncclCheck(ncclCommDestroy(g->comm));
+    watch_stop(g);
+    if (g->shard_comm && g->shard_comm != g->comm) comm_destroy(g, g->shard_comm);
+    if (g->replica_comm) comm_destroy(g, g->replica_comm);
+    if (g->node_comm) comm_destroy(g, g->node_comm);
+    if (g->cross_comm) comm_destroy(g, g->cross_comm);
+    if (g->comm) comm_destroy(g, g->comm);
     g->comm = g->shard_comm = g->replica_comm = g->node_comm = g->cross_comm = NULL;
     for (int i = 0; i < GPU_MAX_HANDLES; i++) cudaCheck(cudaEventDestroy(g->handle_event[i]));
     for (int i = 0; i < g->stamp_cap; i++) cudaCheck(cudaEventDestroy(g->stamp_events[i]));
@@ -672,6 +958,8 @@ static void gpu_backend_finish(Zero3Backend* be) {
     cudaCheck(cudaEventDestroy(g->adamw_uploaded));
     cudaCheck(cudaStreamDestroy(g->compute));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
+    free(g->watch.nodes);
+    pthread_mutex_destroy(&g->watch.mu);
     proc_exits_return(&g->exits);   // the error path's exits no longer lead here
 #ifdef USE_MPI
     if (g->owns_mpi) MPI_Finalize();

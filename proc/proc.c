@@ -63,6 +63,52 @@ void agree_or_exit(const Zero3Backend *be, const char *err) {
     exit(1);
 }
 
+// ---- the watchdog's lines (proc.h) ----
+void watch_describe(char *buf, size_t n, const char *op, const char *unit, int step) {
+    int k = snprintf(buf, n, "the %s", op);
+    if (unit && unit[0] && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, " of unit %s", unit);
+    if (k < 0 || (size_t)k >= n) return;
+    if (step > 0) snprintf(buf + k, n - (size_t)k, " in step %d", step);
+    else snprintf(buf + k, n - (size_t)k, " before the first step");
+}
+
+static const char *node_of(const char *nodes, size_t stride, int rank) { return nodes ? nodes + (size_t)rank * stride : ""; }
+
+void watch_peers(char *buf, size_t n, int me, const int *ranks, int count, const char *nodes, size_t stride) {
+    int *said = xcalloc((size_t)(count > 0 ? count : 1), sizeof(int));
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < count; i++) {
+        if (said[i] || ranks[i] == me) continue;
+        const char *node = node_of(nodes, stride, ranks[i]);
+        int same = 0;
+        for (int j = i; j < count; j++) same += ranks[j] != me && !strcmp(node_of(nodes, stride, ranks[j]), node);
+        k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "%s%s%srank%s", k ? ", " : "", node, nodes ? " " : "",
+                              same > 1 ? "s" : "");
+        for (int j = i; j < count; j++)
+            if (ranks[j] != me && !strcmp(node_of(nodes, stride, ranks[j]), node)) {
+                said[j] = 1;
+                k += (size_t)snprintf(buf + k, k < n ? n - k : 0, " %d", ranks[j]);
+            }
+    }
+    free(said);
+}
+
+static const char *node_or_unknown(const char *node) { return node && node[0] ? node : "an unnamed node"; }
+
+void watch_timeout_line(int rank, const char *node, const char *what, double timeout_s, const char *peers,
+                        const char *cause) {
+    fprintf(stderr, "error (rank %d on %s): collective timeout: %s has not completed %g s after it started (-ct %g); "
+            "its peers: %s; %s: ending every rank\n", rank, node_or_unknown(node), what, timeout_s, timeout_s, peers, cause);
+    fflush(stderr);
+}
+
+void watch_stall_line(int rank, const char *node, const char *what, double waited_s, double report_s, double timeout_s) {
+    fprintf(stderr, "warning (rank %d on %s): stall: %s waited %.1f s for its peers before it completed (stalls over "
+            "%g s are reported; -ct %g ends the run)\n", rank, node_or_unknown(node), what, waited_s, report_s, timeout_s);
+    fflush(stderr);
+}
+
 // proc_exit_after's watch: a detached thread that sleeps to the deadline (monotonic), then exits.
 typedef struct { struct timespec deadline; int status; } ExitAfter;
 

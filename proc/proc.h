@@ -3,7 +3,7 @@
 //   who am I     the transport's exits, handed to the error path: this rank, the world size, and how
 //                every rank shuts down or aborts
 //   how I end    fatal (an error every rank finds), fatal_local (one rank's), agree_or_exit,
-//                proc_exit_after (a stopped rank's bounded shutdown)
+//                proc_exit_after (a stopped rank's bounded shutdown), the watchdog's lines (watch_*)
 //   my memory    xmalloc / xcalloc, allocation phases, alloc_failed (one "out of memory" line)
 //   my clock     now_seconds (and proc_open_files, the open file descriptors)
 // The backends (cpu/, gpu/) lend their exits here and report failed allocations here; the host
@@ -61,6 +61,21 @@ void agree_or_exit(const Zero3Backend *be, const char *err);
 // seconds after their SIGTERM). `seconds` from now the process exits with `status` by itself, its
 // output flushed, unless it has ended before.
 void proc_exit_after(double seconds, int status);
+
+// The collective watchdog's lines (-ct), one definition for both backends: past a collective's
+// deadline the rank prints watch_timeout_line and ends every rank; a collective that waited longer
+// than report_s but completed gets watch_stall_line when it ends.
+//   what   watch_describe's "the all-gather of unit h.3 in step 7" (op: "all-gather"; unit "" for
+//          none; step 0: before the first)
+//   peers  watch_peers' "node1 rank 1, node2 ranks 2 3": the collective's other ranks (world ranks)
+//          by node, from a table of every rank's node name (`nodes`, `stride` bytes each; NULL:
+//          nodes unknown, "ranks 1 2")
+//   node   this rank's node name (NULL: unknown)
+void watch_describe(char *buf, size_t n, const char *op, const char *unit, int step);
+void watch_peers(char *buf, size_t n, int me, const int *ranks, int count, const char *nodes, size_t stride);
+void watch_timeout_line(int rank, const char *node, const char *what, double timeout_s, const char *peers,
+                        const char *cause);
+void watch_stall_line(int rank, const char *node, const char *what, double waited_s, double report_s, double timeout_s);
 
 // ------------------------------------------------------------------------------------------------
 // Memory.

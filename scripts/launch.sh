@@ -4,7 +4,9 @@
 #   RANK=r  WORLD_SIZE=N  LOCAL_RANK=r  ZERO3_RENDEZVOUS=<a fresh file>
 # and rank 0 hands NCCL's unique id to the others through that file (written atomically, read with
 # a timeout: ZERO3_RENDEZVOUS_TIMEOUT seconds, default 120). If any rank fails, the others are
-# stopped and launch.sh exits with the failing rank's status.
+# stopped and launch.sh exits with the failing rank's status: each gets SIGTERM (the trainer's stop
+# request), and a rank still running KILL_GRACE_S seconds later (blocked in a collective with the
+# failed rank, or stopped) gets SIGKILL, so launch.sh always ends.
 #
 #   scripts/launch.sh -n 2 ./train_gpt2_zero3cu -e d12 -z 3
 #   scripts/launch.sh -n 2 --hostid-per-rank ./test_gpt2cu     # N ranks on ONE GPU (see below)
@@ -68,10 +70,23 @@ fi
 need_int -n n 1 1024
 need_command "$@"
 
+KILL_GRACE_S=10   # after the SIGTERM, how long a rank may take to end before its SIGKILL
 dir="$(mktemp -d "${TMPDIR:-/tmp}/zero3_launch.XXXXXX")" || die "cannot create a temporary folder in ${TMPDIR:-/tmp}"
 pids=()
-cleanup() {
+# stop_ranks: SIGTERM to every rank still running, then SIGKILL to those alive KILL_GRACE_S later
+stop_ranks() {
+  local p t
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for ((t = 0; t < KILL_GRACE_S * 10; t++)); do
+    local alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" -eq 0 ] && return
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+}
+cleanup() {
+  stop_ranks
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -89,7 +104,9 @@ for ((r = 0; r < n; r++)); do
 done
 
 # Wait for all ranks; the first one to fail takes the others down (they would otherwise block in a
-# collective forever).
+# collective forever). Bash's own "Killed" notes on the ranks stop_ranks killed go nowhere (stderr of
+# the loop); launch.sh's lines go to its stderr (fd 3).
+exec 3>&2
 status=0
 failed_rank=-1
 running=$n
@@ -106,12 +123,12 @@ while [ "$running" -gt 0 ]; do
       if [ "$rc" -ne 0 ] && [ "$failed_rank" -lt 0 ]; then
         failed_rank=$r
         status=$rc
-        echo "launch.sh: rank $r exited with status $rc; stopping the other ranks" >&2
-        for q in "${pids[@]}"; do kill -TERM "$q" 2>/dev/null; done
+        echo "launch.sh: rank $r exited with status $rc; stopping the other ranks (SIGTERM, then SIGKILL after $KILL_GRACE_S s)" >&3
+        stop_ranks
       fi
     fi
   done
   [ "$running" -gt 0 ] && sleep 0.1
-done
+done 2>/dev/null
 pids=()
 exit "$status"

@@ -16,6 +16,10 @@
 #     CHECKPOINT_FORMAT.md, read here from the file) is 1 for bf16.
 #   - ZeRO++ on the GPU backend (-qw 8 -hp 2 -qg 8: int8 gathers, node-group all-gathers, grouped
 #     send/receive all-to-all) on 2 emulated ranks gives the CPU trainer's losses.
+#   - -ct on the GPU backend (its NCCL watchdog), 2 emulated ranks: -ct 10 without a fault keeps the
+#     losses bitwise; rank 1 stopped mid-gather (EMU_NCCL_FREEZE) ends every rank within -ct and 6 s
+#     with one error line naming the all-gather, the step and the peer.
+#   - scripts/launch.sh ends its ranks when one fails, SIGKILLing those alive 10 s after SIGTERM.
 . "$(dirname "$0")/lib.sh"
 command -v g++ >/dev/null || { echo "SKIP: no g++ for the emulator"; exit 0; }
 make -s dumps >/dev/null || fail "make dumps"
@@ -138,4 +142,56 @@ print(f"ok   ZeRO++ (-qw 8 -hp 2 -qg 8) on 2 emulated GPU ranks: losses {gpu}, C
 sys.exit(0 if worst < 1e-5 else 1)
 EOF
   grep -q "^ledger: measured = theory" "$work/zpp_gpu.log" || fail "ZeRO++ on the emulated GPU: the ledger is not theory"
+
+  # -ct on the GPU backend (its NCCL watchdog), 2 ranks (~45 s). No fault: -ct 10 gives bitwise the
+  # losses of the default -ct 600. (10, not less: on a loaded machine an emulated rank waits seconds
+  # for its peer's emulated compute, which a shorter timeout would take for a dead peer.) Rank 1 stopped (SIGSTOP, the emulator's EMU_NCCL_FREEZE) at the
+  # start of its N-th all-gather, N = the gathers of a step (forward and backward, read from the
+  # fault-free run's ledger) + 2: the second gather of step 2, where rank 0 then waits for good.
+  # Every rank is gone within -ct and 6 s of the freeze by this script's clock, the run exits
+  # non-zero, and exactly one error line of rank 0's names that all-gather, step 2 and rank 1.
+  CT=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -v 0)
+  timeout -k 10 300 mpirun -np 2 "$work/train_mpi" "${CT[@]}" -x 3 >"$work/ct_default.log" 2>&1 || { tail -20 "$work/ct_default.log"; fail "the 2-rank run (default -ct)"; }
+  timeout -k 10 300 mpirun -np 2 "$work/train_mpi" "${CT[@]}" -x 3 -ct 10 >"$work/ct_10.log" 2>&1 || { tail -20 "$work/ct_10.log"; fail "the 2-rank run with -ct 10"; }
+  [ "$(losses "$work/ct_10.log" | wc -l)" = 3 ] && [ "$(losses "$work/ct_10.log")" = "$(losses "$work/ct_default.log")" ] ||
+    fail "-ct 10 without a fault changed the losses: $(losses "$work/ct_10.log" | tr '\n' ' ')vs $(losses "$work/ct_default.log" | tr '\n' ' ')"
+  grep -q "not applied" "$work/ct_10.log" && fail "the GPU trainer still says -ct is not applied"
+  gathers=$(awk '/^  (fwd|bwd)_gather/ { n += $2 } END { print n }' "$work/ct_default.log")
+  [ "${gathers:-0}" -gt 0 ] || fail "no gathers in the fault-free run's ledger"
+  nth=$((gathers + 2))
+  (EMU_NCCL_FREEZE=1:$nth timeout -k 10 120 mpirun -np 2 -x EMU_NCCL_FREEZE "$work/train_mpi" "${CT[@]}" -x 100 -ct 10 \
+     >"$work/ct_frozen.log" 2>&1; echo "exit $?" >"$work/ct_frozen.rc") &
+  for _ in $(seq 1200); do grep -q "EMU_NCCL_FREEZE: rank 1 stops" "$work/ct_frozen.log" && break; sleep 0.1; done
+  grep -q "EMU_NCCL_FREEZE: rank 1 stops" "$work/ct_frozen.log" || { tail "$work/ct_frozen.log"; fail "rank 1 did not stop in all-gather $nth"; }
+  t0=$(date +%s.%N)
+  for _ in $(seq 300); do [ -s "$work/ct_frozen.rc" ] && break; sleep 0.1; done
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  wait
+  rc=$(sed 's/exit //' "$work/ct_frozen.rc")
+  awk -v s="$secs" 'BEGIN { exit !(s >= 9.5 && s <= 16) }' || { tail "$work/ct_frozen.log"; fail "the run with rank 1 frozen ended ${secs}s after the freeze, want 10-16 s (-ct 10)"; }
+  [ "${rc:-0}" -ne 0 ] || fail "the run with rank 1 frozen exited 0"
+  for _ in $(seq 50); do pgrep -f "$work/train_mpi" >/dev/null || break; sleep 0.1; done
+  pgrep -f "$work/train_mpi" >/dev/null && { pkill -KILL -f "$work/train_mpi"; fail "a rank outlived the run with rank 1 frozen"; }
+  # one line from rank 0, and none but a rank's own timeout line from rank 1 (resumed by mpirun's
+  # SIGCONT before its SIGKILL, its own watchdog may say what it waited for too)
+  [ "$(grep -c '^error (rank 0 ' "$work/ct_frozen.log")" = 1 ] && [ "$(grep -c '^error' "$work/ct_frozen.log")" -le 2 ] &&
+    [ "$(grep '^error (rank 1 ' "$work/ct_frozen.log" | grep -vc 'collective timeout')" = 0 ] ||
+    { grep -E '^(error|warn)' "$work/ct_frozen.log"; fail "want exactly one error line from rank 0 (and at most its own timeout line from rank 1)"; }
+  grep -qE "^error \(rank 0 on [^)]*\): collective timeout: the all-gather of unit [a-z0-9.]+ in step 2 has not completed 10 s after it started \(-ct 10\); its peers: [^ ]+ rank 1; a peer or its link is down: ending every rank$" "$work/ct_frozen.log" ||
+    { grep '^error' "$work/ct_frozen.log"; fail "the timeout line does not name step 2's all-gather and rank 1"; }
+  echo "ok   -ct on the GPU backend: -ct 10 keeps the losses bitwise; rank 1 frozen in all-gather $nth ($gathers a step): every rank gone ${secs}s later (exit $rc): $(grep -o 'collective timeout: [^;]*' "$work/ct_frozen.log")"
 fi
+
+# scripts/launch.sh ends its ranks: one fails, one ignores SIGTERM, one is stopped; launch.sh exits
+# with the failed rank's status once the others are SIGKILLed, 10 s after their SIGTERM
+t0=$(date +%s)
+scripts/launch.sh -n 3 bash -c 'trap "" TERM; [ $RANK = 1 ] && { sleep 0.5; exit 3; }; [ $RANK = 2 ] && kill -STOP $$; sleep 600' \
+  >"$work/launch.log" 2>&1 & lpid=$!
+for _ in $(seq 300); do kill -0 $lpid 2>/dev/null || break; sleep 0.1; done
+kill -0 $lpid 2>/dev/null && { kill -KILL $lpid; fail "launch.sh still waits 30 s after a rank failed"; }
+wait $lpid; rc=$?
+[ $rc = 3 ] || { cat "$work/launch.log"; fail "launch.sh exited $rc, want the failed rank's 3"; }
+secs=$(( $(date +%s) - t0 ))
+[ $secs -le 14 ] || fail "launch.sh took ${secs}s to end its ranks, want 10 s and a few"
+[ "$(wc -l <"$work/launch.log")" = 1 ] || { cat "$work/launch.log"; fail "launch.sh: want one line saying which rank failed"; }
+echo "ok   launch.sh: rank 1 failed (3), a rank ignoring SIGTERM and a stopped one SIGKILLed: ended in ${secs}s, exit 3"

@@ -689,8 +689,12 @@ inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (e->stream) emu::run_until(e->stream, e->ticket);
     return cudaSuccess;
 }
+// On the host thread a query moves the emulated GPU one step (it progresses while the host polls);
+// from another thread (a watchdog) it only reads whether the event's work has run, as a query on a
+// GPU does while the host thread is blocked elsewhere. The event must not be re-recorded meanwhile.
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e || !e->alive) return cudaErrorInvalidValue;
+    if (!emu::on_host_thread()) return !e->stream || emu::has_run_seen(e->stream, e->ticket) ? cudaSuccess : cudaErrorNotReady;
     if (!e->stream || emu::has_run(e->stream, e->ticket)) return cudaSuccess;
     emu::run_any_ready();
     return emu::has_run(e->stream, e->ticket) ? cudaSuccess : cudaErrorNotReady;

@@ -18,6 +18,7 @@
 // passing by luck as it did when every call ran at once. EMU_STREAMS=inorder restores that old
 // behaviour (each call runs when issued), to tell a stream-order bug from any other.
 #pragma once
+#include <pthread.h>
 #include <deque>
 #include <functional>
 #include <vector>
@@ -90,7 +91,20 @@ inline std::vector<EmuStream*>& all_streams() {
     return v;
 }
 
+// The host thread: the one that made the first stream. Only it runs queued work (the emulated
+// GPU's progress is its drains); another thread (a watchdog) may only look: completed_seen reads
+// a stream's count of items run, which the host thread publishes with a release store (run_head).
+inline pthread_t host_thread() {
+    static pthread_t t = pthread_self();
+    return t;
+}
+inline bool on_host_thread() { return pthread_equal(pthread_self(), host_thread()) != 0; }
+inline bool has_run_seen(const EmuStream* s, uint64_t ticket) {
+    return __atomic_load_n(&s->completed, __ATOMIC_ACQUIRE) >= ticket;
+}
+
 inline EmuStream* new_stream(bool legacy, bool blocking) {
+    host_thread();   // the first stream's thread is the host's
     EmuStream* s = new EmuStream{(int)all_streams().size(), legacy, blocking, true, new std::deque<Work>, 0, 0};
     all_streams().push_back(s);
     return s;
@@ -114,6 +128,8 @@ inline EmuStream* resolve(EmuStream* s) {
 }
 
 inline bool has_run(const EmuStream* s, uint64_t ticket) { return s->completed >= ticket; }
+
+
 inline bool pending(const EmuStream* s) { return s->completed < s->enqueued; }
 
 // The head of s can run now: it is work, or a wait that is satisfied.
@@ -128,7 +144,7 @@ inline void run_head(EmuStream* s) {
     Work w = std::move(s->queue->front());
     s->queue->pop_front();
     if (w.run) w.run();
-    s->completed++;
+    __atomic_store_n(&s->completed, s->completed + 1, __ATOMIC_RELEASE);   // seen by other threads (has_run_seen)
 }
 
 inline uint64_t push(EmuStream* s, Work w) {
