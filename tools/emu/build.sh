@@ -11,10 +11,10 @@
 # repository's CUDA and C sources are copied to a staging tree with the <<<>>> launches rewritten,
 # then compiled with g++ against the emulator's headers; extra .c files are compiled with gcc.
 # A finished program is kept in a cache (EMU_CACHE_DIR, default build/emu_cache; EMU_CACHE=0 turns it
-# off) under the hash of everything that made it: every staged source and emulator file by content,
-# the arguments, and the compilers' versions and MPI flags. A build asked again with the same inputs
-# is a copy; any edit to a source, header, flag or compiler makes a new key, so a stale program is
-# never handed out. The 32 most recently used programs are kept.
+# off) under the hash of everything that made it: every staged source, the emulator's headers,
+# cu2cpp.py and this script by content, the arguments, and the compilers' versions and MPI flags. A
+# build asked again with the same inputs is a copy; any edit to a source, header, flag or compiler
+# makes a new key, so a stale program is never handed out. The 32 most recently used programs are kept.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -46,10 +46,10 @@ trap 'rm -rf "$stage"' EXIT
    -o -path ./tools/emu -o -name node_modules \) -prune -o \
    -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print0) >"$stage/.sources"
 
-# build_key: the hash of every input of this build (sources and emulator files by name and content,
-# the arguments, the compilers and MPI as they report themselves)
+# build_key: the hash of every input of this build (sources, the emulator's headers, cu2cpp.py and this
+# script by name and content, the arguments, the compilers and MPI as they report themselves)
 build_key() {
-  { (cd "$root" && { sort -z "$stage/.sources"; find tools/emu -type f -print0 | sort -z; } | xargs -0 sha256sum)
+  { (cd "$root" && { sort -z "$stage/.sources"; find tools/emu/include tools/emu/cu2cpp.py tools/emu/build.sh -type f -print0 | sort -z; } | xargs -0 sha256sum)
     printf '%s\n' "asan: ${asan[*]:-}" "src: $src" "defs: ${defs[*]:-}" "c: ${extra_c[*]:-}" \
       "mpi: ${mpi_cflags[*]:-} | ${mpi_libs[*]:-}"
     gcc --version; g++ --version; } | sha256sum | cut -c1-32
