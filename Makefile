@@ -8,11 +8,10 @@ DDP ?= 0
 USE_MPI ?= 1
 GPU_COMPUTE_CAPABILITY ?= 90
 # Python with torch: the first of python3 / /usr/bin/python3 that imports torch (Debian's torch
-# lives under /usr/bin/python3; a GPU machine's PyTorch is on PATH).
-PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' >/dev/null 2>&1 && { echo $$p; break; }; done)
-ifeq ($(PYTHON),)
-PYTHON := /usr/bin/python3
-endif
+# lives under /usr/bin/python3; a GPU machine's PyTorch is on PATH). Looked for once, and only by a
+# recipe that runs Python: importing torch costs a second or more, which every other make call skips.
+PYTHON_WITH_TORCH = $(shell for p in python3 /usr/bin/python3; do $$p -c 'import torch' >/dev/null 2>&1 && { echo $$p; break; }; done)
+PYTHON ?= $(eval PYTHON := $(or $(PYTHON_WITH_TORCH),/usr/bin/python3))$(PYTHON)
 
 # ---------------------------------------------------------------- CPU
 CFLAGS ?= -O3 -march=native -Wall -Wextra -Wno-unused-parameter -Wno-unused-function

@@ -11,8 +11,11 @@
 . "$(dirname "$0")/lib.sh"
 make -s dumps >/dev/null || fail "make dumps"
 SMALL="tests/reference/dumps/small.dump tests/reference/dumps/small_model.bin"
+# (v = 0: the build as users get it, without the define, the same program test_emu_gpt2 runs, so the
+# emulator's build cache hands it over)
 for v in 0 1 2; do
-  tools/emu/build.sh "$work/test_drop$v" test_gpt2.cu -DENABLE_FP32 -DUSE_MPI -DZERO3_TEST_DROP_WAIT=$v --library \
+  drop=(); [ $v -eq 0 ] || drop=(-DZERO3_TEST_DROP_WAIT=$v)
+  tools/emu/build.sh "$work/test_drop$v" test_gpt2.cu -DENABLE_FP32 -DUSE_MPI "${drop[@]}" --library \
     > "$work/build$v.log" 2>&1 &
 done
 wait

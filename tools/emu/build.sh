@@ -10,6 +10,11 @@
 # SRC.cu is a path from the repository root (e.g. tests/cuda/layernorm.cu or test_gpt2.cu). The
 # repository's CUDA and C sources are copied to a staging tree with the <<<>>> launches rewritten,
 # then compiled with g++ against the emulator's headers; extra .c files are compiled with gcc.
+# A finished program is kept in a cache (EMU_CACHE_DIR, default build/emu_cache; EMU_CACHE=0 turns it
+# off) under the hash of everything that made it: every staged source, the emulator's headers,
+# cu2cpp.py and this script by content, the arguments, and the compilers' versions and MPI flags. A
+# build asked again with the same inputs is a copy; any edit to a source, header, flag or compiler
+# makes a new key, so a stale program is never handed out. The 32 most recently used programs are kept.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -40,6 +45,26 @@ trap 'rm -rf "$stage"' EXIT
 (cd "$root" && find . \( -name .git -o -path ./build -o -path ./data -o -path ./tests/reference/dumps -o -path ./tests/cuda/bin \
    -o -path ./tools/emu -o -name node_modules \) -prune -o \
    -type f \( -name '*.h' -o -name '*.c' -o -name '*.cu' -o -name '*.cuh' \) -print0) >"$stage/.sources"
+
+# build_key: the hash of every input of this build (sources, the emulator's headers, cu2cpp.py and this
+# script by name and content, the arguments, the compilers and MPI as they report themselves)
+build_key() {
+  { (cd "$root" && { sort -z "$stage/.sources"; find tools/emu/include tools/emu/cu2cpp.py tools/emu/build.sh -type f -print0 | sort -z; } | xargs -0 sha256sum)
+    printf '%s\n' "asan: ${asan[*]:-}" "src: $src" "defs: ${defs[*]:-}" "c: ${extra_c[*]:-}" \
+      "mpi: ${mpi_cflags[*]:-} | ${mpi_libs[*]:-}"
+    gcc --version; g++ --version; } | sha256sum | cut -c1-32
+}
+cache=""
+if [ "${EMU_CACHE:-1}" != 0 ]; then
+  cache_dir="${EMU_CACHE_DIR:-$root/build/emu_cache}"
+  cache="$cache_dir/$(build_key)"
+  # a hit: the kept program, copied (then renamed, so OUT is never half written)
+  if [ -x "$cache/program" ] && mkdir -p "$(dirname "$out")" && cp "$cache/program" "$out.tmp.$$" && mv -f "$out.tmp.$$" "$out"; then
+    touch "$cache"; echo "build.sh: $out from the cache ($cache)"; exit 0
+  fi
+  rm -f "$out.tmp.$$"
+fi
+
 tar -C "$root" --null -T "$stage/.sources" -cf - | tar -C "$stage" -xf -
 cuda=()
 while IFS= read -r -d '' f; do
@@ -55,3 +80,10 @@ mkdir -p "$(dirname "$out")"
 g++ -std=c++17 -O2 -g -fno-strict-aliasing -fopenmp -x c++ "${asan[@]}" "${defs[@]}" "${mpi_cflags[@]}" -I"$here/include" -I"$stage" \
     -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-variable -Wno-maybe-uninitialized \
     "$stage/$src" -x none "${objs[@]}" -o "$out" "${mpi_libs[@]}" -lm
+# kept for the next build with these inputs: written beside, then renamed (two builds of one key side by
+# side each rename a whole program); the least recently used beyond 32 removed
+if [ -n "$cache" ]; then
+  mkdir -p "$cache" && cp "$out" "$cache/program.tmp.$$" && mv -f "$cache/program.tmp.$$" "$cache/program" ||
+    echo "build.sh: could not keep $out in $cache (built all the same)" >&2
+  ls -1dt "$cache_dir"/*/ 2>/dev/null | tail -n +33 | xargs -r rm -rf
+fi
