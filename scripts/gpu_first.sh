@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
-# scripts/gpu_first.sh: a time-boxed first run on a GPU you rent by the hour (written for one H200):
-# every question this project has of a GPU, builds included, answered in GPU_CHECK_BUDGET seconds
-# (default 540, nine minutes). Copy a checkout and the files git does not track (--files lists them)
-# to the GPU machine and run it there. The stages come in the order of what matters most, each gets
-# its own cap (CAPS below; together they fit the budget), and each result is a line of summary.txt
-# the moment it ends:
+# scripts/gpu_first.sh: a time-boxed first run on one GPU machine, one's own or rented by the hour
+# (sized for an H200): every question this project has of a GPU, builds included, answered in
+# GPU_CHECK_BUDGET seconds (default 540, nine minutes). Copy a checkout and the files git does not
+# track (--files lists them) to the GPU machine and run it there. The stages come in the order of
+# what matters most, each under its own cap (the STAGES table below: together they fit the budget),
+# and each result is a line of summary.txt the moment it ends (NAME STATUS SECONDS of CAP DETAIL):
 #   env        GPU, nvcc, gcc, make, where cuBLASLt, NCCL and nvtx3 were found, PyTorch,
-#              compute-sanitizer, the runtime switches, the copied files; then gemm_peak: the bf16
-#              GEMM rate measured here (MFU's second peak)
+#              compute-sanitizer, the runtime switches, the copied files (capped); then gemm_peak:
+#              the bf16 GEMM rate measured here (MFU's second peak)
 #   build      train_gpt2_zero3cu + test_gpt2cu BF16, test_gpt2cu FP32, the DDP trainer and every
-#              tests/cuda check, all at once (one build_NAME line each)
-#   kernels    every kernel at GPT-2 124M shapes: the attention check (every path, head sizes 24 and
-#              64, timed at B=4 and at the training batch), then the other tests/cuda checks
-#   tests      test_gpt2cu BF16 and FP32 on one rank against the small dump (V=1024), then against
-#              the head-size-64 dump (C=128, NH=2)
+#              tests/cuda check, all at once (one build_NAME line each); beside them compile_warmup:
+#              torch.compile of the baseline model, filling its caches for the timed baseline
 #   train      GPT-2 124M, T=1024, B=16, stage 3, bf16, 20 steps: it must learn (the last loss below
 #              LEARN_FRACTION of the first); tok/s, MFU against the datasheet and the measured peak
-#   b32        the same at B=32
-#   sanitizer  compute-sanitizer memcheck and racecheck on the BF16 test (tensor-core attention)
-#   pairs      two ranks on the one GPU (NCCL over loopback): ZeRO-3 against DDP, and HSDP
 #   baseline   the same model in PyTorch at B=16, eager and torch.compile; this trainer's ratios and
 #              the target_b16 verdict
+#   tests      test_gpt2cu BF16 and FP32 on one rank against the small dump (V=1024, head size 24),
+#              then against the head-size-64 dump (C=128, NH=2)
+#   kernels    every kernel at GPT-2 124M shapes: the attention check (every path, head size 64,
+#              timed at B=4 and at the training batch), then the other tests/cuda checks
+#   b32        the trainer at B=32
+#   pairs      two ranks on the one GPU (NCCL over loopback), a 6-layer model for 4 steps: ZeRO-3
+#              against DDP, and HSDP
+#   sanitizer  compute-sanitizer memcheck, and racecheck on the attention kernels, on the BF16 test
 # A line's STATUS: PASS, FAIL, TIMEOUT (cut off by its cap, with how far it got), UNKNOWN (no verdict
 # possible), MISS (a speed target not met), SKIP (GPU_CHECK_SKIP); scripts/gpu_lib.sh says more, and
 # lists the environment (GPU_CHECK_BUDGET, GPU_CHECK_OUT, GPU_CHECK_SKIP, GPU_CHECK_CAPS,
@@ -31,7 +33,8 @@
 #
 #   scripts/gpu_first.sh --files      the files git does not track that the run needs, with sizes: copy
 #                                     them to the GPU machine (make data dumps makes them)
-#   scripts/gpu_first.sh --caps       the CAPS table (tests/test_gpu_first.sh holds it to the budget)
+#   scripts/gpu_first.sh --caps       the budgets, then the STAGES table with each cap worked out
+#                                     (tests/test_gpu_first.sh holds it to the budgets)
 #   GPU_CHECK_EMULATE=1 scripts/gpu_first.sh    every stage at tiny sizes on the CPU emulator (tests
 #                                     this script; about 3 minutes on 2 cores; figures meaningless)
 # scripts/gpu_check.sh is the full check, for a longer rental or one's own GPU. Helpers: gpu_lib.sh.
