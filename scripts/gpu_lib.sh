@@ -570,17 +570,17 @@ start_compile_warmup() {
   compile_env
   local l; l=$(left); [ "$l" -lt "$limit" ] && limit=$l
   warm_limit=$limit warm_start=$(date +%s) warm_pid=""
-  [ "$limit" -lt 5 ] && { echo 125 > "$work/logs/compile_warmup.rc"; : > "$(log compile_warmup)"; return; }
+  [ "$limit" -lt 5 ] && { echo "125 $warm_start" > "$work/logs/compile_warmup.rc"; : > "$(log compile_warmup)"; return; }
   echo "--- compile_warmup (cap ${limit}s, in the background): torch.compile at B=$bs, caches in $work/inductor_cache"
   { timeout -k "$KILL_AFTER" "$limit" env PYTHONUNBUFFERED=1 "${COMPILE_ENV[@]}" "$PY" tools/bench/pytorch_baseline.py \
-      "${BASE[@]}" --steps 1 --warmup 1 -B "$bs" -T "$T_TRAIN" --modes compile; echo $? > "$work/logs/compile_warmup.rc"; } \
+      "${BASE[@]}" --steps 1 --warmup 1 -B "$bs" -T "$T_TRAIN" --modes compile; echo "$? $(date +%s)" > "$work/logs/compile_warmup.rc"; } \
     > "$(log compile_warmup)" 2>&1 &
   warm_pid=$!
 }
 await_compile_warmup() {
   [ -n "${warm_pid:-}" ] && wait "$warm_pid"
-  RC=$(cat "$work/logs/compile_warmup.rc" 2>/dev/null || echo 125)
-  SECS=$(( $(date +%s) - warm_start )); LIMIT=$warm_limit
+  local end; read -r RC end < "$work/logs/compile_warmup.rc" 2>/dev/null || { RC=125; end=$warm_start; }
+  SECS=$(( end - warm_start )); LIMIT=$warm_limit  # (its own seconds: it ended before the builds)
   local line; line=$(grep '^baseline compile:' "$(log compile_warmup)" | tail -1 | sed 's/^baseline compile: //')
   local st; st=$(status)
   case "$line" in SKIP*) st=UNKNOWN ;; FAIL*) st=FAIL ;; "") [ "$st" = PASS ] && st=FAIL ;; esac
