@@ -47,7 +47,7 @@ set -uo pipefail
 #   gpu_x   the factor: its GPU cap = emu_s * gpu_x, rounded (0: the emulator only)
 #   with    "-": it runs alone, its cap counts toward the budget; a stage's name: it runs beside that
 #           stage, within its cap
-# Each emulated cap is emu_s * EMU_MARGIN (at least EMU_MIN_CAP): the same run on a machine twice
+# Each emulated cap is emu_s * EMU_MARGIN (at least EMU_MIN_CAP): the same run on a machine three times
 # as loaded. The GPU caps plus RESERVE add up to at most the GPU budget, the emulated caps plus
 # RESERVE to the emulated one (tests/test_gpu_first.sh checks both from this table, --caps).
 # The factors, stage by stage. The emulator is some thousand times slower than an H200 per FLOP
@@ -89,7 +89,7 @@ n2_hsdp            4    5     -
 san_memcheck       14   1.8   -
 san_racecheck      2    15    -
 "
-GPU_BUDGET=540 EMU_BUDGET=1500 RESERVE=25 EMU_MARGIN=2 EMU_MIN_CAP=30
+GPU_BUDGET=540 EMU_BUDGET=2000 RESERVE=25 EMU_MARGIN=3 EMU_MIN_CAP=30
 # caps_table: STAGES with the caps worked out: stage emu_s gpu_x with gpu_cap emu_cap
 caps_table() {
   echo "$STAGES" | awk -v m="$EMU_MARGIN" -v lo="$EMU_MIN_CAP" 'NF == 4 {

@@ -166,7 +166,7 @@ else
   line baseline_compile_b2 UNKNOWN 'no torch.compile'
   line target_b2 UNKNOWN 'no torch.compile figure'
 fi
-tail -1 "$sum" | grep -qE '^gpu_first: CPU emulator, [0-9]+ s of 1500, 0 failed, 1 timed out \(EMULATED\)$' || fail "closing line: $(tail -1 "$sum")"
+tail -1 "$sum" | grep -qE '^gpu_first: CPU emulator, [0-9]+ s of 2000, 0 failed, 1 timed out \(EMULATED\)$' || fail "closing line: $(tail -1 "$sum")"
 [ $rc -ne 0 ] || fail "a TIMEOUT, yet exit 0"
 
 # the stages in the script's order
