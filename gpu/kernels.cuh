@@ -468,7 +468,11 @@ static void gelu_backward_inplace(floatX* d, const floatX* inp, size_t N, cudaSt
 // One block per row of logits(BT, Vp). losses[row] = logsumexp(logits[0..V)) - logits[target].
 // With write_dlogits, the row is overwritten by dloss * (softmax - onehot(target)) on its V real
 // columns and 0 on the padding: the probabilities are never stored.
-__global__ void fused_classifier_kernel(floatX* logits, float* losses, float* lse, const int* targets, int V,
+// Launched at 1024 threads (a 50304-wide row is 6 vectors of 8 per thread). __launch_bounds__ tells
+// ptxas so: it then keeps the kernel within 64 registers (65536 / 1024), where without it a build
+// using more would compile and fail only at launch (too many resources requested).
+#define CLASSIFIER_THREADS 1024
+__global__ void __launch_bounds__(CLASSIFIER_THREADS) fused_classifier_kernel(floatX* logits, float* losses, float* lse, const int* targets, int V,
                                         int Vp, float dloss, int write_dlogits) {
     __shared__ float scratch[32];
     floatX* x = logits + (size_t)blockIdx.x * Vp;
@@ -524,8 +528,7 @@ __global__ void fused_classifier_kernel(floatX* logits, float* losses, float* ls
 static void fused_classifier(floatX* logits, float* losses, const int* targets, int BT, int V, int Vp,
                              float dloss, int write_dlogits, cudaStream_t stream, float* lse = NULL) {
     gpu_require(Vp % XVEC_SIZE == 0 && V <= Vp, "fused_classifier: V=%d Vp=%d", V, Vp);
-    const int block = 1024;
-    fused_classifier_kernel<<<BT, block, 0, stream>>>(logits, losses, lse, targets, V, Vp, dloss, write_dlogits);
+    fused_classifier_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, lse, targets, V, Vp, dloss, write_dlogits);
     cudaCheckLaunch();
 }
 
@@ -565,8 +568,10 @@ static void classifier_backward(floatX* logits, const float* lse, const int* tar
 }
 
 // sum[0] += (sum of losses[0..n)) / n, on the device (one block, fixed order): a training step's
-// mean losses add up here without the host waiting for each forward
-__global__ void loss_accumulate_kernel(float* sum, const float* losses, int n) {
+// mean losses add up here without the host waiting for each forward (1024 threads: the bound as
+// fused_classifier_kernel's)
+#define LOSS_SUM_THREADS 1024
+__global__ void __launch_bounds__(LOSS_SUM_THREADS) loss_accumulate_kernel(float* sum, const float* losses, int n) {
     __shared__ float scratch[32];
     float acc = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) acc += losses[i];
@@ -574,6 +579,6 @@ __global__ void loss_accumulate_kernel(float* sum, const float* losses, int n) {
     if (threadIdx.x == 0) sum[0] += acc / n;
 }
 static void loss_accumulate(float* sum, const float* losses, int n, cudaStream_t stream) {
-    loss_accumulate_kernel<<<1, 1024, 0, stream>>>(sum, losses, n);
+    loss_accumulate_kernel<<<1, LOSS_SUM_THREADS, 0, stream>>>(sum, losses, n);
     cudaCheckLaunch();
 }

@@ -81,6 +81,7 @@ typedef struct {
     long gelu_fallbacks;     // times a GELU epilogue was asked for but no algorithm had it
     int bias_grad_fusion;    // 1: try the BGRADB epilogue in the dW GEMM first; 0: always bias_backward
     long bias_grad_fallbacks;  // times BGRADB was asked for but no algorithm had it
+    long plain_fallbacks;    // GEMMs cuBLASLt had no algorithm for at all, run by cublasGemmEx
     MatmulPlan plans[MATMUL_MAX_PLANS];
     int nplans;
     long plan_misses;        // plans built (the rest of the calls reused one)
@@ -112,6 +113,7 @@ static void matmul_init(MatmulContext* ctx) {
     ctx->gelu_fallbacks = 0;
     ctx->bias_grad_fusion = epilogues;
     ctx->bias_grad_fallbacks = 0;
+    ctx->plain_fallbacks = 0;
     ctx->nplans = 0;
     ctx->plan_misses = 0;
 }
@@ -230,18 +232,6 @@ static bool matmul_lt(MatmulContext* ctx, floatX* D, const floatX* A, const floa
     return true;
 }
 
-// a GEMM that must run: no algorithm is a fatal configuration error. C: as in matmul_lt.
-static void matmul_lt_required(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* C,
-                               const floatX* bias, MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB,
-                               int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
-    if (!matmul_lt(ctx, D, A, B, C, bias, NULL, NULL, epi, m, n, k, transA, transB, lda, ldb, ldd, 1.0f, beta,
-                   stream)) {
-        fprintf(stderr, "cuBLASLt: no algorithm for a %dx%dx%d GEMM (%s, transA=%d transB=%d)\n", m, n, k,
-                PRECISION_NAME, (int)transA, (int)transB);
-        exit(EXIT_FAILURE);
-    }
-}
-
 // out(BT,OC) += bias(OC), every row: the bias when the epilogues are off (ZERO3_GPU_EPILOGUES=0)
 __global__ void bias_forward_kernel(floatX* out, const floatX* bias, size_t n, int OC) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * XVEC_SIZE;
@@ -258,6 +248,40 @@ static void bias_forward(floatX* out, const floatX* bias, int BT, int OC, cudaSt
     const size_t n = (size_t)BT * OC;
     bias_forward_kernel<<<(unsigned)CEIL_DIV(n / XVEC_SIZE, 256), 256, 0, stream>>>(out, bias, n, OC);
     cudaCheckLaunch();
+}
+
+// The same GEMM through cuBLAS, for a shape cuBLASLt's heuristic has no algorithm for (a library
+// build or GPU it has no kernel for): D = op(A) op(B) + beta C, C first copied to D when distinct
+// (cublasGemmEx has no separate C), then the bias (EPI_BIAS) by bias_forward. The first such shape
+// is named on stderr; the count is in the end-of-run line (matmul_epilogue_note). A shape cuBLAS
+// rejects too ends the run with one error naming it.
+static void matmul_cublas(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* C,
+                          const floatX* bias, MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB,
+                          int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
+    gpu_require(ldd == m && (epi == EPI_NONE || epi == EPI_BIAS),
+                "matmul: no cuBLASLt algorithm for a %dx%dx%d GEMM (%s, transA=%d transB=%d, ldd=%d, epilogue %d) "
+                "and no cuBLAS fallback for it", m, n, k, PRECISION_NAME, (int)transA, (int)transB, ldd, (int)epi);
+    if (ctx->plain_fallbacks++ == 0)
+        fprintf(stderr, "matmul: cuBLASLt has no algorithm for a %dx%dx%d GEMM (%s, transA=%d transB=%d): "
+                "cublasGemmEx instead\n", m, n, k, PRECISION_NAME, (int)transA, (int)transB);
+    if (C != NULL && C != D)
+        cudaCheck(cudaMemcpyAsync(D, C, (size_t)m * n * sizeof(floatX), cudaMemcpyDeviceToDevice, stream));
+    const float alpha = 1.0f;
+    cublasCheck(cublasSetStream(ctx->blas, stream));
+    const cublasStatus_t st = cublasGemmEx(ctx->blas, transA ? CUBLAS_OP_T : CUBLAS_OP_N, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           m, n, k, &alpha, A, CUBLAS_FLOATX, lda, B, CUBLAS_FLOATX, ldb, &beta, D,
+                                           CUBLAS_FLOATX, ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    gpu_require(st == CUBLAS_STATUS_SUCCESS, "matmul: neither cuBLASLt nor cublasGemmEx (%s) runs a %dx%dx%d GEMM (%s, transA=%d transB=%d)",
+                cublasGetStatusString(st), m, n, k, PRECISION_NAME, (int)transA, (int)transB);
+    if (epi == EPI_BIAS && bias != NULL) bias_forward(D, bias, n, m, stream);
+}
+
+// a GEMM that must run: cuBLASLt, else the same through cuBLAS (matmul_cublas). C: as in matmul_lt.
+static void matmul_lt_required(MatmulContext* ctx, floatX* D, const floatX* A, const floatX* B, const floatX* C,
+                               const floatX* bias, MatmulEpilogue epi, int m, int n, int k, bool transA, bool transB,
+                               int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
+    if (!matmul_lt(ctx, D, A, B, C, bias, NULL, NULL, epi, m, n, k, transA, transB, lda, ldb, ldd, 1.0f, beta, stream))
+        matmul_cublas(ctx, D, A, B, C, bias, epi, m, n, k, transA, transB, lda, ldb, ldd, beta, stream);
 }
 
 // D(BT,OC) = inp weight^T + beta * C [+ bias]: the bias in the epilogue, or (epilogues off) a plain
@@ -397,11 +421,14 @@ static void matmul_backward(MatmulContext* ctx, floatX* dinp, floatX* dweight, f
 
 // what the end-of-run line says about the epilogues: fallbacks counted, or the switch that took them off
 static void matmul_epilogue_note(const MatmulContext* ctx, char* buf, size_t n) {
-    if (!ctx->bias_fusion) {
+    if (!ctx->bias_fusion)
         snprintf(buf, n, "epilogue fallbacks: gelu %ld, bgradb %ld (every cuBLASLt epilogue off: ZERO3_GPU_EPILOGUES=0; "
                  "plain GEMMs, then our bias, GELU and bias-gradient kernels)", ctx->gelu_fallbacks, ctx->bias_grad_fallbacks);
-        return;
-    }
-    snprintf(buf, n, "epilogue fallbacks: gelu %ld, bgradb %ld%s", ctx->gelu_fallbacks, ctx->bias_grad_fallbacks,
-             ctx->gelu_fusion ? "" : " (the GELU epilogue is off in this build: our GELU kernels run)");
+    else
+        snprintf(buf, n, "epilogue fallbacks: gelu %ld, bgradb %ld%s", ctx->gelu_fallbacks, ctx->bias_grad_fallbacks,
+                 ctx->gelu_fusion ? "" : " (the GELU epilogue is off in this build: our GELU kernels run)");
+    // the GEMMs cuBLASLt had no algorithm for at all, only where there were any
+    const size_t used = strlen(buf);
+    if (ctx->plain_fallbacks > 0 && used < n)
+        snprintf(buf + used, n - used, "; GEMMs through cublasGemmEx (no cuBLASLt algorithm): %ld", ctx->plain_fallbacks);
 }

@@ -121,7 +121,9 @@ gpu_begin() {
 }
 
 # gpu_sizes: what differs by mode. The training runs: GPT-2 124M on tinyshakespeare at T=1024 on the
-# GPU, a 2-layer model at T=32 under the emulator; the PyTorch baseline's arguments for the same
+# GPU, a 2-layer model at T=32 under the emulator; the pairs a 6-layer model, 4 steps (two ranks of
+# 124M on one GPU would each move ~370 MB a step over loopback, after a 124M host init each); the
+# PyTorch baseline's arguments for the same
 # model; the launcher of 2 ranks: on the GPU machine (no MPI) scripts/launch.sh, both ranks on its
 # one GPU (NCCL over loopback sockets), under the emulator mpirun, whose ranks the emulated NCCL joins.
 gpu_sizes() {
@@ -132,7 +134,7 @@ gpu_sizes() {
   # NCCL between two ranks of one machine: over the loopback interface, warnings only
   LAUNCH2=($(pick "env NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN scripts/launch.sh -n 2 --hostid-per-rank" "env OMPI_ALLOW_RUN_AS_ROOT=1 \
     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 mpirun -np 2"))
-  PAIR_ARGS=($(pick "-e d12 -b 4 -t 1024 -x 8 -l 6e-4 -v 0 -S 1337" "-e d2c64h2t64 -b 2 -t 32 -x 3 -l 1e-3 -v 0 -S 1337"))
+  PAIR_ARGS=($(pick "-e d6 -b 4 -t 1024 -x 4 -l 6e-4 -v 0 -S 1337" "-e d2c64h2t64 -b 2 -t 32 -x 3 -l 1e-3 -v 0 -S 1337"))
 }
 
 elapsed() { echo $(( $(date +%s) - t0 )); }
@@ -147,14 +149,20 @@ stage_cap() {
   for kv in ${GPU_CHECK_CAPS:-}; do [ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; return; }; done
   cap "$2" "$3"
 }
+# cap_of SPEC NAME: the cap of line NAME's command, SPEC a number (stage_cap NAME SPEC SPEC) or the
+# name of a function that prints it (gpu_first.sh's table lookup, c)
+cap_of() { if declare -F "$1" >/dev/null; then "$1" "$2"; else stage_cap "$2" "$1" "$1"; fi; }
 # pick GPU EMU: the same for anything else that differs by mode
 pick() { [ "$EMU" = 1 ] && echo "$2" || echo "$1"; }
 
-# record NAME STATUS SECONDS DETAIL: one summary line (STATUS: the header's), written at once, and
-# the logs so far
+# record NAME STATUS SECONDS DETAIL: one summary line, written at once, and the logs so far:
+#   NAME  STATUS  SECONDS used  of CAP  DETAIL (the figure, or how far it got)
+# CAP: the limit the command behind the line ran under (LIMIT, set by run and await_build, then
+# cleared here); "-" for a line with no command of its own (a verdict drawn from other lines)
 record() {
-  local line
-  line=$(printf '%-24s %-7s %4ss  %s' "$1" "$2" "$3" "$4")
+  local line cap=${LIMIT:+${LIMIT}s}
+  line=$(printf '%-24s %-7s %4ss of %4s  %s' "$1" "$2" "$3" "${cap:--}" "$4")
+  LIMIT=
   echo "$line" >> "$SUMMARY"
   echo ">>> $line"
   [ "$2" = FAIL ] && failures=$((failures + 1))
@@ -212,36 +220,39 @@ how_far() {
 # probe_env: prints what is here (GPU, nvcc, gcc, make, the libraries and where they were found,
 # PyTorch, compute-sanitizer, the runtime switches), makes the copied files that are missing and
 # quick to make, and records the `env` line. Sets PY NVCC CUDA_HOME SANITIZER gpu_name have_data
-# have_small have_hs64.
+# have_small have_hs64. CAP (default 60): every command of the probe shares it (probe_tmo: a cold
+# PyTorch import on a fresh disk takes 10-20 s, a hung driver longer); past it the line is TIMEOUT.
 probe_env() {
+  local probe_cap=${1:-60}
+  probe_end=$(( $(date +%s) + probe_cap ))
   PY=""
   local p
   for p in python3 /usr/bin/python3; do
-    if $p -c 'import torch' >/dev/null 2>&1; then PY=$p; break; fi
+    if probe_tmo $p -c 'import torch' >/dev/null 2>&1; then PY=$p; break; fi
   done
   [ -n "$PY" ] || PY=python3
   NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
   SANITIZER=$(command -v compute-sanitizer || ls "$CUDA_HOME/bin/compute-sanitizer" 2>/dev/null || true)
   local libs libs_ok=1
-  libs=$(CUDA_HOME=$CUDA_HOME PYTHON=$PY bash scripts/gpu_find_libs.sh --report) || libs_ok=0
+  libs=$(CUDA_HOME=$CUDA_HOME PYTHON=$PY probe_tmo bash scripts/gpu_find_libs.sh --report) || libs_ok=0
   if [ "$EMU" = 1 ]; then
     echo "mode:     EMULATED (GPU_CHECK_EMULATE=1): tools/emu on the CPU, tiny sizes, figures meaningless"
     gpu_name="CPU emulator"
     SANITIZER=""
     libs_ok=1  # the emulator brings its own cuBLASLt and NCCL; the lines below say what a GPU build here would link
   else
-    gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-    echo "GPU:      $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
+    gpu_name=$(probe_tmo nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    echo "GPU:      $(probe_tmo nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
   fi
-  echo "nvcc:     $NVCC: $("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' || echo MISSING)"
+  echo "nvcc:     $NVCC: $(probe_tmo "$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' || echo MISSING)"
   local gcc_v make_v
   gcc_v=$(command -v gcc >/dev/null && echo "gcc $(gcc -dumpfullversion 2>/dev/null)" || echo "gcc MISSING")
   make_v=$(command -v make >/dev/null && make --version 2>/dev/null | sed -n 1p || echo "make MISSING")  # (sed reads all: no SIGPIPE under pipefail)
   echo "gcc:      $(command -v gcc): $gcc_v"
   echo "make:     $(command -v make): $make_v"
   echo "$libs" | sed 's/^/lib       /'
-  echo "python:   $PY: $($PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
+  echo "python:   $PY: $(probe_tmo $PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())' 2>&1 | tail -1)"
   echo "sanitizer: ${SANITIZER:-not found}"
   echo "switches: $(switches)"
   echo "cpus:     $NPROC; budget ${BUDGET}s; answers in $OUTDIR"
@@ -251,7 +262,15 @@ probe_env() {
   have_hs64=0; [ -f "${HS64[0]}" ] && [ -f "${HS64[1]}" ] && [ -f tests/reference/dumps/hs64_tokens.bin ] && have_hs64=1
   local st=PASS; [ $have_data = 1 ] && [ $have_small = 1 ] && [ $have_hs64 = 1 ] && [ $libs_ok = 1 ] || st=FAIL
   command -v gcc >/dev/null && command -v make >/dev/null || st=FAIL
-  record env "$st" "$(elapsed)" "${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); $gcc_v, $make_v; data $([ $have_data = 1 ] && echo ok || echo "MISSING: copy data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: copy ${GPU_FILES[*]:1}"); $(switches)"
+  local cut=""; [ "$(date +%s)" -ge "$probe_end" ] && { st=TIMEOUT; cut="cut off by its $probe_cap s cap: what it found: "; }
+  LIMIT=$probe_cap
+  record env "$st" "$(elapsed)" "$cut${gpu_name:-no GPU found}; $(echo "$libs" | sed 's/: /=/; s/, /:/' | tr '\n' ' '); $gcc_v, $make_v; data $([ $have_data = 1 ] && echo ok || echo "MISSING: copy data/tinyshakespeare"); dumps $([ $have_small = 1 ] && [ $have_hs64 = 1 ] && echo ok || echo "MISSING: copy ${GPU_FILES[*]:1}"); $(switches)"
+}
+
+# probe_tmo COMMAND...: COMMAND under what is left of probe_env's cap (at least 1 s)
+probe_tmo() {
+  local l=$(( probe_end - $(date +%s) )); [ "$l" -lt 1 ] && l=1
+  timeout -k 2 "$l" "$@"
 }
 
 # switches: the runtime switches this run passes to every program (gpu/matmul.cuh, gpu/flash_attention_tc.cuh)
@@ -259,12 +278,12 @@ switches() {
   echo "cuBLASLt epilogues $([ "${ZERO3_GPU_EPILOGUES:-1}" = 0 ] && echo "OFF (ZERO3_GPU_EPILOGUES=0)" || echo on), attention $([ "${ZERO3_GPU_ATTENTION:-}" = portable ] && echo "forced portable (ZERO3_GPU_ATTENTION=portable)" || echo "as built")"
 }
 
-# measure_gemm_peak: the bf16 matrix rate PyTorch reaches here (8192^3, random data, median of 10
+# measure_gemm_peak CAP: the bf16 matrix rate PyTorch reaches here (8192^3, random data, median of 10
 # after 3 warm-ups, timed with CUDA events), the second peak MFU is given against (GEMM_TFLOPS);
 # the emulator times a small fp32 product on the CPU instead (a figure with no meaning)
 measure_gemm_peak() {
   local n; n=$(pick 8192 256)
-  run gemm_peak "$(stage_cap gemm_peak 25 60)" env PYTHONUNBUFFERED=1 "$PY" - "$n" "$(pick cuda cpu)" <<'PYEOF'
+  run gemm_peak "$1" env PYTHONUNBUFFERED=1 "$PY" - "$n" "$(pick cuda cpu)" <<'PYEOF'
 import sys, time, torch
 n, dev = int(sys.argv[1]), sys.argv[2]
 dtype = torch.bfloat16 if dev == "cuda" else torch.float32
@@ -285,17 +304,19 @@ PYEOF
 }
 
 # make_missing: the copied files a run can make in seconds when they were not copied: the tokens from
-# the copied text and vocabulary, the small and head-size-64 references from the tokens (PyTorch, a few seconds each)
+# the copied text and vocabulary, the small and head-size-64 references from the tokens (PyTorch, a
+# few seconds each), within what is left of the probe's cap (probe_left)
+probe_left() { local l=$(( probe_end - $(date +%s) )); [ "$l" -lt 1 ] && l=1; echo "$l"; }
 make_missing() {
   local d=data/tinyshakespeare
   if [ ! -f "$TRAIN_TOKENS" ] && [ -f "$d/tiny_shakespeare.txt" ] && [ -f "$d/encoder.json" ] && [ -f "$d/vocab.bpe" ]; then
-    run make_data 60 "$PY" data/tinyshakespeare.py --input "$d/tiny_shakespeare.txt" --vocab "$d"
+    run make_data "$(probe_left)" "$PY" data/tinyshakespeare.py --input "$d/tiny_shakespeare.txt" --vocab "$d"
   fi
   if [ -f "$VAL_TOKENS" ] && { [ ! -f "${SMALL[0]}" ] || [ ! -f "${SMALL[1]}" ] || [ ! -f tests/reference/dumps/small_tokens.bin ]; }; then
-    run make_small_dump 90 make tests/reference/dumps/small.dump PYTHON="$PY"
+    run make_small_dump "$(probe_left)" make tests/reference/dumps/small.dump PYTHON="$PY"
   fi
   if [ -f "$VAL_TOKENS" ] && { [ ! -f "${HS64[0]}" ] || [ ! -f "${HS64[1]}" ] || [ ! -f tests/reference/dumps/hs64_tokens.bin ]; }; then
-    run make_hs64_dump 90 make tests/reference/dumps/hs64.dump PYTHON="$PY"
+    run make_hs64_dump "$(probe_left)" make tests/reference/dumps/hs64.dump PYTHON="$PY"
   fi
 }
 
@@ -424,7 +445,8 @@ record_kernels() {
 # run_tests_n1 CAP PRECISION...: test_gpt2cu of each precision on one rank against the small dump
 # (lines test_PRECISION_n1), then against the head-size-64 dump (test_PRECISION_hs64: the 64-wide
 # attention kernels GPT-2 124M runs); GPU_CHECK_SKIP: tests, or one line's name. The emulator runs
-# stage 3 only (2 of the 8 cases), for time. CAP: each line's (stage_cap NAME overrides).
+# stage 3 only (2 of the 8 cases), for time. CAP: each line's (cap_of: a number, or a function of
+# the line's name).
 run_tests_n1() {
   local limit=$1 p set name; shift
   local stages=(); [ "$EMU" = 1 ] && stages=(env TEST_STAGES=3)
@@ -434,7 +456,7 @@ run_tests_n1() {
       if skipped tests || skipped "$name"; then record "$name" SKIP 0 "GPU_CHECK_SKIP"; continue; fi
       local dump=("${SMALL[@]}") have=$have_small; [ $set = hs64 ] && { dump=("${HS64[@]}"); have=$have_hs64; }
       [ -x "$B/test_$p" ] && [ "$have" = 1 ] || { record "$name" "$(no_input_status)" 0 "no test_$p (its build line says why) or no ${dump[0]}"; continue; }
-      run_test "$name" "$(stage_cap "$name" "$limit" "$limit")" "${stages[@]}" "$B/test_$p" "${dump[@]}"
+      run_test "$name" "$(cap_of "$limit" "$name")" "${stages[@]}" "$B/test_$p" "${dump[@]}"
     done
   done
 }
@@ -500,8 +522,10 @@ run_train() {
 run_baseline() {
   local bs=$1 modes=$2 tname=$3 limit=$4 mode line tok ratio st
   local mine=${train_tok[$tname]:-}
-  run "baseline_b$bs" "$limit" env PYTHONUNBUFFERED=1 "$PY" tools/bench/pytorch_baseline.py "${BASE[@]}" -B "$bs" -T "$T_TRAIN" --modes "$modes"
+  run "baseline_b$bs" "$limit" env PYTHONUNBUFFERED=1 "${COMPILE_ENV[@]}" "$PY" tools/bench/pytorch_baseline.py "${BASE[@]}" -B "$bs" -T "$T_TRAIN" --modes "$modes"
+  local run_limit=$LIMIT
   for mode in ${modes//,/ }; do
+    LIMIT=$run_limit
     line=$(grep "^baseline $mode:" "$(log "baseline_b$bs")" | tail -1 | sed "s/^baseline $mode: //")
     tok=$(echo "$line" | awk '/tok\/s/{print $1}')
     base_tok[$mode.$bs]=$tok
@@ -527,14 +551,59 @@ run_baseline() {
   record "target_b$bs" "${verdict%% *}" 0 "${verdict#* }"
 }
 
+# torch.compile's caches (inductor's FX graph and Triton kernels) in one folder of this run, and
+# the threads it compiles with: a second compile of the same model in the same shapes reads them
+# instead of compiling again (tens of seconds for GPT-2 124M on a cold machine, a few warm)
+COMPILE_ENV=()
+compile_env() {
+  COMPILE_ENV=(TORCHINDUCTOR_CACHE_DIR="$work/inductor_cache" TRITON_CACHE_DIR="$work/triton_cache"
+               TORCHINDUCTOR_COMPILE_THREADS="$NPROC" TORCHINDUCTOR_FX_GRAPH_CACHE=1)
+}
+# start_compile_warmup B CAP: the torch.compile baseline at batch B, once (1 step after 1 warm-up),
+# in the background from the start, so that its compilation fills those caches while the builds run
+# (CPU work beside CPU work, the GPU idle); await_compile_warmup records line compile_warmup: PASS
+# (compiled and stepped), UNKNOWN (this PyTorch has no torch.compile), FAIL or TIMEOUT. The timed
+# baseline (run_baseline) then compiles from the caches. (--steps and --warmup given again: the
+# last of an argument wins.)
+start_compile_warmup() {
+  local bs=$1 limit=$2
+  compile_env
+  local l; l=$(left); [ "$l" -lt "$limit" ] && limit=$l
+  warm_limit=$limit warm_start=$(date +%s) warm_pid=""
+  [ "$limit" -lt 5 ] && { echo "125 $warm_start" > "$work/logs/compile_warmup.rc"; : > "$(log compile_warmup)"; return; }
+  echo "--- compile_warmup (cap ${limit}s, in the background): torch.compile at B=$bs, caches in $work/inductor_cache"
+  { timeout -k "$KILL_AFTER" "$limit" env PYTHONUNBUFFERED=1 "${COMPILE_ENV[@]}" "$PY" tools/bench/pytorch_baseline.py \
+      "${BASE[@]}" --steps 1 --warmup 1 -B "$bs" -T "$T_TRAIN" --modes compile; echo "$? $(date +%s)" > "$work/logs/compile_warmup.rc"; } \
+    > "$(log compile_warmup)" 2>&1 &
+  warm_pid=$!
+}
+await_compile_warmup() {
+  [ -n "${warm_pid:-}" ] && wait "$warm_pid"
+  local end; read -r RC end < "$work/logs/compile_warmup.rc" 2>/dev/null || { RC=125; end=$warm_start; }
+  SECS=$(( end - warm_start )); LIMIT=$warm_limit  # (its own seconds: it ended before the builds)
+  local line; line=$(grep '^baseline compile:' "$(log compile_warmup)" | tail -1 | sed 's/^baseline compile: //')
+  local st; st=$(status)
+  case "$line" in SKIP*) st=UNKNOWN ;; FAIL*) st=FAIL ;; "") [ "$st" = PASS ] && st=FAIL ;; esac
+  record compile_warmup "$st" "$SECS" "$(why compile_warmup)${line:-no result}"
+}
+
 # run_sanitizer TOOL CAP BIN ARGS...: compute-sanitizer TOOL on one program, line san_TOOL_BIN.
 # A run cut off by its cap gave no verdict: TIMEOUT, not FAIL; no sanitizer here: UNKNOWN.
+# SAN_KERNELS=SUBSTRING: only the kernels whose names contain it are instrumented (racecheck on every
+# kernel, cuBLASLt's included, takes minutes); the line names the filter.
 run_sanitizer() {
   local tool=$1 limit=$2 bin=$3; shift 3
   local name="san_${tool}_$(basename "$bin")"
   [ -n "$SANITIZER" ] || { record "$name" UNKNOWN 0 "compute-sanitizer not found"; return; }
-  run "$name" "$(stage_cap "$name" "$limit" "$limit")" "$SANITIZER" --tool "$tool" --error-exitcode 3 "$bin" "$@"
-  record "$name" "$(status)" "$SECS" "$(why "$name")$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$(log "$name")" | tail -1)"
+  local filter=() note=""
+  if [ -n "${SAN_KERNELS:-}" ]; then
+    # (--kernel-name since compute-sanitizer 2022; --filter before it)
+    if "$SANITIZER" --help 2>/dev/null | grep -q -- '--kernel-name'; then filter=(--kernel-name "kns=$SAN_KERNELS")
+    else filter=(--filter "kernel_substring=$SAN_KERNELS"); fi
+    note="kernels named *$SAN_KERNELS*: "
+  fi
+  run "$name" "$(cap_of "$limit" "$name")" "$SANITIZER" --tool "$tool" "${filter[@]}" --error-exitcode 3 "$bin" "$@"
+  record "$name" "$(status)" "$SECS" "$(why "$name")$note$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$(log "$name")" | tail -1)"
 }
 
 # sanitize_tensor_cores CAP TOOL...: the sanitizer on the tensor-core attention kernels: the BF16 test
@@ -545,10 +614,11 @@ run_sanitizer() {
 sanitize_tensor_cores() {
   local limit=$1 tool; shift
   if [ "$EMU" != 1 ]; then
-    for tool in "$@"; do TEST_STAGES=3 run_sanitizer "$tool" "$limit" "$B/test_bf16" "${SMALL[@]}"; done
+    for tool in "$@"; do TEST_STAGES=3 run_sanitizer "$tool" "$limit" "$B/test_bf16" "${SMALL[@]}"; done  # (CAP: cap_of)
     return
   fi
-  start_build bf16_asan 300 build_cfg bf16_asan BF16 0 flash train asan
+  local bcap; bcap=$(cap_of "$limit" build_asan); declare -F "$limit" >/dev/null || bcap=300
+  start_build bf16_asan "$bcap" build_cfg bf16_asan BF16 0 flash train asan
   await_build bf16_asan "$B/train_bf16_asan"
   local short=("${TRAIN[@]}" -b "${TRAIN_B[0]}" -x 2 -z 3) name bin run_env
   for tool in "$@"; do
@@ -559,7 +629,7 @@ sanitize_tensor_cores() {
       *) record "$name" UNKNOWN 0 "emulated: no counterpart of $tool"; continue ;;
     esac
     [ -x "$bin" ] || { record "$name" "$(no_input_status)" 0 "no $(basename "$bin") (its build line says why)"; continue; }
-    run "$name" "$(stage_cap "$name" "$limit" "$limit")" "${run_env[@]}" "$bin" "${short[@]}"
+    run "$name" "$(cap_of "$limit" "$name")" "${run_env[@]}" "$bin" "${short[@]}"
     record "$name" "$(status)" "$SECS" "$(why "$name")emulated $tool counterpart: $(step_stats "$(log "$name")")"
   done
 }
@@ -578,9 +648,22 @@ compare_losses() {
     awk -v bound="${3:-2e-2}" '{d=$1-$2; if(d<0)d=-d; r=d/$2; if(r>m)m=r; n++} END{if(n==0){print "no steps"; exit 1} printf "%d steps, max rel loss diff %.2e (bound %s)", n, m, bound; exit (m > bound)}'
 }
 
+# rank_exited LOG: the line saying a rank ended with an error (launch.sh's, mpirun's, or a rank's own
+# error line): a pair cut off by its cap after that FAILed, it did not run out of time
+rank_exited() {
+  grep -m1 -E 'launch\.sh: rank [0-9]+ exited with status [1-9]|exited on signal|non-zero (exit )?status|^error: |^\[rank [0-9]+\] error' "$1"
+}
+# pair_status NAME: status, but FAIL where a rank exited (rank_exited) before the cap cut the rest off
+pair_status() {
+  local st; st=$(status)
+  [ "$st" = TIMEOUT ] && [ "$RC" -ne 125 ] && rank_exited "$(log "$1")" >/dev/null && st=FAIL
+  echo "$st"
+}
+
 # run_pairs Z3_BIN DDP_BIN CAP: two ranks on one GPU, the same model and data three ways: ZeRO-3, DDP
 # (the DDP build) and HSDP (-hs 1: shard groups of one rank, replicated across the two). The three
-# must print the same losses to bf16 rounding. Lines zero3_vs_ddp_n2 and hsdp_n2.
+# must print the same losses to bf16 rounding. Lines zero3_vs_ddp_n2 and hsdp_n2. CAP: each run's
+# (cap_of, names n2_z3, n2_ddp, n2_hsdp).
 run_pairs() {
   local z3=$1 ddp=$2 pair_cap=$3
   if ! [ -x "$z3" ] || ! [ -x "$ddp" ] || [ $have_data = 0 ]; then
@@ -588,29 +671,32 @@ run_pairs() {
     record hsdp_n2 "$(no_input_status)" 0 "no $(basename "$z3") (its build line says why) or no data"
     return
   fi
-  run n2_z3 "$(stage_cap n2_z3 "$pair_cap" 240)" "${LAUNCH2[@]}" "$z3" "${PAIR_ARGS[@]}" -z 3; local rc3=$RC s3=$SECS
-  local why3; why3=$(why n2_z3); local st3; st3=$(status)
-  run n2_ddp "$(stage_cap n2_ddp "$pair_cap" 240)" "${LAUNCH2[@]}" "$ddp" "${PAIR_ARGS[@]}"; local rcd=$RC
-  local whyd; whyd=$(why n2_ddp); local std; std=$(status)
+  run n2_z3 "$(cap_of "$pair_cap" n2_z3)" "${LAUNCH2[@]}" "$z3" "${PAIR_ARGS[@]}" -z 3; local rc3=$RC s3=$SECS l3=$LIMIT
+  local why3; why3=$(why n2_z3)$(rank_exited "$(log n2_z3)" | sed 's/$/; /'); local st3; st3=$(pair_status n2_z3)
+  run n2_ddp "$(cap_of "$pair_cap" n2_ddp)" "${LAUNCH2[@]}" "$ddp" "${PAIR_ARGS[@]}"; local rcd=$RC
+  local whyd; whyd=$(why n2_ddp)$(rank_exited "$(log n2_ddp)" | sed 's/$/; /'); local std; std=$(pair_status n2_ddp)
   local cmp; cmp=$(compare_losses "$(log n2_z3)" "$(log n2_ddp)"); local cmp_rc=$?
   local st=FAIL; [ $rc3 -eq 0 ] && [ $rcd -eq 0 ] && [ $cmp_rc -eq 0 ] && st=PASS
   { [ "$st3" = TIMEOUT ] || [ "$std" = TIMEOUT ]; } && [ "$st3" != FAIL ] && [ "$std" != FAIL ] && st=TIMEOUT
+  LIMIT=$((l3 + LIMIT))
   record zero3_vs_ddp_n2 "$st" "$((s3 + SECS))" "z3: ${why3:-exit 0; }ddp: ${whyd:-exit 0; }$cmp; z3 $(step_stats "$(log n2_z3)"); ddp $(step_stats "$(log n2_ddp)")"
-  run n2_hsdp "$(stage_cap n2_hsdp "$pair_cap" 240)" "${LAUNCH2[@]}" "$z3" "${PAIR_ARGS[@]}" -z 3 -hs 1
+  run n2_hsdp "$(cap_of "$pair_cap" n2_hsdp)" "${LAUNCH2[@]}" "$z3" "${PAIR_ARGS[@]}" -z 3 -hs 1
   cmp=$(compare_losses "$(log n2_hsdp)" "$(log n2_z3)"); cmp_rc=$?
-  st=$(status); [ "$st" = PASS ] && [ $cmp_rc -ne 0 ] && st=FAIL
+  st=$(pair_status n2_hsdp); [ "$st" = PASS ] && [ $cmp_rc -ne 0 ] && st=FAIL
   local err; err=$(grep -m1 'error' "$(log n2_hsdp)")
   record hsdp_n2 "$st" "$SECS" "$(why n2_hsdp)-hs 1 against ZeRO-3: $cmp; ${err:+$err; }$(step_stats "$(log n2_hsdp)")"
 }
 
-# pairs [CAP]: run_pairs (CAP per run, default 90 s on the GPU) with this machine's trainers: the GPU builds (train_bf16, train_ddp), or under the
-# emulator MPI builds of both made here (its NCCL runs 2 ranks over MPI)
+# pairs [CAP]: run_pairs (CAP per run, cap_of; default 90 s) with this machine's trainers: the GPU
+# builds (train_bf16, train_ddp), or under the emulator MPI builds of both made here (its NCCL runs 2
+# ranks over MPI; their cap: cap_of CAP build_mpi)
 pairs() {
   local pair_cap=${1:-90}
   if [ "$EMU" != 1 ]; then run_pairs "$B/train_bf16" "$B/train_ddp" "$pair_cap"; return; fi
   command -v mpicxx >/dev/null || { record zero3_vs_ddp_n2 UNKNOWN 0 "emulated: 2 ranks need MPI (mpicxx)"; return; }
-  start_build bf16_mpi 300 build_cfg bf16_mpi BF16 0 flash train mpi
-  start_build ddp_mpi 300 build_cfg ddp_mpi BF16 1 flash train mpi
+  local bcap; bcap=$(cap_of "$pair_cap" build_mpi); declare -F "$pair_cap" >/dev/null || bcap=300
+  start_build bf16_mpi "$bcap" build_cfg bf16_mpi BF16 0 flash train mpi
+  start_build ddp_mpi "$bcap" build_cfg ddp_mpi BF16 1 flash train mpi
   await_build bf16_mpi "$B/train_bf16_mpi"
   await_build ddp_mpi "$B/train_ddp_mpi"
   run_pairs "$B/train_bf16_mpi" "$B/train_ddp_mpi" "$pair_cap"

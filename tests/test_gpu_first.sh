@@ -45,16 +45,26 @@ mib=$(echo "$files" | awk '$1 == "total" {print $2}')
 awk -v m="$mib" -v k="$kib" 'BEGIN{d = m - k / 1024; exit !(d > -0.05 && d < 0.05)}' || fail "--files: total $mib MiB, du counts $kib KiB"
 echo "ok   --files: ${#listed[@]} paths, $mib MiB, every file the run reads that git does not track"
 
-# the caps against the script's own budgets (gpu_begin NAME SUMMARY GPU_BUDGET EMU_BUDGET)
+# the budget, from the script's own STAGES table (--caps: budget GPU EMU reserve R margin M min LO,
+# then stage emu_s gpu_x with gpu_cap emu_cap): each cap is its measured emulated seconds times its
+# factor (GPU) or the margin (emulated), worked out here again; the caps of the stages that run alone
+# plus the reserve fit each budget; a stage run beside another fits within that one's cap
 caps=$(scripts/gpu_first.sh --caps)
-[ "$(echo "$caps" | wc -l)" -ge 10 ] || fail "--caps: $caps"
-echo "$caps" | awk 'NF != 3 || $2 !~ /^[1-9][0-9]*$/ || $3 !~ /^[1-9][0-9]*$/ {exit 1}' || fail "--caps: a row is not NAME GPU_S EMU_S: $caps"
-budget=$(grep -o 'gpu_begin gpu_first summary.txt [0-9]* [0-9]*' scripts/gpu_first.sh | awk '{print $4, $5}')
-gpu_sum=$(echo "$caps" | awk '{s += $2} END {print s}')
-emu_max=$(echo "$caps" | awk '$3 > m {m = $3} END {print m}')
-echo "caps: GPU ${gpu_sum} s in all against the budget ${budget% *} s; the longest emulated cap $emu_max s against ${budget#* } s"
-[ "$gpu_sum" -le "${budget% *}" ] || fail "the GPU caps add up to $gpu_sum s, over the ${budget% *} s budget"
-[ "$emu_max" -le "${budget#* }" ] || fail "an emulated cap of $emu_max s is over the ${budget#* } s emulated budget"
+read -r _ gpu_budget emu_budget _ reserve _ margin _ lo <<< "$(echo "$caps" | sed -n 1p)"
+rows=$(echo "$caps" | sed 1d)
+[ "$(echo "$rows" | wc -l)" -ge 15 ] || fail "--caps: $caps"
+echo "$rows" | awk -v m="$margin" -v lo="$lo" 'NF != 6 {print "not 6 fields: " $0; bad = 1; next}
+  { g = int($2 * $3 + 0.5); e = int($2 * m + 0.5); if (e < lo) e = lo
+    if ($5 != g || $6 != e) {print $1 ": caps " $5 ", " $6 " are not " $2 " s times " $3 " and " m; bad = 1} }
+  END {exit bad}' || fail "--caps: a cap not worked out from its row: $caps"
+gpu_sum=$(echo "$rows" | awk -v r="$reserve" '$4 == "-" {s += $5} END {print s + r}')
+emu_sum=$(echo "$rows" | awk -v r="$reserve" '$4 == "-" {s += $6} END {print s + r}')
+echo "$rows" | awk 'NR == FNR && $4 == "-" {g[$1] = $5; e[$1] = $6; next} $4 != "-" && !($4 in g && $5 <= g[$4] && $6 <= e[$4]) {exit 1}' - <(echo "$rows") ||
+  fail "a stage run beside another has a cap over that one's"
+echo "budget: GPU caps + reserve $gpu_sum s of $gpu_budget s; emulated $emu_sum s of $emu_budget s"
+[ "$gpu_sum" -le "$gpu_budget" ] || fail "the GPU caps and the reserve add up to $gpu_sum s, over the $gpu_budget s budget"
+[ "$emu_sum" -le "$emu_budget" ] || fail "the emulated caps and the reserve add up to $emu_sum s, over the $emu_budget s budget"
+budget="$gpu_budget $emu_budget"
 grep -q "GPU_CHECK_BUDGET.*${budget% *}" docs/gpu.md || fail "docs/gpu.md does not name the ${budget% *} s budget (GPU_CHECK_BUDGET)"
 
 # MPI: no mpi.h (an MPICC that does not exist) -> USE_MPI=0 with a note; USE_MPI=1 given -> refused
@@ -107,6 +117,19 @@ echo "emulated gpu_first: exit $rc, $secs s"
 for f in gpu_first.log gpu_first_logs.tgz; do [ -s "$out/$f" ] || fail "no $f in GPU_CHECK_OUT"; done
 [ $secs -le $(( ${budget#* } + 30 )) ] || fail "the emulated run took $secs s, over its ${budget#* } s budget"
 
+# every capped command ran under its table cap (the log's "--- NAME (cap Ss)"; the forced one 3 s)
+while read -r name cap; do
+  key=$name
+  case $name in train_z3_b2) key=train_z3_b16 ;; train_z3_b4) key=train_z3_b32 ;; san_memcheck_*) key=san_memcheck ;;
+    san_racecheck_*) key=san_racecheck ;; baseline_*) key=baseline ;; build_bf16|build_fp32) key=build ;;
+    build_bf16_asan) key=build_asan ;; build_*_mpi) key=build_mpi ;; esac
+  want_cap=$(echo "$rows" | awk -v k="$key" '$1 == k {print $6}')
+  [ "$name" = train_z3_b4 ] && want_cap=3
+  [ -n "$want_cap" ] || fail "the run capped $name, which has no STAGES row"
+  [ "$cap" = "$want_cap" ] || fail "$name ran under a $cap s cap, its row says $want_cap s"
+done < <(sed -n 's/^--- \([a-z0-9_]*\) (cap \([0-9]*\)s.*/\1 \2/p' "$out/gpu_first.log")
+echo "ok   every capped command ran under its STAGES cap"
+
 # line NAME STATUS PATTERN: the summary's line for NAME has STATUS (a regex) and matches PATTERN
 line() {
   local l; l=$(grep -E "^$1 " "$sum") || fail "no $1 line"
@@ -135,20 +158,22 @@ if command -v mpicxx >/dev/null; then
 else line zero3_vs_ddp_n2 UNKNOWN 'MPI'; fi
 line baseline_eager_b2 PASS 'tok/s.*this trainer \(stage 3\) / PyTorch = '
 if $PY -c 'import torch; torch.compile' 2>/dev/null; then
+  line compile_warmup PASS 'tok/s'
   line baseline_compile_b2 PASS 'tok/s'
   line target_b2 'PASS|MISS' 'tok/s, .*eager \(>= 1.3\), MFU'
 else
+  line compile_warmup UNKNOWN 'no torch.compile'
   line baseline_compile_b2 UNKNOWN 'no torch.compile'
   line target_b2 UNKNOWN 'no torch.compile figure'
 fi
-tail -1 "$sum" | grep -qE '^gpu_first: CPU emulator, [0-9]+ s of 1200, 0 failed, 1 timed out \(EMULATED\)$' || fail "closing line: $(tail -1 "$sum")"
+tail -1 "$sum" | grep -qE '^gpu_first: CPU emulator, [0-9]+ s of 2000, 0 failed, 1 timed out \(EMULATED\)$' || fail "closing line: $(tail -1 "$sum")"
 [ $rc -ne 0 ] || fail "a TIMEOUT, yet exit 0"
 
 # the stages in the script's order
 order=$(awk '{print $1}' "$sum" | grep -vE '^(build_|gpu_first:)' | tr '\n' ' ')
-want="env gemm_peak kernels_attention attention_paths kernels_other test_bf16_n1 test_fp32_n1 test_bf16_hs64 test_fp32_hs64 train_z3_b2 train_z3_b4 san_memcheck_train_bf16 san_racecheck_train_bf16 zero3_vs_ddp_n2 "
+want="env gemm_peak compile_warmup train_z3_b2 baseline_eager_b2 baseline_compile_b2 target_b2 test_bf16_n1 test_fp32_n1 test_bf16_hs64 test_fp32_hs64 kernels_attention attention_paths kernels_other train_z3_b4 zero3_vs_ddp_n2 "
 command -v mpicxx >/dev/null && want+="hsdp_n2 "
-want+="baseline_eager_b2 baseline_compile_b2 target_b2 "
+want+="san_memcheck_train_bf16 san_racecheck_train_bf16 "
 [ "$order" = "$want" ] || fail "order: $order"
 
 # line by line: the summary was seen at many lengths while the script ran, not only empty and full
@@ -165,6 +190,19 @@ cpu_loss=$(grep '^step ' "$work/cpu.log" | tail -1 | grep -o '| loss [0-9.]*' | 
 awk -v g="$gpu_loss" -v c="$cpu_loss" 'BEGIN{d=(g-c)/c; if(d<0)d=-d; exit !(c > 0 && d < 2e-2)}' ||
   fail "emulated GPU loss $gpu_loss vs CPU trainer $cpu_loss"
 echo "train_z3_b2 last loss: emulated GPU (bf16) $gpu_loss, CPU trainer $cpu_loss"
+
+# a cuBLASLt with no algorithm for any GEMM (EMU_LT_NO_ALGO=1): every GEMM through cublasGemmEx,
+# named once on stderr and counted at the end; the losses the CPU trainer's to bf16 rounding
+( . scripts/gpu_lib.sh
+  EMU_LT_NO_ALGO=1 build/gpu_first/bin/train_bf16 -e d2c64h2t64 -t 32 -x 3 -v 0 -l 3e-3 -u 2 -S 1337 -b 2 -z 3 > "$work/noalgo.log" 2>&1 ||
+    fail "no cuBLASLt algorithm: the trainer failed: $(tail -3 "$work/noalgo.log")"
+  grep -q '^matmul: cuBLASLt has no algorithm for a [0-9]*x[0-9]*x[0-9]* GEMM (BF16, .*cublasGemmEx instead' "$work/noalgo.log" ||
+    fail "no cuBLASLt algorithm: no line naming the shape"
+  n=$(grep -o 'GEMMs through cublasGemmEx (no cuBLASLt algorithm): [0-9]*' "$work/noalgo.log" | awk '{print $NF}')
+  [ "${n:-0}" -gt 0 ] || fail "no cuBLASLt algorithm: no count of the cuBLAS GEMMs in the end-of-run line"
+  grep '^step ' "$work/cpu.log" | head -3 > "$work/cpu3.log"
+  cmp=$(compare_losses "$work/noalgo.log" "$work/cpu3.log") || fail "no cuBLASLt algorithm: losses against the CPU trainer's: $cmp"
+  echo "ok   no cuBLASLt algorithm: $n GEMMs through cublasGemmEx; against the CPU trainer: $cmp" ) || exit 1
 
 # a budget too short for anything (8 s: the BF16 build alone takes 20 s and more; the emulator's
 # build cache off, since the run above left that build in it): the build is cut

@@ -126,6 +126,15 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperati
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// one GEMM: the batched one with a batch of one
+inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void* alpha, const void* A, cudaDataType at, int lda, const void* B,
+                                   cudaDataType bt, int ldb, const void* beta, void* C, cudaDataType ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1,
+                                      compute, algo);
+}
+
 // ------------------------------------------------------------------------------------------------
 // cuBLASLt
 
@@ -269,7 +278,9 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
     emu::lt_shapes(d, A, B, C, D, &m, &n, &k);
     *returned = 0;
     // EMU_LT_NO_GELU=1 / EMU_LT_NO_BGRAD=1 play a library without the GELU / bias-gradient epilogues,
-    // to exercise the fallbacks
+    // EMU_LT_NO_ALGO=1 one without an algorithm for any GEMM at all, to exercise the fallbacks
+    const char* no_algo = getenv("EMU_LT_NO_ALGO");
+    if (no_algo && atoi(no_algo)) return CUBLAS_STATUS_NOT_SUPPORTED;
     const char* no_gelu = getenv("EMU_LT_NO_GELU");
     const bool gelu = emu::lt_gelu(d->epilogue) || d->epilogue == CUBLASLT_EPILOGUE_DGELU;
     if (gelu && no_gelu && atoi(no_gelu)) return CUBLAS_STATUS_NOT_SUPPORTED;
