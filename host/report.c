@@ -248,11 +248,14 @@ static void trainer_print_process_memory(const Trainer *tr) {
 // waited, unit by unit, and the compute's own line (run_note).
 void trainer_summary(const Trainer *tr) {
     if (tr->be->rank != 0) return;
+    int issued = 0;   // every step issues at least the norm's all-reduce, so 0 means no step ran here
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) issued += tr->measure.ledger_step.row[k].count;
+    if (!issued) printf("collective ledger: no step ran in this run (it resumed at its last step)\n");
     int match = 1;
-    printf("collective ledger, last step (rank 0): measured | theory\n");
+    if (issued) printf("collective ledger, last step (rank 0): measured | theory\n");
     for (int k = 0; k < ZERO3_COLL_KINDS; k++) {
         const Zero3LedgerRow *m = &tr->measure.ledger_step.row[k], *t = &tr->measure.ledger_theory.row[k];
-        if (m->count == 0 && t->count == 0) continue;
+        if (!issued || (m->count == 0 && t->count == 0)) continue;
         int same = m->count == t->count && fabs(m->bytes - t->bytes) <= 1e-9 * (t->bytes + 1.0);
         match &= same;
         char measured[96], theory[96];
@@ -260,7 +263,7 @@ void trainer_summary(const Trainer *tr) {
         format_ledger_row(theory, sizeof theory, t);
         printf("  %-15s %s | %s  %s\n", ZERO3_COLL_NAMES[k], measured, theory, same ? "ok" : "DIFFERENT");
     }
-    printf("ledger: %s\n", match ? "measured = theory" : "measured != theory");
+    if (issued) printf("ledger: %s\n", match ? "measured = theory" : "measured != theory");
     trainer_print_pool(tr);
     trainer_print_process_memory(tr);
     if (tr->z.step.checked_steps > 0)   // ZERO3_CHECK_STEPS=1

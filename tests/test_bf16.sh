@@ -216,7 +216,7 @@ echo "ok   stage 3, 2 ranks: bf16 sends $sent_b bytes a step, fp32 $sent_f"
 # a resume that changes -p: the checkpoint is the fp32 master, so it goes on, and says so in one line
 $BIN "${TRAIN[@]}" -b 8 -x 2 -n 2 -o "$work/res" -p bf16 > "$work/res1.log" 2>&1 || fail "bf16 run with a checkpoint"
 $BIN "${TRAIN[@]}" -b 8 -x 2 -o "$work/res" -y 1 > "$work/res2.log" 2>&1 || { cat "$work/res2.log"; fail "fp32 resume of a bf16 checkpoint"; }
-[ "$(grep -c 'written with -p 1, this run has -p 0: the checkpoint holds the fp32 master' "$work/res2.log")" = 1 ] ||
+[ "$(grep -c 'written with -p bf16, this run has -p fp32: the checkpoint holds the fp32 master' "$work/res2.log")" = 1 ] ||
   { cat "$work/res2.log"; fail "want one line saying the resume changes -p"; }
 echo "ok   a bf16 checkpoint resumes as fp32, in one line"
 
