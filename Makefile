@@ -271,6 +271,12 @@ build/ops/train_gpt2_zero3_bf16export: train_gpt2_zero3.c $(CPU_HEADERS) $(LIB) 
 test:
 	bash tests/run_all.sh
 
+# what several tests build, built once before they start (tests/run_all.sh runs two at a time, and two
+# makes writing one file at once would corrupt it)
+test_prerequisites: train_gpt2_zero3 test_gpt2 ddp dumps build/ops/train_gpt2_zero3_bf16export \
+                    $(addprefix build/,$(UNIT_TESTS)) $(OBJDIR)/cpu/backend_cpu_mpi.o $(LIB)
+.PHONY: test_prerequisites
+
 # the whole mutation table (tests/mutation_check.sh: 44 planted bugs, about 15 minutes on 2 cores): nightly
 mutations:
 	bash tests/mutation_check.sh
