@@ -16,9 +16,10 @@
 # hang can never hold the suite.
 TEST_TIMEOUT=${TEST_TIMEOUT:-900}
 SUITE_JOBS=${SUITE_JOBS:-2}
-# with nothing beside them: the cluster's link faults and the watchdog's timings (tests/test_edges.sh),
+# with nothing beside them: the cluster's link faults, the watchdog's timings (tests/test_edges.sh) and the
+# emulated link's durations against the ring model (tests/test_links.sh),
 # each held to seconds measured by the test's own clock
-ALONE=" cluster edges "
+ALONE=" cluster edges links "
 # the longest first, so that the last minutes are not one long test alone (the rest in name order)
 LONG_FIRST="gpu_first cluster emu_gpt2 lessons translate operations gpu_build docs emu_streams"
 cd "$(dirname "$0")/.." || exit 1
