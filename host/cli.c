@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gpt2.h"
+#include "plan.h"   // plan_check_machine
 
 static int parse_ll(const char *s, long long *out) {
     char *end;
@@ -665,6 +666,7 @@ static void check_groups(const TrainArgs *a, int N) {
 }
 
 int args_validate(TrainArgs *a, int N) {
+    a->world = N;
     check_flags(a);
     check_batch(a, N);
     check_groups(a, N);
@@ -675,6 +677,7 @@ void args_check_model(const TrainArgs *a, const GPT2Config *cfg) {
     if (a->wrap > 1 && cfg->num_layers % a->wrap != 0)
         fatal("flag -wrap: %d blocks per unit does not divide the model's %d blocks", a->wrap, cfg->num_layers);
     if (a->T > cfg->max_seq_len) fatal("flag -t: sequence length %d is larger than the model's maxT %d", a->T, cfg->max_seq_len);
+    if (!a->plan_world) plan_check_machine(a, cfg, a->world);
 }
 
 int args_read(TrainArgs *a, int argc, char **argv, ArgsBuild build) {

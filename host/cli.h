@@ -71,6 +71,7 @@ typedef struct {
     int offload_params;                   // -op: the parameter shard too (-z 3): OFFLOAD_NONE or OFFLOAD_DISK
     char offload_params_dir[OFFLOAD_DIR_MAX];   // -op disk:DIR: its folder ("": the run's -o DIR/offload)
     double disk_gbps;                     // -disk: the disk's GB/s, for the planner's I/O time
+    int world;                            // not a flag: the N ranks args_validate checked the flags against
     ArgsBuild build;                      // what the binary fixes: the DDP build's stage, a built-in precision
     int bf16;                             // -p bf16: mixed precision (bf16 params and gradients, fp32 master, m, v)
 } TrainArgs;
@@ -166,7 +167,9 @@ int parse_param_count(const char *s, double *n, char *err, size_t errlen);
 // -hs G and -hp G dividing N, -linkx's nodes. Sets a->tokens_per_step when it is 0 (N*B*T) and
 // returns A, the micro-steps per step. The checks against the model are args_check_model's.
 int args_validate(TrainArgs *a, int N);
-// Against the model's shape: -wrap K divides its blocks, -t fits its context (maxT).
+// Against the model's shape: -wrap K divides its blocks, -t fits its context (maxT); and, for a run
+// (not -plan), the plan's peak against this machine's memory (plan_check_machine), before the model
+// state is allocated.
 void args_check_model(const TrainArgs *a, const GPT2Config *cfg);
 
 #ifdef __cplusplus
