@@ -475,7 +475,7 @@ static void print_offload(const Plan *p) {
     const double gathers = plan_gathers_per_param(p), largest = p->have_units ? peak_largest_unit(&p->cfg) : 0.0;
     char words[300];
     offload_words(a, words, sizeof words);
-    printf("offload (%s), %s, per rank; I/O time at -disk %g GB/s:\n", words, PRECISION_NAMES[bf16], a->disk_gbps);
+    printf("offload (%s), %s, per rank; I/O time at -disk %g GB/s a rank:\n", words, PRECISION_NAMES[bf16], a->disk_gbps);
     printf("  stage  %-20s %10s %11s %11s %11s %13s %13s %10s\n", p->have_units ? "peak GiB (without)" : "state GiB (without)",
            "out GiB", "host GiB", "slots GiB", "disk GB", "read GB/step", "write GB/step", "I/O s/step");
     for (int s = 0; s <= 3; s++) {
