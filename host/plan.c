@@ -648,7 +648,7 @@ void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
     if (skip && !strcmp(skip, "0")) return;
     const char *fake = getenv("ZERO3_MEMINFO"), *path = fake && fake[0] ? fake : "/proc/meminfo", *which = "";
     const double have = meminfo_bytes(path, &which);
-    if (have <= 0.0) return;   // no figure to hold the plan against (not Linux): nothing to refuse
+    if (have <= 0.0 || world < 1) return;   // no figure to hold the plan against (not Linux), or no ranks checked yet
     const int G = a->shard_group ? a->shard_group : world, R = world / G;
     GPT2Config c = *cfg;
     const PeakRun r = peak_run_of(a, &c, G, R, a->stage, a->bf16);
