@@ -135,6 +135,11 @@ static double scratch_bytes(const PeakRun *r, const PeakShapes *s, Zero3DType gr
     return copies * fmax(s->emb, s->block) * r->grad_bytes;
 }
 
+double peak_largest_unit(const GPT2Config *c) {
+    const PeakShapes s = peak_shapes(c);
+    return fmax(s.emb, fmax(s.block, s.head));
+}
+
 PeakBytes peak_bytes(const PeakRun *r) {
     PeakBytes out;
     memset(&out, 0, sizeof out);

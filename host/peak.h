@@ -52,6 +52,9 @@ typedef struct {
 
 // The peak of one rank of run r, term by term.
 PeakBytes peak_bytes(const PeakRun *r);
+// The largest unit's parameters (the embedding, or a -wrap K unit of blocks): the size of each of the
+// staging buffers a stream of units through memory holds (-oo disk).
+double peak_largest_unit(const GPT2Config *c);
 // The activations the CPU trainer keeps for the backward (fp32), with -rc recompute or without.
 double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute);
 

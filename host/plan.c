@@ -336,13 +336,16 @@ static void print_time(const Plan *p) {
 
 static const char *const PRECISION_NAMES[2] = {"fp32", "bf16 (-p bf16)"};
 
-static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf16) {
-    const TrainArgs *a = p->a;
-    PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = p->G, .replicas = p->R, .stage = stage, .prefetch_depth = a->prefetch_depth,
+// The peak's inputs for a run of flags a whose shard groups hold G ranks, R groups.
+static PeakRun peak_run_of(const TrainArgs *a, const GPT2Config *cfg, int G, int R, int stage, int bf16) {
+    PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = G, .replicas = R, .stage = stage, .prefetch_depth = a->prefetch_depth,
                  .reshard_after_forward = a->reshard_after_forward, .recompute = a->recompute,
                  .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
     r.cfg.wrap = a->wrap;
     return r;
+}
+static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf16) {
+    return peak_run_of(p->a, cfg, p->G, p->R, stage, bf16);
 }
 
 static void print_peak_table(const Plan *p, int bf16) {
@@ -378,8 +381,127 @@ static void print_peak(const Plan *p) {
         printf("  (exact ZeRO: the ZeRO++ flags' int8 buffers and hpZ's secondary shard are not in these figures)\n");
 }
 
-// The deepest model of cfg's width (L a multiple of -wrap K) whose peak fits in `limit` bytes at
-// stage s: its depth, 0 when one block does not fit; *peak its peak (of one block when none fits).
+// ---- offload (-oo, -op): where a rank's shards live, on paper
+//
+//   a rank's part (as the stage shards it)   -oo none   -oo host              -oo disk               -op disk (-z 3)
+//   params (-p bf16: the bf16 working copy)  memory     memory                memory                 a file, read before each gather
+//   gradients                                memory     memory                memory                 memory
+//   optimizer: master (-p bf16), m, v        memory     host memory (the      a file, streamed       (with -p fp32 the master is the
+//                                                       CPU trainer: the      unit by unit through   params: it goes with them)
+//                                                       same memory)          three staging slots
+//
+// Per step on disk: -oo disk reads and writes the optimizer part once (the AdamW stream); -op disk reads
+// the param shard at every gather (forward and backward, each micro-step) and writes it once after AdamW
+// (with -p fp32, where it is the master, AdamW reads it too). One disk does both: time = bytes / -disk.
+typedef struct {
+    double out;            // bytes moved out of the memory that computes (to host memory or a file)
+    double host;           // -oo host: the optimizer part in host memory
+    double disk;           // the per-rank files' bytes (records rounded to 4 KiB blocks: at most 4 KiB a unit more)
+    double slots;          // -oo disk: three staging slots of the largest unit's record, in memory
+    double read, write;    // I/O bytes per step
+} PlanOffload;
+
+#define OFFLOAD_SLOTS 3   // the stream's depth: unit k+1 read, unit k updated, unit k-1 written back
+
+// Stage s's placement for a rank whose shard group holds `world` ranks: psi parameters, `gathers` the
+// gathers each parameter makes per step (A x (forward + backward)), `largest` the largest unit's
+// parameters (0: unknown, a bare count, whose slots are then not counted).
+static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world, int bf16, double gathers, double largest) {
+    PlanOffload o;
+    memset(&o, 0, sizeof o);
+    const Zero3DType t = bf16 ? ZERO3_BF16 : ZERO3_F32;
+    double part[3];
+    zero3_theory_state_parts(s, psi, world, t, t, part);
+    const double opt_per_param = bf16 ? 12.0 : 8.0;   // fp32 master + m + v; with -p fp32, m + v (the master is the params)
+    if (a->offload_opt == OFFLOAD_HOST) { o.out += part[2]; o.host = part[2]; }
+    if (a->offload_opt == OFFLOAD_DISK) {
+        o.out += part[2];
+        o.disk += part[2];
+        o.read += part[2];
+        o.write += part[2];
+        if (largest > 0.0) {
+            const double span = ZERO3_STAGE_LAYOUT[s].optimizer == ZERO3_SHARDED ? largest / world : largest;
+            o.slots = OFFLOAD_SLOTS * span * opt_per_param;
+        }
+    }
+    if (a->offload_params == OFFLOAD_DISK && s == 3) {
+        o.out += part[0];
+        o.disk += part[0];
+        o.read += part[0] * gathers + (bf16 ? 0.0 : part[0]);   // fp32: AdamW reads the master it updates
+        o.write += part[0];
+    }
+    return o;
+}
+
+// Gathers per parameter per step: from the unit layout (each unit's forward and backward gathers,
+// weighted by its size), else one forward and (with -ra 1) one backward gather, A times.
+static double plan_gathers_per_param(const Plan *p) {
+    if (!p->have_units) return p->A * (1.0 + (p->a->reshard_after_forward ? 1.0 : 0.0));
+    double weighted = 0.0, total = 0.0;
+    for (int u = 0; u < p->z.nunits; u++) {
+        weighted += (double)p->z.units[u].numel * (p->fwd[u] + p->bwd[u]);
+        total += (double)p->z.units[u].numel;
+    }
+    return total > 0.0 ? p->A * weighted / total : 0.0;
+}
+
+static int offload_given(const TrainArgs *a) { return a->offload_opt != OFFLOAD_NONE || a->offload_params != OFFLOAD_NONE; }
+
+// A run's peak with its offload: the peak on paper less what left the memory, plus the slots.
+static double peak_with_offload(const TrainArgs *a, const PeakRun *r, double gathers) {
+    const PeakBytes b = peak_bytes(r);
+    const PlanOffload o = plan_offload(a, r->stage, (double)gpt2_num_parameters(&r->cfg), r->world, r->param_bytes == 2,
+                                       gathers, peak_largest_unit(&r->cfg));
+    return b.total - o.out + o.slots;
+}
+
+static void offload_words(const TrainArgs *a, char *buf, size_t n) {
+    char oo[128], op[128];
+    args_flag_text(args_flag("-oo"), a, oo, sizeof oo);
+    args_flag_text(args_flag("-op"), a, op, sizeof op);
+    snprintf(buf, n, "-oo %s -op %s", oo, op);
+}
+
+// -oo / -op given: per stage, in the run's precision, the memory per rank with the offloaded state out
+// of it (the peak when the model's shape is known, else the model state), host memory, the files, the
+// I/O per step and its time at -disk GB/s.
+static void print_offload(const Plan *p) {
+    const TrainArgs *a = p->a;
+    if (!offload_given(a)) {
+        printf("offload: give -oo host|disk, -op disk for where the shards live, their files and the I/O per step\n");
+        return;
+    }
+    const int bf16 = a->bf16;
+    const double gathers = plan_gathers_per_param(p), largest = p->have_units ? peak_largest_unit(&p->cfg) : 0.0;
+    char words[300];
+    offload_words(a, words, sizeof words);
+    printf("offload (%s), %s, per rank; I/O time at -disk %g GB/s a rank:\n", words, PRECISION_NAMES[bf16], a->disk_gbps);
+    printf("  stage  %-20s %10s %11s %11s %11s %13s %13s %10s\n", p->have_units ? "peak GiB (without)" : "state GiB (without)",
+           "out GiB", "host GiB", "slots GiB", "disk GB", "read GB/step", "write GB/step", "I/O s/step");
+    for (int s = 0; s <= 3; s++) {
+        const PlanOffload o = plan_offload(a, s, p->psi, p->G, bf16, gathers, largest);
+        const Zero3DType t = bf16 ? ZERO3_BF16 : ZERO3_F32;
+        double before = zero3_theory_state_bytes(s, p->psi, p->G, t, t);
+        if (p->have_units) {
+            const PeakRun r = peak_run(p, &p->cfg, s, bf16);
+            before = peak_bytes(&r).total;
+        }
+        const double gib = 1073741824.0, after = before - o.out + o.slots;
+        printf("  %s  %8.3f (%8.3f) %10.3f %11.3f %11.3f %9.3f %13.3f %13.3f %10.2f\n", STAGE_NAMES[s], after / gib, before / gib,
+               o.out / gib, o.host / gib, o.slots / gib, o.disk / 1e9, o.read / 1e9, o.write / 1e9,
+               (o.read + o.write) / (a->disk_gbps * 1e9));
+    }
+    printf("  (in parentheses: without offload. The optimizer part: %s, %g bytes a parameter, read and written\n"
+           "   once a step; -op (stage 3 only): the %s param shard, %g bytes a parameter, read at each of its %.3g gathers\n"
+           "   a step and written once%s; slots: %d of the largest unit's optimizer record%s; the files' records round\n"
+           "   up to 4 KiB)\n",
+           bf16 ? "fp32 master + m + v" : "m + v (the fp32 params are the master)", bf16 ? 12.0 : 8.0, bf16 ? "bf16" : "fp32",
+           bf16 ? 2.0 : 4.0, gathers, bf16 ? "" : ", read once more by AdamW", OFFLOAD_SLOTS,
+           p->have_units ? "" : " (a bare count: not counted)");
+}
+
+// The deepest model of cfg's width (L a multiple of -wrap K) whose peak (with -oo / -op: less the
+// offloaded state, plus the slots) fits in `limit` bytes at stage s: its depth, 0 when one block does not fit; *peak its peak (of one block when none fits).
 static int deepest_fitting(const Plan *p, int s, int bf16, double limit, double *peak) {
     GPT2Config c = p->cfg;
     const int K = p->a->wrap > 1 ? p->a->wrap : 1;
@@ -387,7 +509,7 @@ static int deepest_fitting(const Plan *p, int s, int bf16, double limit, double 
     for (int L = K; L <= 1024; L += K) {
         c.num_layers = L;
         const PeakRun r = peak_run(p, &c, s, bf16);
-        const double b = peak_bytes(&r).total;
+        const double b = offload_given(p->a) ? peak_with_offload(p->a, &r, plan_gathers_per_param(p)) : peak_bytes(&r).total;
         if (L == K) *peak = b;
         if (b > limit) break;
         best = L;
@@ -402,9 +524,10 @@ static void print_fit(const Plan *p) {
     if (a->mem_gib <= 0.0) return;
     const GPT2Config *c = &p->cfg;
     printf("the deepest GPT-2 of -e's width (C=%d NH=%d maxT=%d: %d parameters beside its L blocks of %d) whose peak fits in\n"
-           "%g GiB per rank, at the peak table's -b -t -pd -ra -rc -wrap:\n", c->channels, c->num_heads, c->max_seq_len,
+           "%g GiB per rank, at the peak table's -b -t -pd -ra -rc -wrap%s:\n", c->channels, c->num_heads, c->max_seq_len,
            (int)((double)c->padded_vocab_size * c->channels + (double)c->max_seq_len * c->channels + 2.0 * c->channels),
-           12 * c->channels * c->channels + 13 * c->channels, a->mem_gib);
+           12 * c->channels * c->channels + 13 * c->channels, a->mem_gib,
+           offload_given(a) ? " and the offload table's placement (-oo, -op)" : "");
     printf("  stage  %-36s  %s\n", PRECISION_NAMES[0], PRECISION_NAMES[1]);
     for (int s = 0; s <= 3; s++) {
         printf("  %s", STAGE_NAMES[s]);
@@ -495,9 +618,53 @@ int plan_main(const TrainArgs *a, int align) {
         print_zeropp(&p);
         print_time(&p);
         print_peak(&p);
+        print_offload(&p);
         print_fit(&p);
     }
     if (p.have_units) { free(p.fwd); free(p.bwd); zero3_free(&p.z); }
     fflush(stdout);
     return 0;
+}
+
+// ---- the startup check (plan.h): the plan against this machine's memory
+
+// MemAvailable from a meminfo file, in bytes, else MemTotal (*which names the one read); 0: neither.
+static double meminfo_bytes(const char *path, const char **which) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0.0;
+    char line[256];
+    double avail = 0.0, total = 0.0, kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) avail = kb * 1024.0;
+        else if (sscanf(line, "MemTotal: %lf kB", &kb) == 1) total = kb * 1024.0;
+    }
+    fclose(f);
+    *which = avail > 0.0 ? "MemAvailable" : "MemTotal (this kernel has no MemAvailable)";
+    return avail > 0.0 ? avail : total;
+}
+
+void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
+    const char *skip = getenv("ZERO3_MEM_CHECK");
+    if (skip && !strcmp(skip, "0")) return;
+    const char *fake = getenv("ZERO3_MEMINFO"), *path = fake && fake[0] ? fake : "/proc/meminfo", *which = "";
+    const double have = meminfo_bytes(path, &which);
+    if (have <= 0.0 || world < 1) return;   // no figure to hold the plan against (not Linux), or no ranks checked yet
+    const int G = a->shard_group ? a->shard_group : world, R = world / G;
+    GPT2Config c = *cfg;
+    const PeakRun r = peak_run_of(a, &c, G, R, a->stage, a->bf16);
+    const PeakBytes b = peak_bytes(&r);
+    const PlanOffload o = plan_offload(a, a->stage, (double)gpt2_num_parameters(cfg), G, a->bf16, 0.0, peak_largest_unit(&r.cfg));
+    const int gpu = a->build.precision != ARGS_PRECISION_EITHER;   // the GPU trainer's peak is the GPU's
+    const double per_rank = gpu ? o.host : b.total - o.out + o.slots;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int here = local && atoi(local) > 0 ? atoi(local) : world;
+    const double need = per_rank * here, gib = 1073741824.0;
+    if (need <= have) return;
+    char words[300];
+    offload_words(a, words, sizeof words);
+    fatal("memory: the plan needs %.2f GiB on this machine, more than its %s of %.2f GiB (%s): %d rank%s x %.2f GiB "
+          "(-e %s -z %d -p %s %s: peak %.2f GiB, %.2f GiB of it moved out, %.2f GiB of staging slots); offload the "
+          "optimizer state (-oo disk), shard over more ranks or machines, or set ZERO3_MEM_CHECK=0 to start anyway",
+          need / gib, which, have / gib, path, here, here > 1 ? "s" : "", per_rank / gib, a->init, a->stage,
+          a->bf16 ? "bf16" : "fp32", words, b.total / gib, o.out / gib, o.slots / gib);
 }

@@ -13,6 +13,17 @@ extern "C" {
 // alignment in elements (its units are laid out as a run would lay them out).
 int plan_main(const TrainArgs *a, int align);
 
+// A run's plan against this machine's memory, at startup before the model state is allocated: the
+// peak per rank on paper (host/peak.h, less what -oo / -op move out, plus their staging slots; the
+// GPU trainer: only -oo host's state is in host memory) times the ranks on this machine (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_SIZE, else all `world`), against MemAvailable in /proc/meminfo: what the
+// kernel can hand out now without swapping (page cache it can drop counted in, memory other
+// processes hold counted out), which MemTotal is not; MemTotal where the kernel has no MemAvailable.
+// Over it: one line with the plan's figures, on every rank (fatal). ZERO3_MEM_CHECK=0 skips it (the
+// plan's peak is an estimate; a run that knows better may start anyway); ZERO3_MEMINFO=FILE reads
+// FILE instead of /proc/meminfo (a test hook: a planted limit).
+void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world);
+
 // ---- the time model: one step on paper -----------------------------------------------------------
 // What it takes: the compute of a step, split into the passes that can hide communication, and the
 // ring time of each kind of collective (zero3_link_seconds over the ledger's bytes and steps).

@@ -18,7 +18,8 @@ them; an enum may carry its class (BackwardPrefetch.BACKWARD_PRE), booleans are 
     sharding_strategy   FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | _HYBRID_SHARD_ZERO2
     backward_prefetch   BACKWARD_PRE | BACKWARD_POST | None
     forward_prefetch, limit_all_gathers, use_orig_params, sync_module_states, reshard_after_forward,
-    activation_checkpointing, cpu_offload   True | False
+    activation_checkpointing   True | False
+    cpu_offload         CPUOffload(offload_params=True) | CPUOffload(offload_params=False) | True | False
     auto_wrap_policy    transformer (one unit a block) | size:N (size_based_auto_wrap_policy's
                         min_num_params) | none (the root only)
     mixed_precision     bf16 | fp16 | fp32 (MixedPrecision's param_dtype)
@@ -31,6 +32,15 @@ as Hugging Face's Trainer resolves it (the sizes from the model's width) or, whe
 TrainingArguments (the batch, the learning rate, the precision), left to the trainer's default with a
 line saying so; anywhere else it is refused. FSDP's keys left out take FSDP's own defaults (no
 auto_wrap_policy wraps the root only; forward_prefetch False), listed under `assumed:`.
+
+DeepSpeed's offload blocks: offload_optimizer device cpu -> -oo host, nvme -> -oo disk:NVME_PATH (no
+nvme_path: -oo disk, the run's -o DIR/offload; the legacy cpu_offload true is device cpu);
+offload_param device nvme -> -op disk:NVME_PATH (stage 3 only: at another stage the config is refused),
+cpu has no flag (-op takes disk only). Their other knobs (pin_memory, buffer_count, buffer_size,
+max_in_cpu, pipeline_read/write, fast_init, ratio) are type-checked and each gets a line saying why it
+has no meaning here; an nvme_path that exists and is not a folder is refused. FSDP's
+cpu_offload=CPUOffload(offload_params=True) -> -oo host, with a line for the parameter and gradient
+shards, which stay where they compute.
 
 Every command is checked by the trainer itself before it is printed: `train_gpt2_zero3 -plan N` with
 the command's flags (the planner parses and checks flags exactly as a run on N ranks does), the
@@ -46,6 +56,7 @@ import json
 import math
 import os
 import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -189,7 +200,7 @@ class Translation:
         return out
 
     def command(self):
-        flags = " ".join(f"{k} {v}" for k, v in self.flags.items())
+        flags = " ".join(f"{k} {shlex.quote(v)}" for k, v in self.flags.items())   # a folder with a space stays one word
         launch = f"mpirun -np {self.args.ranks} " if self.args.ranks > 1 else ""
         return flags, f"{launch}./train_gpt2_zero3 -e {self.model.spec} {flags}".rstrip()
 
@@ -377,16 +388,89 @@ def deepspeed_zeropp(t, zero):
         t.set(f"mics_shard_size {mics}", "-hs", mics, "MiCS shards within groups and replicates across them: HSDP")
 
 
+# DeepSpeed's offload blocks (DeepSpeedZeroOffloadOptimizerConfig, DeepSpeedZeroOffloadParamConfig): the
+# keys each takes, and for the knobs with no meaning here, why
+OFFLOAD_KEYS = {
+    "offload_optimizer": {"device", "nvme_path", "pin_memory", "buffer_count", "pipeline", "pipeline_read",
+                          "pipeline_write", "fast_init", "ratio"},
+    "offload_param": {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"},
+}
+OFFLOAD_KNOBS = {
+    "pin_memory": "the GPU trainer's -oo host always pins the optimizer shard; the CPU trainer's memory is host memory, "
+                  "and its disk slots are 4 KiB-aligned buffers for direct I/O",
+    "buffer_count": "the disk stream holds three unit-sized slots (unit k+1 read, k updated, k-1 written back)",
+    "buffer_size": "a slot is one unit's record: -wrap K sets its size",
+    "max_in_cpu": "a parameter shard offloaded to disk is read just before its gather and never held in between",
+    "pipeline": "the disk stream always overlaps the reads, the update and the write-backs",
+    "pipeline_read": "the disk stream always reads the next unit while this one is updated",
+    "pipeline_write": "the disk stream always writes the last unit back while this one is updated",
+    "fast_init": "the state files are reserved whole at start (posix_fallocate) and filled from the init",
+    "ratio": "the whole optimizer shard moves, or none of it",
+}
+
+
+def offload_block(t, zero, key):
+    """One offload block: its device ("none" when left out) and, for nvme, its nvme_path (None when left out)."""
+    block = section(zero, key, "zero_optimization.")
+    where = f"zero_optimization.{key}"
+    unknown = sorted(set(block) - OFFLOAD_KEYS[key])
+    if unknown:
+        raise BadInput(f"{where}.{name_of(unknown[0])}: not a key of DeepSpeed's {key} "
+                       f"(it takes {', '.join(sorted(OFFLOAD_KEYS[key]))})")
+    device = block.get("device", "none")
+    if device is None:
+        device = "none"
+    if not isinstance(device, str) or device not in ("cpu", "nvme", "none"):
+        raise BadInput(f"{where}.device: expected \"cpu\", \"nvme\" or \"none\", got {show(device)}")
+    path = block.get("nvme_path")
+    if path is not None:
+        if not isinstance(path, str) or not path or not path.isprintable():
+            raise BadInput(f"{where}.nvme_path: expected a folder name, got {show(path)}")
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise BadInput(f"{where}.nvme_path: {name_of(path)} is not a folder")
+    for knob in sorted(set(block) - {"device", "nvme_path"}):
+        v = block[knob]
+        if knob in ("pin_memory", "pipeline", "pipeline_read", "pipeline_write", "fast_init"):
+            boolean(f"{where}.{knob}", v)
+        else:
+            number(f"{where}.{knob}", v, "a number", integer=knob in ("buffer_count",))
+        if device != "none":
+            t.missing(f"{key}.{knob} {show(v)}", OFFLOAD_KNOBS[knob])
+    if path is not None and device != "nvme":
+        t.missing(f"{key}.nvme_path", f"DeepSpeed reads it for device nvme only; this block's device is {device}")
+    return device, path
+
+
+def offload_place(device, path):
+    """-oo / -op's value for a DeepSpeed device: disk in nvme_path (else the run's -o DIR/offload)."""
+    if device == "cpu":
+        return "host"
+    return f"disk:{path}" if path else "disk"
+
+
 def deepspeed_offload(t, zero):
-    for key in ("offload_optimizer", "offload_param"):
-        device = section(zero, key, "zero_optimization.").get("device", "none")
-        if not isinstance(device, str) and device is not None:
-            raise BadInput(f"zero_optimization.{key}.device: expected \"cpu\", \"nvme\" or \"none\", got {show(device)}")
-        if device not in ("none", None):
-            t.missing(f"{key} ({name_of(device)})", "no offload: the model state stays where the shard computes (on the CPU "
-                      "trainer it is host memory already)")
-    if boolean("zero_optimization.cpu_offload", zero.get("cpu_offload", False)):
-        t.missing("cpu_offload (cpu)", "no offload: the model state stays where the shard computes")
+    device, path = offload_block(t, zero, "offload_optimizer")
+    legacy = boolean("zero_optimization.cpu_offload", zero.get("cpu_offload", False))
+    if legacy and device == "none":
+        device = "cpu"
+    if device != "none":
+        knob = "cpu_offload true" if legacy and "offload_optimizer" not in zero else f"offload_optimizer.device {device}"
+        why = ("the optimizer shard (fp32 master, m, v) in host memory, AdamW on the host (the CPU trainer's is there "
+               "already)" if device == "cpu" else
+               "the optimizer shard in a per-rank file, streamed unit by unit in the step" +
+               ("" if path else "; no nvme_path: the run's -o DIR/offload"))
+        t.set(knob, "-oo", offload_place(device, path), why)
+    pdevice, ppath = offload_block(t, zero, "offload_param")
+    if pdevice != "none" and t.stage != 3:
+        raise BadInput(f"zero_optimization.offload_param: DeepSpeed offloads parameters at stage 3 only; this config is "
+                       f"stage {t.stage}")
+    if pdevice == "cpu":
+        t.missing("offload_param.device cpu", "no parameters in host memory apart from the compute: -op takes disk only "
+                  "(the CPU trainer's parameters are in host memory already)")
+    elif pdevice == "nvme":
+        t.set("offload_param.device nvme", "-op", offload_place(pdevice, ppath),
+              "the parameter shard in a per-rank file, read just before its gather" + ("" if ppath else
+              "; no nvme_path: the run's -o DIR/offload"))
     if "sub_group_size" in zero:
         n = number("zero_optimization.sub_group_size", zero["sub_group_size"], "a number of parameters")
         t.missing(f"sub_group_size {show(n)}", "AdamW steps the whole shard in one call; sub-groups bound offloaded "
@@ -722,6 +806,25 @@ def fsdp_prefetch(t, pairs):
         t.same("forward_prefetch True", "the forward gathers ahead whenever -pd >= 1")
 
 
+def fsdp_offload(t, pairs):
+    """cpu_offload: CPUOffload(offload_params=True) (or True), FSDP's one offload: the parameter and gradient
+    shards kept on the CPU, the optimizer stepping there. Here: the optimizer shard in host memory."""
+    v = pairs.get("cpu_offload", "False")
+    m = re.fullmatch(r"CPUOffload\(\s*(?:offload_params\s*=\s*(True|False)\s*)?\)", v)
+    if m:
+        on = m.group(1) == "True"
+    elif v in ("True", "False", "true", "false", "1", "0"):
+        on = v in ("True", "true", "1")
+    else:
+        raise BadInput(f"--fsdp: cpu_offload={name_of(v)}: expected CPUOffload(offload_params=True|False), True or False")
+    if not on:
+        return
+    t.set(f"cpu_offload {v}", "-oo", "host", "the optimizer shard (fp32 master, m, v) in host memory, AdamW on the host "
+          "(the CPU trainer's is there already)")
+    t.missing("cpu_offload: the parameter and gradient shards on the CPU", "-op takes disk only; on the GPU trainer they "
+              "stay in GPU memory, on the CPU trainer they are in host memory already")
+
+
 def fsdp_rest(t, pairs):
     mp = pairs.get("mixed_precision", "fp32")
     if mp not in ("bf16", "fp16", "fp32"):
@@ -735,8 +838,7 @@ def fsdp_rest(t, pairs):
     if fsdp_bool(pairs, "use_orig_params", False):
         t.missing("use_orig_params True", "the optimizer works on flat unit shards (decay by tensor, -c); there are no "
                   "per-tensor parameter objects to hand to param groups or LoRA")
-    if fsdp_bool(pairs, "cpu_offload", False):
-        t.missing("cpu_offload True", "no offload: the model state stays where the shard computes")
+    fsdp_offload(t, pairs)
     if "sync_module_states" in pairs:
         t.same(f"sync_module_states {pairs['sync_module_states']}", "every rank builds the same init from the seed (-S) "
                "or reads its slice of the model file")

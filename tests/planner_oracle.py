@@ -26,6 +26,14 @@ With D the ranks that shard the state (the HSDP group, else N), R = N / D replic
     across      the world-wide collectives when N > rpn, hpZ's gather and hop 1 when their group
                 is larger than a node, hop 2 always
     memory      16P/N, plus hpZ's secondary shard 2P/G (N > 1)
+  offload (-oo, -op; the table in the run's precision -p, bare count: the model state, no slots):
+    optimizer part  O = 12P (mixed: fp32 master + m + v) or 8P (fp32: m + v; the params are the master),
+                    /D at stages 1-3
+    param shard     W = 2P/D (mixed) or 4P/D (fp32), -op at stage 3 only
+    -oo host        out O, host O                -oo disk   out O, disk O, read O, write O
+    -op disk        out W, disk W, read W x 2A gathers (forward and backward, A micro-steps)
+                    + W more with fp32 (AdamW reads the master), write W
+    state after = memory - out; I/O s/step = (read + write) / (-disk GB/s x 1e9)
 The figures are computed here from these formulas, never from the planner's code.
 
   /usr/bin/python3 tests/planner_oracle.py --binary ./train_gpt2_zero3
@@ -88,6 +96,45 @@ def zeropp_rows(N, rpn_flag):
     return rows
 
 
+def offload_row(stage, D, mixed, oo, op, A):
+    """(after, before, out, host, disk, read, write) bytes per rank, by the formulas above."""
+    before = memory(stage, D, mixed)
+    O = (12 if mixed else 8) * P / (D if stage >= 1 else 1)
+    W = (2 if mixed else 4) * P / D
+    out = host = disk = read = write = 0.0
+    if oo == "host":
+        out, host = O, O
+    if oo == "disk":
+        out, disk, read, write = O, O, O, O
+    if op == "disk" and stage == 3:
+        out, disk = out + W, disk + W
+        read += W * 2 * A + (0 if mixed else W)
+        write += W
+    return before - out, before, out, host, disk, read, write
+
+
+def check_offload(binary, N, oo, op, mixed, A, gbps):
+    args = ["-plan", str(N), "-e", "1e9", "-oo", oo, "-op", op, "-disk", str(gbps)] + (["-p", "bf16"] if mixed else [])
+    args += ["-b", "1", "-t", "64", "-d", str(A * N * 64)]
+    out = subprocess.run([binary] + args, capture_output=True, text=True, timeout=60)
+    name = " ".join(args)
+    if out.returncode != 0:
+        return [f"{name}: exit {out.returncode}: {out.stderr.strip()}"]
+    m = re.search(r"^offload \(.*\n.*\n((?:  [0-3].*\n){4})", out.stdout, re.M)
+    if not m:
+        return [f"{name}: no offload table"]
+    bad, gib = [], 2.0 ** 30
+    for stage, line in enumerate(m.group(1).splitlines()):
+        v = [num(x.strip("()")) for x in line.split()[2 if stage == 0 else 1:] if x.strip("()")]
+        after, before, o, host, disk, read, write = offload_row(stage, N, mixed, oo, op, A)
+        want = [after / gib, before / gib, o / gib, host / gib, 0.0, disk / 1e9, read / 1e9, write / 1e9]
+        want.append((read + write) / (gbps * 1e9))
+        tol = [0.0006] * 8 + [0.006]
+        if len(v) != len(want) or any(abs(a - b) > t for a, b, t in zip(v, want, tol)):
+            bad.append(f"{name}: offload stage {stage}: {line.strip()} ; by hand " + " ".join(f"{b:.3f}" for b in want))
+    return bad
+
+
 def num(s):
     return float(s.replace(",", ""))
 
@@ -142,10 +189,14 @@ def main():
                 cases.append((N, rpn, hs, []))
     cases += [(8, 8, None, ["-qw", "8"]), (16, 8, None, ["-hp", "8"]), (16, 8, None, ["-qw", "8", "-hp", "8", "-qg", "8"]),
               (9, 8, None, ["-qg", "8"])]
+    offload = [(N, oo, op, mixed, A, gbps) for N, A, gbps in ((1, 1, 0.8), (8, 3, 2.5))
+               for oo, op in (("host", "none"), ("disk", "none"), ("none", "disk"), ("disk", "disk")) for mixed in (0, 1)]
     with ThreadPoolExecutor(2) as pool:   # two at a time: each run spends most of its time starting up
         failures = [b for bad in pool.map(lambda c: check_case(binary, *c), cases) for b in bad]
+        failures += [b for bad in pool.map(lambda c: check_offload(binary, *c), offload) for b in bad]
     print(f"planner oracle: {len(cases)} cases (N = 1, 2, 7, 8, 9, 16; -rpn none, 1, 8; -hs none, 1, 2, N/2; ZeRO++ flags), "
-          f"every row of the memory, communication and ZeRO++ tables against the hand formulas")
+          f"every row of the memory, communication and ZeRO++ tables against the hand formulas; {len(offload)} offload cases "
+          f"(N = 1 at A = 1, -disk 0.8; N = 8 at A = 3, -disk 2.5; -oo host, disk; -op disk; fp32, bf16)")
     for b in failures:
         print("FAIL", b)
     if failures:

@@ -12,7 +12,8 @@
 #  5. NaN/Inf weights in a model file (in wpe rows the run never reads, in qkvw of layer 1) or in a
 #     checkpoint (with valid checksums) are refused, naming the file and the tensor, before anything
 #     is written;
-#  6. an allocation too large (ulimit -v) is one line naming -e or -b/-t and the bytes;
+#  6. an allocation too large (ulimit -v) is one line naming -e or -b/-t and the bytes (past the
+#     startup check of the plan against MemAvailable, ZERO3_MEM_CHECK=0, which would refuse both first);
 #  7. a model.bin that is a folder is refused before the run, and leaves no model.bin.tmp;
 #  8. SIGTERM mid-run (to the one rank of 2 that mpirun started second, as a scheduler may) stops
 #     every rank after the same step with a checkpoint and a line saying how to resume, exit
@@ -134,8 +135,8 @@ expect_error "resume: log.csv is a FIFO"         "flag -o: .*/fifo_log/log.csv i
 expect_error "model: NaN in wpe rows never read" "model file .*/nan_wpe.bin: tensor wpe holds nan at element 1493: the weights must be finite" -e "$work/nan_wpe.bin" -b 2 -t 16 -v 0 -x 2 -o "$work/nan_out"
 expect_error "model: Inf in qkvw of layer 1"     "model file .*/inf_qkvw.bin: tensor qkvw of layer 1 holds inf at element 7" -e "$work/inf_qkvw.bin" -b 2 -t 16 -v 0 -x 2
 expect_error "checkpoint: NaN (checksums valid)" "checkpoint file .*/nan_ckpt/ckpt_00000004_g2/shard_00000.bin: master weights of tensor lnfb in unit head holds nan" "${M[@]}" -x 6 -o "$work/nan_ckpt" -y 1
-VMEM_KB=2000000 expect_error "out of memory: model state"  "out of memory: the model state of -e d48 \(.*\) asked for [0-9.]+ GiB \([0-9]+ bytes\) of host memory" -e d48 -x 1 -v 0
-VMEM_KB=2000000 expect_error "out of memory: activations"  "out of memory: the activations of -b 4000 -t 32 for -e d2c48h2t32 asked for [0-9.]+ GiB \([0-9]+ bytes\)" -e d2c48h2t32 -b 4000 -t 32 -v 0 -x 1 -j data/tinyshakespeare/tiny_shakespeare_train.bin
+VMEM_KB=2000000 ZERO3_MEM_CHECK=0 expect_error "out of memory: model state"  "out of memory: the model state of -e d48 \(.*\) asked for [0-9.]+ GiB \([0-9]+ bytes\) of host memory" -e d48 -x 1 -v 0
+VMEM_KB=2000000 ZERO3_MEM_CHECK=0 expect_error "out of memory: activations"  "out of memory: the activations of -b 4000 -t 32 for -e d2c48h2t32 asked for [0-9.]+ GiB \([0-9]+ bytes\)" -e d2c48h2t32 -b 4000 -t 32 -v 0 -x 1 -j data/tinyshakespeare/tiny_shakespeare_train.bin
 expect_error "model.bin is a folder"             "flag -o: .*/export_fails/model.bin is not a regular file \(it is a folder\)" "${M[@]}" -x 1 -o "$work/export_fails" -f 1
 finish_cases
 for d in garbage_latest fifo_latest no_latest readable; do

@@ -47,7 +47,7 @@ expect "ds_zero3 7.5B" "-z 3 -p bf16 -b 4 -l 0.0001 -pd 1 -pt 40960" --model 7.5
 expect "ds_zero3 with comments, 124M" "-z 3 -p bf16 -b 4 -l 0.0001 -pd 1 -pt 7680" --model 124M tests/translate/ds_commented.json
 # Hugging Face's template: the sizes from C (as above), the TrainingArguments ones left to the trainer's
 # defaults (each on an assumed: line), offload and the scheduler without equivalent
-expect "Hugging Face's ZeRO-3 template, 124M" "-z 3 -pd 1 -pt 7680" --model 124M tests/translate/hf_zero3_auto.json
+expect "Hugging Face's ZeRO-3 template, 124M" "-z 3 -pd 1 -pt 7680 -oo host" --model 124M tests/translate/hf_zero3_auto.json
 hf=$($PY $X --model 124M tests/translate/hf_zero3_auto.json)
 for key in bf16/fp16.enabled train_micro_batch_size_per_gpu gradient_accumulation_steps gradient_clipping optimizer.params.lr; do
   grep -q "^  $key auto: Hugging Face fills it from TrainingArguments" <<<"$hf" || { echo "$hf"; fail "HF template: no assumed line for $key"; }
@@ -66,10 +66,18 @@ cat >"$work/zpp.json" <<'EOF'
  "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2, "zero_quantized_weights": true,
                        "zero_quantized_gradients": true, "offload_optimizer": {"device": "cpu"}}}
 EOF
-expect "ZeRO++ and accumulation, 124M on 2" "-z 3 -b 4 -t 32 -d 512 -pd 8 -pt 100000 -hp 2 -qw 8 -qg 8" \
+expect "ZeRO++ and accumulation, 124M on 2" "-z 3 -b 4 -t 32 -d 512 -pd 8 -pt 100000 -hp 2 -qw 8 -qg 8 -oo host" \
   --model 124M --ranks 2 --seq-len 32 "$work/zpp.json"
-grep -q "offload_optimizer (cpu): no offload" <<<"$($PY $X --model 124M --ranks 2 --seq-len 32 "$work/zpp.json")" ||
-  fail "offload_optimizer: no line saying there is no equivalent"
+# offload: device cpu -> -oo host (above; the template's offload_param cpu has no flag: -op takes disk);
+# ZeRO-Infinity's nvme for both -> -oo disk:PATH -op disk:PATH; bf16, B 1; 5e7 / 201,379,840 -> -pd 1
+expect "ZeRO-Infinity, 7.5B on 8" "-z 3 -p bf16 -b 1 -pd 1 -pt 100000 -oo disk:/local_nvme -op disk:/local_nvme" \
+  --model 7.5B --ranks 8 tests/translate/ds_zero_infinity.json
+inf=$($PY $X --model 7.5B --ranks 8 tests/translate/ds_zero_infinity.json)
+for knob in offload_optimizer.pin_memory offload_optimizer.buffer_count offload_optimizer.pipeline_read offload_optimizer.fast_init \
+            offload_param.buffer_size offload_param.max_in_cpu offload_param.buffer_count; do
+  grep -q "^  $knob [^:]*: ." <<<"$inf" || { echo "$inf"; fail "ZeRO-Infinity: no line saying why $knob has no meaning here"; }
+done
+grep -q "^  offload_param.device cpu: no parameters in host memory" <<<"$hf" || { echo "$hf"; fail "offload_param cpu: no line"; }
 
 echo "FSDP arguments:"
 # a typical FSDP setup: FULL_SHARD -> -z 3, one block a unit -> -wrap 1, limit_all_gathers -> -pd 1, PRE -> -bp pre
@@ -91,6 +99,11 @@ fsdp=$($PY $X --model 124M --fsdp "sharding_strategy=NO_SHARD")
 grep -q "^  auto_wrap_policy=none: FSDP's default (no policy): the root module is the only unit" <<<"$fsdp" &&
   grep -q "^  forward_prefetch=False: FSDP's default" <<<"$fsdp" || { echo "$fsdp"; fail "FSDP: the defaults assumed are not listed"; }
 
+# FSDP's CPUOffload(offload_params=True): the optimizer shard in host memory, the params' and grads' line
+expect "FSDP CPUOffload, 7.5B on 8" "-z 3 -wrap 1 -pd 1 -bp pre -oo host" --model 7.5B --ranks 8 \
+  --fsdp "auto_wrap_policy=transformer,cpu_offload=CPUOffload(offload_params=True)"
+expect "FSDP CPUOffload(offload_params=False), 7.5B on 8" "-z 3 -wrap 1 -pd 1 -bp pre" --model 7.5B --ranks 8 \
+  --fsdp "auto_wrap_policy=transformer,cpu_offload=CPUOffload(offload_params=False)"
 echo "every command accepted by the trainer:"
 accepted() {   # RUN: the command runs to its end
   local out
@@ -158,6 +171,17 @@ wrong '-gc -1' '^error: gradient_clipping -1 -> -gc -1: the trainer refuses it: 
 wrong '-c 100' '^error: optimizer.params.weight_decay 100 -> -c 100: the trainer refuses it: flag -c:' "{$Z}, \"optimizer\": {\"params\": {\"weight_decay\": 100}}}"
 wrong '-hp 3 on 2 ranks' '^error: zero_hpz_partition_size 3 -> -hp 3: the trainer refuses it: flag -hp: the group size 3 does not divide the 2 ranks' "{$Z, \"zero_hpz_partition_size\": 3}}" --ranks 2
 wrong '-hs 2 on 2 ranks' '^error: mics_shard_size 2 -> -hs 2: the trainer refuses it: flag -hs: one group of all 2 ranks' "{$Z, \"mics_shard_size\": 2}}" --ranks 2
+# offload blocks, carelessly written
+touch "$work/a_file"
+wrong 'offload device true' '^error: zero_optimization.offload_optimizer.device: expected "cpu", "nvme" or "none", got true' "{$Z, \"offload_optimizer\": {\"device\": true}}}"
+wrong 'offload device gpu' '^error: zero_optimization.offload_param.device: expected "cpu", "nvme" or "none", got "gpu"' "{$Z, \"offload_param\": {\"device\": \"gpu\"}}}"
+wrong 'offload a string' '^error: zero_optimization.offload_optimizer: expected an object, got "cpu"' "{$Z, \"offload_optimizer\": \"cpu\"}}"
+wrong 'nvme_path a file' "^error: zero_optimization.offload_optimizer.nvme_path: $work/a_file is not a folder" "{$Z, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work/a_file\"}}}"
+wrong 'nvme_path a number' '^error: zero_optimization.offload_param.nvme_path: expected a folder name, got 5' "{$Z, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": 5}}}"
+wrong 'offload_param at stage 2' '^error: zero_optimization.offload_param: DeepSpeed offloads parameters at stage 3 only; this config is stage 2' '{"zero_optimization": {"stage": 2, "offload_param": {"device": "nvme", "nvme_path": "/x"}}}'
+wrong 'pin_memory "yes"' '^error: zero_optimization.offload_optimizer.pin_memory: expected true or false, got "yes"' "{$Z, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": \"yes\"}}}"
+wrong 'an offload key misspelt' '^error: zero_optimization.offload_optimizer.nvme_pth: not a key of' "{$Z, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_pth\": \"/x\"}}}"
+bad "FSDP CPUOffload misspelt" "^error: --fsdp: cpu_offload=CPUOffload\(offload_param=True\): expected" --model 124M --fsdp "cpu_offload=CPUOffload(offload_param=True)"
 # 3.0 is the integer 3 (as DeepSpeed's pydantic reads it): printed as 3, and -d as an integer
 echo '{"zero_optimization": {"stage": 3.0}, "gradient_accumulation_steps": 5.0}' >"$work/float_ints.json"
 expect "stage 3.0, accumulation 5.0" "-z 3 -d 1280 -pd 8 -pt 100000" --model 124M "$work/float_ints.json"

@@ -39,7 +39,8 @@ FSDP_KEYS = ["sharding_strategy", "backward_prefetch", "forward_prefetch", "limi
 FSDP_VALUES = ["FULL_SHARD", "ShardingStrategy.SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2",
                "BACKWARD_PRE", "BackwardPrefetch.BACKWARD_POST", "None", "True", "False", "1", "0", "transformer",
                "none", "size:1e8", "size:1e400", "size:1e5.5", "size:1.5.3", "size:+", "size:0", "size:100",
-               "bf16", "fp16", "fp32", "", "=", "x\ty", "\u00e9", "size:" + "9" * 400]
+               "bf16", "fp16", "fp32", "", "=", "x\ty", "\u00e9", "size:" + "9" * 400,
+               "CPUOffload(offload_params=True)", "CPUOffload()", "CPUOffload(offload_params=maybe)", "CPUOffload("]
 
 
 def examples():
@@ -47,8 +48,9 @@ def examples():
     for path in sorted(glob.glob(os.path.join(ROOT, "docs", "examples", "deepspeed", "*.json"))):
         with open(path) as f:
             out.append(json.load(f))
-    with open(os.path.join(ROOT, "tests", "translate", "hf_zero3_auto.json")) as f:
-        out.append(json.load(f))
+    for name in ("hf_zero3_auto.json", "ds_zero_infinity.json"):   # the offload blocks: cpu, and nvme for both
+        with open(os.path.join(ROOT, "tests", "translate", name)) as f:
+            out.append(json.load(f))
     return out
 
 
@@ -59,7 +61,8 @@ def odd_value(rng, depth=0):
     if kind == 1: return rng.randint(-3, 70)
     if kind == 2: return rng.choice([0.5, 2.5, 1e-4, -0.001, 1e9, 5e7, 3.0])
     if kind == 3: return "auto"
-    if kind == 4: return rng.choice(["", "x", "AdamW", "cpu", "none", "3", "\n", "\u2028"])
+    if kind == 4: return rng.choice(["", "x", "AdamW", "cpu", "none", "3", "\n", "\u2028", "nvme", "/tmp", "/etc/hostname",
+                                     "a folder with spaces", "disk:"])
     if kind == 5: return "__NUM__" + rng.choice(ODD_NUMBERS)
     if kind == 6 and depth < 3: return [odd_value(rng, depth + 1) for _ in range(rng.randrange(3))]
     if kind == 7 and depth < 3: return {rng.choice(["enabled", "device", "lr", "type", "params"]): odd_value(rng, depth + 1)}
