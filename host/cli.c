@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "gpt2.h"
 
 static int parse_ll(const char *s, long long *out) {
@@ -33,6 +34,8 @@ static double flag_real(const Flag *f, const char *val) {
 }
 static void parse_link(const Flag *f, const char *v, TrainArgs *a);
 static void parse_wrap(const Flag *f, const char *v, TrainArgs *a);
+static void parse_offload_opt(const Flag *f, const char *v, TrainArgs *a);
+static void parse_offload_params(const Flag *f, const char *v, TrainArgs *a);
 
 // The bound of a range as typed: an integer in full (1048576), else %g (0.001, 1e+06).
 static void bound_text(double x, char *buf, size_t n) {
@@ -154,6 +157,30 @@ static void parse_backward_prefetch(const Flag *f, const char *v, TrainArgs *a) 
     a->backward_prefetch = !strcmp(v, "post") ? ZERO3_BACKWARD_POST : ZERO3_BACKWARD_PRE;
 }
 
+// -oo, -op: a place, one of the words the flag takes (host only for -oo), and for disk an optional
+// folder after a colon: "disk:DIR". The folder is kept as typed; args_validate checks it on disk.
+static void parse_offload(const Flag *f, const char *v, int takes_host, int *place, char *dir) {
+    const char *words = takes_host ? "none, host, disk or disk:DIR" : "none, disk or disk:DIR";
+    dir[0] = '\0';
+    if (!strcmp(v, "none")) *place = OFFLOAD_NONE;
+    else if (takes_host && !strcmp(v, "host")) *place = OFFLOAD_HOST;
+    else if (!strcmp(v, "disk")) *place = OFFLOAD_DISK;
+    else if (!strncmp(v, "disk:", 5)) {
+        const char *d = v + 5;
+        if (!*d) fatal("flag %s: disk: names no folder; give disk:DIR, or disk for the run's -o DIR/offload", f->name);
+        if (strlen(d) >= OFFLOAD_DIR_MAX) fatal("flag %s: the folder is longer than %d characters", f->name, OFFLOAD_DIR_MAX - 1);
+        *place = OFFLOAD_DISK;
+        snprintf(dir, OFFLOAD_DIR_MAX, "%s", d);
+    } else fatal("flag %s: expected %s, got '%s'", f->name, words, v);
+}
+static void parse_offload_opt(const Flag *f, const char *v, TrainArgs *a) {
+    parse_offload(f, v, 1, &a->offload_opt, a->offload_opt_dir);
+}
+static void parse_offload_params(const Flag *f, const char *v, TrainArgs *a) {
+    parse_offload(f, v, 0, &a->offload_params, a->offload_params_dir);
+}
+static const char *const OFFLOAD_NAMES[3] = {"none", "host", "disk"};
+
 // -link, -linkx GBPS[,LATENCY]: the whole link, and a run that holds its collectives for it.
 static void parse_link(const Flag *f, const char *v, TrainArgs *a) {
     Zero3Link *link = (Zero3Link *)((char *)a + f->field);
@@ -168,6 +195,11 @@ const char *args_flag_text(const Flag *f, const TrainArgs *a, char *buf, size_t 
     else if (f->parse == parse_clip) snprintf(buf, n, "%s", a->clip_local ? "local" : "global");
     else if (f->parse == parse_backward_prefetch) snprintf(buf, n, "%s", a->backward_prefetch == ZERO3_BACKWARD_POST ? "post" : "pre");
     else if (f->parse == parse_wrap && a->wrap == GPT2_WRAP_HALF) snprintf(buf, n, "half");
+    else if (f->parse == parse_offload_opt || f->parse == parse_offload_params) {
+        const int opt = f->parse == parse_offload_opt;
+        const char *dir = opt ? a->offload_opt_dir : a->offload_params_dir;
+        snprintf(buf, n, "%s%s%s", OFFLOAD_NAMES[opt ? a->offload_opt : a->offload_params], dir[0] ? ":" : "", dir);
+    }
     else if (f->parse == parse_link) {
         const Zero3Link *link = (const Zero3Link *)((const char *)a + f->field);
         if (link->latency_s > 0.0) snprintf(buf, n, "%gGB/s,%gs", link->gbps, link->latency_s);
@@ -294,6 +326,18 @@ const Flag ARGS_FLAGS[] = {
     {"-mem", FLAG_REAL, F(mem_gib), NULL, 1e-3, 1e6, .metavar = "M",
      .help = "planner: GiB per rank; prints per stage the deepest GPT-2 of -e's width whose peak fits",
      .shown_def = "off"},
+    // where the shards live (docs/primer.md "Offload"): a placement, at any stage (-op: ZeRO-3's)
+    {"-oo", FLAG_CUSTOM, F(offload_opt), NULL, 0, 0, .parse = parse_offload_opt, .metavar = "none|host|disk[:DIR]",
+     .help = "offload the optimizer shard (fp32 master, m, v): host keeps it in host memory (the CPU\n"
+             "trainer's is there already: the same placement; the GPU trainer's pinned, AdamW on the host),\n"
+             "disk in a per-rank file in DIR (default -o DIR/offload), streamed unit by unit in the step",
+     .shown_def = "none"},
+    {"-op", FLAG_CUSTOM, F(offload_params), NULL, 0, 0, .parse = parse_offload_params, .metavar = "none|disk[:DIR]",
+     .help = "offload the parameter shard too (-z 3; with -p fp32 it is the master itself): a per-rank\n"
+             "file in DIR (default -o DIR/offload), read just before its gather and never held",
+     .shown_def = "none"},
+    {"-disk", FLAG_REAL, F(disk_gbps), "0.8", DISK_GBPS_MIN, DISK_GBPS_MAX, .metavar = "G",
+     .help = "planner: the disk's GB/s (reads and writes), for -plan's I/O time of -oo disk, -op disk"},
     // the watchdog
     {"-ct", FLAG_REAL, F(collective_timeout_s), "600", 1, 604800, .metavar = "SEC",
      .help = "collective timeout: a collective not complete SEC seconds after it started ends every\n"
@@ -487,6 +531,31 @@ static void check_init(const TrainArgs *a) {
               "like d12 or a model file", a->init);
 }
 
+// -oo disk, -op disk: the folder the state files go in. A run needs it to be a folder it may write
+// (an explicit DIR exists already; the default is -o DIR/offload, so -o is needed). The planner
+// reads and writes no file, so it checks only the flags.
+static void check_offload_dir(const TrainArgs *a, const char *flag, int place, const char *dir) {
+    if (place != OFFLOAD_DISK || a->plan_world) return;
+    if (!dir[0]) {
+        if (!a->out_dir) fatal("flag %s disk: the state files go in -o DIR/offload; give -o DIR, or %s disk:DIR", flag, flag);
+        return;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) fatal("flag %s: folder '%s': %s", flag, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) fatal("flag %s: '%s' is not a folder", flag, dir);
+    if (access(dir, W_OK | X_OK) != 0) fatal("flag %s: folder '%s' is not writable: %s", flag, dir, strerror(errno));
+}
+
+// Offload is a placement at any stage, but only ZeRO-3 holds the parameters as a shard between uses:
+// at -z 0-2 every rank keeps them whole for the forward, so there is no shard to leave on disk.
+static void check_offload(const TrainArgs *a) {
+    if (a->offload_params && a->stage != 3)
+        fatal("flag -op: only ZeRO-3 keeps the parameters as shards between their gathers (-z 3); at -z %d every rank "
+              "holds them whole", a->stage);
+    check_offload_dir(a, "-oo", a->offload_opt, a->offload_opt_dir);
+    check_offload_dir(a, "-op", a->offload_params, a->offload_params_dir);
+}
+
 // Flags that contradict each other or the build, whatever the number of ranks: one error line each.
 static void check_flags(const TrainArgs *a) {
     check_init(a);
@@ -507,6 +576,7 @@ static void check_flags(const TrainArgs *a) {
     if (a->links_emulated && a->link_x.gbps > 0.0 && !a->shard_group && !a->ranks_per_node)
         fatal("flag -linkx: links across nodes need nodes: give -rpn R (ranks per node) or HSDP groups (-hs G)");
     check_zeropp(a);
+    check_offload(a);
 }
 
 void args_print_plan_leaves_out(const TrainArgs *a) {

@@ -17,6 +17,15 @@ typedef struct {
     ArgsPrecision precision;  // the one precision built in, which -p's default is and -p may only repeat
 } ArgsBuild;
 
+// Where a shard lives (-oo, -op): in the memory that computes with it (none), in host memory (the
+// CPU trainer's memory already; the GPU trainer's pinned host memory), or in a per-rank file on disk.
+typedef enum { OFFLOAD_NONE = 0, OFFLOAD_HOST = 1, OFFLOAD_DISK = 2 } OffloadPlace;
+#define OFFLOAD_DIR_MAX 4096   // PATH_MAX: a folder longer than that is refused with its flag
+// The disk bandwidth's range (-disk GB/s): 1 MB/s (a slow network disk) to 1 TB/s (beyond an array of
+// NVMe drives), so that every planned I/O time is finite and above zero.
+#define DISK_GBPS_MIN 1e-3
+#define DISK_GBPS_MAX 1e3
+
 // The flags' values (cli.c's table says which flag sets which field, its default and its range).
 typedef struct {
     const char *train_path, *val_path;   // -i -j
@@ -56,6 +65,12 @@ typedef struct {
     double tflops;                        // -tf: TFLOP/s per rank, achieved (planner)
     double mem_gib;                       // -mem: GiB per rank the planner fits the largest model in (0 = off)
     double collective_timeout_s;          // -ct: a collective not done this long after it started ends the run
+    // where this rank's shards live (docs/primer.md "Offload"): a placement, not a stage
+    int offload_opt;                      // -oo: the optimizer shard (fp32 master, m, v): OFFLOAD_NONE, _HOST, _DISK
+    char offload_opt_dir[OFFLOAD_DIR_MAX];      // -oo disk:DIR: its folder ("": the run's -o DIR/offload)
+    int offload_params;                   // -op: the parameter shard too (-z 3): OFFLOAD_NONE or OFFLOAD_DISK
+    char offload_params_dir[OFFLOAD_DIR_MAX];   // -op disk:DIR: its folder ("": the run's -o DIR/offload)
+    double disk_gbps;                     // -disk: the disk's GB/s, for the planner's I/O time
     ArgsBuild build;                      // what the binary fixes: the DDP build's stage, a built-in precision
     int bf16;                             // -p bf16: mixed precision (bf16 params and gradients, fp32 master, m, v)
 } TrainArgs;
