@@ -90,11 +90,11 @@ tamper() {   # tamper NAME HOW: HOW is truncate or flip
   "$BIN" "${M[@]}" -x 400 -n 0 -v 0 -o "$dir" -oo disk >"$work/$name.out" 2>"$work/$name.err" &
   pid=$!
   f=$dir/offload/optimizer_r00000.bin
-  for i in $(seq 1 200); do [ -s "$dir/log.csv" ] && [ "$(wc -l <"$dir/log.csv")" -ge 3 ] && break; sleep 0.05; done
+  for i in $(seq 1 600); do [ -s "$dir/log.csv" ] && [ "$(wc -l <"$dir/log.csv")" -ge 3 ] && break; sleep 0.05; done
   for i in $(seq 1 40); do
     kill -STOP $pid 2>/dev/null || break
-    if [ "$how" = truncate ]; then truncate -s 8192 "$f" 2>/dev/null
-    else printf '\x55\x66\x77\x88' | dd of="$f" bs=1 seek=1000 conv=notrunc status=none 2>/dev/null; fi
+    if [ "$how" = truncate ]; then truncate -c -s 8192 "$f" 2>/dev/null
+    else printf '\x55\x66\x77\x88' | dd of="$f" bs=1 seek=1000 conv=notrunc,nocreat status=none 2>/dev/null; fi
     kill -CONT $pid 2>/dev/null
     sleep 0.2
   done
