@@ -199,7 +199,7 @@ ifneq ($(NCCL_HOME),)
 NCCL_FLAGS = -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib \
              $(if $(wildcard $(NCCL_HOME)/lib/libnccl.so),-lnccl,-l:libnccl.so.2)
 endif
-GPU_LIBS = $(NCCL_FLAGS) $(GPU_FOUND_FLAGS) -lgomp
+GPU_LIBS = $(NCCL_FLAGS) $(GPU_FOUND_FLAGS) -lgomp -lpthread
 GPU_SOURCES = $(wildcard gpu/*.cuh) $(HOST_HEADERS)
 # The engine and the host library are C, compiled by gcc into build/gpu_obj and linked, exactly the
 # sources the CPU trainer links (host headers declare them with C linkage for the .cu files).
