@@ -32,11 +32,11 @@ endif
 # kernels (cpu/, gpu/), the backends including only those; the host library both trainers link (host/*.c:
 # flags, train loop, passes, checkpoints, export, model file); on top, GPT-2's math per device
 # (cpu/gpt2_cpu.c, gpu/gpt2_gpu.cuh: the compute tables, each beside its backend) and the trainers.
-ENGINE_SRC = proc/proc.c zero3.c observe/zero3_observe.c
+ENGINE_SRC = proc/proc.c zero3.c zero3_offload.c observe/zero3_observe.c
 HOST_SRC = $(wildcard host/*.c)
 # the trainer's own files (host/trainer.h): what a program without the train loop leaves out
 TRAINER_SRC = host/train.c host/outdir.c host/report.c host/evaluate.c host/stop.c
-HOST_HEADERS = proc/proc.h proc/bf16.h proc/mpi_sum.h zero3.h observe/zero3_observe.h $(wildcard host/*.h)
+HOST_HEADERS = proc/proc.h proc/bf16.h proc/mpi_sum.h zero3.h zero3_offload.h observe/zero3_observe.h $(wildcard host/*.h)
 CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h)
 # host code and the engine are compiled once into build/obj and linked into every binary
 OBJDIR = build/obj
@@ -199,7 +199,7 @@ ifneq ($(NCCL_HOME),)
 NCCL_FLAGS = -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib \
              $(if $(wildcard $(NCCL_HOME)/lib/libnccl.so),-lnccl,-l:libnccl.so.2)
 endif
-GPU_LIBS = $(NCCL_FLAGS) $(GPU_FOUND_FLAGS) -lgomp
+GPU_LIBS = $(NCCL_FLAGS) $(GPU_FOUND_FLAGS) -lgomp -lpthread
 GPU_SOURCES = $(wildcard gpu/*.cuh) $(HOST_HEADERS)
 # The engine and the host library are C, compiled by gcc into build/gpu_obj and linked, exactly the
 # sources the CPU trainer links (host headers declare them with C linkage for the .cu files).

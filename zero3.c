@@ -61,7 +61,7 @@ static void drop_unused_prefetches(Zero3 *z);
 static void *grads_open(Zero3 *z, int u);
 static void finish_gradients(Zero3 *z);
 static double owned_sum_squares(Zero3 *z);
-static int build_adam_segments(Zero3 *z, float weight_decay);
+static int build_adam_segments(Zero3 *z, int first, int end, float weight_decay);
 static void updated_params_gather(Zero3 *z);
 static void schedule_start(Zero3 *z, Zero3Pass pass);
 static void schedule_close_recording(Zero3 *z);
@@ -169,9 +169,24 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
     finish_gradients(z);
     drop_unused_prefetches(z);
     OBSERVE(z, compute_begin, ZERO3_EV_OPTIMIZER, -1);
-    int nsegs = z->adam.count = build_adam_segments(z, weight_decay);
-    be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
-              grad_scale, t);
+    if (z->offload) {
+        // the state on disk: unit by unit through the stream (zero3_offload.h), the same AdamW on
+        // the same segments, each unit's pointing into its slot
+        zero3_offload_stream_begin(z->offload);
+        for (int u = 0; u < z->nunits; u++) {
+            zero3_offload_take(z->offload, u);
+            int nsegs = build_adam_segments(z, u, u + 1, weight_decay);
+            be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
+                      grad_scale, t);
+            zero3_offload_give(z->offload, u);
+        }
+        zero3_offload_stream_end(z->offload);
+        z->adam.count = 0;   // no segment outlives its slot
+    } else {
+        int nsegs = z->adam.count = build_adam_segments(z, 0, z->nunits, weight_decay);
+        be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
+                  grad_scale, t);
+    }
     OBSERVE(z, compute_end);
     zeropp_params_changed(z);
     updated_params_gather(z);
@@ -509,7 +524,7 @@ void zero3_finish_reductions(Zero3 *z) {
 
 static void optimizer_span(const Zero3 *z, int u, size_t *begin, size_t *count);
 static float *master_span(Zero3 *z, int u);
-static size_t optimizer_offset(const Zero3 *z, int u);
+static float *moment_span(Zero3 *z, int u, int array);
 
 // Starts one collective for unit u and returns its handle, or NULL when u needs none.
 typedef void *(*UnitCollective)(Zero3 *z, int u);
@@ -566,18 +581,19 @@ static double owned_sum_squares(Zero3 *z) {
 
 // The optimizer step's work as segments: the local optimizer span of every unit, cut tensor by
 // tensor so that weight decay applies exactly to the matrices even where a shard boundary cuts
-// through a tensor; the padding between and after tensors is skipped. Returns their number.
-static int build_adam_segments(Zero3 *z, float weight_decay) {
+// through a tensor; the padding between and after tensors is skipped. Units first..end-1 (all of
+// them in memory, one at a time from its slot on disk). Returns their number.
+static int build_adam_segments(Zero3 *z, int first, int end, float weight_decay) {
     const size_t gsize = zero3_dtype_size(z->cfg.grad_type), psize = zero3_dtype_size(z->cfg.param_type);
     int nsegs = 0;
-    for (int u = 0; u < z->nunits; u++) {
+    for (int u = first; u < end; u++) {
         Zero3Unit *U = &z->units[u];
         size_t span_begin, span_count;
         optimizer_span(z, u, &span_begin, &span_count);
         size_t span_end = span_begin + span_count;
         float *master = master_span(z, u);
-        float *m = z->resident.adam_m + optimizer_offset(z, u);
-        float *v = z->resident.adam_v + optimizer_offset(z, u);
+        float *m = moment_span(z, u, ZERO3_OFFLOAD_M);
+        float *v = moment_span(z, u, ZERO3_OFFLOAD_V);
         char *grads = grads_span(z, u);
         // the working params of the optimizer span (the master itself when params are fp32)
         char *params = z->resident.master_is_params ? (char *)master
@@ -825,13 +841,15 @@ void zero3_allocate(Zero3 *z) {
     if (params_shard) { z->resident.params_shard = be->alloc(be->ctx, params_shard * pbytes); bytes += params_shard * pbytes; }
     if (params_full) { z->resident.params_full = be->alloc(be->ctx, params_full * pbytes); bytes += params_full * pbytes; }
     bytes += zeropp_allocate(z);
-    if (!z->resident.master_is_params) {
-        z->resident.master = be->alloc(be->ctx, optim * sizeof(float));
-        bytes += optim * sizeof(float);
+    if (z->cfg.optimizer_medium != ZERO3_ON_DISK) {   // on disk: zero3_offload_start's file and slots instead
+        if (!z->resident.master_is_params) {
+            z->resident.master = be->alloc(be->ctx, optim * sizeof(float));
+            bytes += optim * sizeof(float);
+        }
+        z->resident.adam_m = be->alloc(be->ctx, optim * sizeof(float));
+        z->resident.adam_v = be->alloc(be->ctx, optim * sizeof(float));
+        bytes += 2 * optim * sizeof(float);
     }
-    z->resident.adam_m = be->alloc(be->ctx, optim * sizeof(float));
-    z->resident.adam_v = be->alloc(be->ctx, optim * sizeof(float));
-    bytes += 2 * optim * sizeof(float);
     if (grads_shard) { z->resident.grads_shard = be->alloc(be->ctx, grads_shard * gbytes); bytes += grads_shard * gbytes; }
     if (grads_full) { z->resident.grads_full = be->alloc(be->ctx, grads_full * gbytes); bytes += grads_full * gbytes; }
     z->resident.bytes = bytes;
@@ -841,8 +859,15 @@ void zero3_allocate(Zero3 *z) {
     if (!z->adam.segs) zero3_die("out of host memory");
 }
 
+int zero3_offload_start(Zero3 *z, const char *dir, char *err, size_t errlen) {
+    if (z->cfg.optimizer_medium != ZERO3_ON_DISK) return 0;
+    z->offload = zero3_offload_open(z, dir, err, errlen);
+    return z->offload ? 0 : -1;
+}
+
 void zero3_free(Zero3 *z) {
     const Zero3Backend *be = z->be;
+    zero3_offload_close(z->offload);
     void *bufs[] = {z->resident.params_full, z->resident.params_shard, z->resident.master, z->resident.adam_m, z->resident.adam_v,
                     z->resident.grads_full, z->resident.grads_shard, z->resident.params_secondary};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
@@ -895,17 +920,26 @@ void zero3_optimizer_range(const Zero3 *z, int u, size_t *begin, size_t *count) 
 // Where the owned slice starts inside the optimizer span: r*S into a FULL span, 0 into a shard.
 static size_t owned_in_span(const Zero3 *z, int u) { return optimizer_sharded(z, u) ? 0 : zero3_owned_begin(z, u); }
 
+// The optimizer state's placement decides where a span is: the resident buffers, or (on disk) the
+// slot that holds the unit now (zero3_offload_array brings it in). The one place that asks.
 static float *master_span(Zero3 *z, int u) {
     if (z->resident.master_is_params) {   // the fp32 params: the span starts where the optimizer span does
         if (!optimizer_sharded(z, u)) return (float *)resident_params(z, u);
         return (float *)owned_params(z, u);
     }
+    if (z->offload) return zero3_offload_array(z->offload, u, ZERO3_OFFLOAD_MASTER);
     return z->resident.master + optimizer_offset(z, u);
 }
 
+// AdamW's m (array ZERO3_OFFLOAD_M) or v over unit u's optimizer span.
+static float *moment_span(Zero3 *z, int u, int array) {
+    if (z->offload) return zero3_offload_array(z->offload, u, array);
+    return (array == ZERO3_OFFLOAD_M ? z->resident.adam_m : z->resident.adam_v) + optimizer_offset(z, u);
+}
+
 float *zero3_owned_master(Zero3 *z, int u) { return master_span(z, u) + owned_in_span(z, u); }
-float *zero3_owned_m(Zero3 *z, int u) { return z->resident.adam_m + optimizer_offset(z, u) + owned_in_span(z, u); }
-float *zero3_owned_v(Zero3 *z, int u) { return z->resident.adam_v + optimizer_offset(z, u) + owned_in_span(z, u); }
+float *zero3_owned_m(Zero3 *z, int u) { return moment_span(z, u, ZERO3_OFFLOAD_M) + owned_in_span(z, u); }
+float *zero3_owned_v(Zero3 *z, int u) { return moment_span(z, u, ZERO3_OFFLOAD_V) + owned_in_span(z, u); }
 
 // The reduced gradients of the optimizer span of unit u: the shard buffer where grads are SHARDED;
 // else the resident full buffer, from the unit's start (optimizer FULL) or its owned slice.

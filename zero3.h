@@ -46,6 +46,11 @@
 // (RECORDED; FSDP2 records the forward order and replays it reversed for the backward). A departure
 // makes it UNRECORDED: no prefetch, and the next pass records. So the engine knows nothing of GPT-2.
 //
+// Where the optimizer state lives between steps is a placement beside the stage table, not a stage:
+// in memory (the resident buffers), or on disk (Zero3Config.optimizer_medium = ZERO3_ON_DISK, -oo
+// disk), where zero3_optimizer_step streams it unit by unit through zero3_offload.c, which draws
+// the picture in zero3_offload.h. The numbers are the same; only the memory that holds them changes.
+//
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
 // the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).
 //
@@ -71,6 +76,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "zero3_offload.h"   // where the optimizer shard lives (Zero3Medium)
 
 // zero3.c is C (compiled by gcc and linked); C++ callers (the CUDA trainer) see C linkage.
 #ifdef __cplusplus
@@ -212,6 +218,9 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
 // Fixes the padding and allocates the resident buffers for the stage.
 void zero3_allocate(Zero3 *z);
 void zero3_free(Zero3 *z);
+// ZERO3_ON_DISK: after zero3_allocate, the file in dir reserved and its I/O thread started. 0, or -1
+// with err (nothing left on disk); before any use of the optimizer state.
+int zero3_offload_start(Zero3 *z, const char *dir, char *err, size_t errlen);
 
 // ---- parameters: initialization and loading ----------------------------------------------------
 // Each rank fills the master copy of the slice it owns, in unit coordinates [r*S, (r+1)*S):
@@ -337,6 +346,12 @@ struct Zero3Config {
                                     // the backward gathers from the node group only
     int quant_grads;                // qgZ: gradients reduced by quantized all-to-all, in the node group
                                     // (-hp's, else the whole shard group), then across node groups
+    // where this rank's optimizer state (fp32 master where separate, m, v) lives between steps
+    // (zero3_offload.h): ZERO3_IN_MEMORY (the resident buffers) or ZERO3_ON_DISK (a file, streamed
+    // unit by unit during the optimizer step; the trainer calls zero3_offload_start, naming its
+    // folder, after zero3_allocate)
+    Zero3Medium optimizer_medium;
+    void (*fail)(const char *msg);  // an I/O fault's one line: ends every rank (never returns); NULL: exit(1)
     const Zero3Observer *observer;  // what measures the engine (observe/zero3_observe.h's ZERO3_OBSERVER);
                                     // NULL = nothing measured, z->observe stays zero
 };
@@ -684,6 +699,7 @@ struct Zero3 {
     Zero3Pool pool;            // transient buffers
     Zero3Inflight inflight;    // reductions in flight
     Zero3AdamWork adam;        // the optimizer step's segments
+    Zero3Offload *offload;     // ZERO3_ON_DISK: the optimizer state's file and slots; NULL in memory
     Zero3Observe observe;      // measurement only, written by cfg.observer: the ledger, the timeline
 };
 

@@ -21,7 +21,7 @@ extern const GPT2Compute GPT2_CPU_COMPUTE_BF16;   // -p bf16: bf16 params and gr
 #define TRAIN_EXPORT_VERSION 3   // model.bin as fp32 (5: bf16, the build tests/test_export.sh uses)
 #endif
 static const TrainBuild CPU_BUILD = {ZERO3_F32, ZERO3_F32, 64, CPU_DDP_ONLY, TRAIN_EXPORT_VERSION, &GPT2_CPU_COMPUTE,
-                                   &GPT2_CPU_COMPUTE_BF16};
+                                   &GPT2_CPU_COMPUTE_BF16, 1};
 
 #ifdef __cplusplus
 }

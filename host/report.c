@@ -244,6 +244,18 @@ static void trainer_print_process_memory(const Trainer *tr) {
            "(%lld bytes) the run's peak\n", p, b, d, peak - before);
 }
 
+// -oo disk (rank 0): what the offload moved over the run, read and written, and the rate while the I/O
+// thread was inside pread/pwrite: bytes / I/O seconds, the disk's rate as this run saw it (the disk's
+// own, measured by dd, is scripts/bench_offload.sh's).
+static void trainer_print_offload_io(const Trainer *tr) {
+    if (!tr->z.offload) return;
+    const Zero3OffloadStats st = zero3_offload_stats(tr->z.offload);
+    const double bytes = st.bytes_read + st.bytes_written;
+    printf("offload I/O (rank 0, %s): %.3f GB read + %.3f GB written in %.3f s of I/O = %.3f GB/s\n",
+           st.direct ? "direct" : "buffered", st.bytes_read / 1e9, st.bytes_written / 1e9, st.io_seconds,
+           st.io_seconds > 0.0 ? bytes / st.io_seconds / 1e9 : 0.0);
+}
+
 // At the end (rank 0): the last step's collectives against the theory, where the compute side
 // waited, unit by unit, and the compute's own line (run_note).
 void trainer_summary(const Trainer *tr) {
@@ -266,6 +278,7 @@ void trainer_summary(const Trainer *tr) {
     if (issued) printf("ledger: %s\n", match ? "measured = theory" : "measured != theory");
     trainer_print_pool(tr);
     trainer_print_process_memory(tr);
+    trainer_print_offload_io(tr);
     if (tr->z.step.checked_steps > 0)   // ZERO3_CHECK_STEPS=1
         printf("step-end invariant held at %d steps (%d pool buffers, %d open files)\n", tr->z.step.checked_steps,
                tr->z.pool.count, tr->measure.open_files);

@@ -9,6 +9,7 @@
 // trained model as DIR/model.bin (llm.c format); -y 1 resumes from DIR/latest (checkpoint.h).
 #include "trainer.h"
 #include <malloc.h>
+#include <sys/stat.h>
 #include "fileio.h"
 #include "plan.h"
 #include "readfile.h"
@@ -40,6 +41,28 @@ static void trainer_set_wrap(Trainer *tr) {
     tr->cfg.wrap = tr->args.wrap;
 }
 
+// -oo disk: the optimizer state's file, reserved whole before anything fills it. A rank that cannot
+// (an unwritable folder, a disk without the room) says so; every rank then removes its own file and
+// all exit together, so no file is left half-made.
+static void trainer_offload_start(Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    if (a->offload_opt != OFFLOAD_DISK) return;
+    char dir[OFFLOAD_DIR_MAX + 16], err[4600] = "";
+    if (a->offload_opt_dir[0]) snprintf(dir, sizeof dir, "%s", a->offload_opt_dir);
+    else {
+        fmt_path(dir, sizeof dir, "%s/offload", a->out_dir);
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) set_err(err, sizeof err, "flag -oo disk: cannot make the folder %s (%s)", dir, strerror(errno));
+    }
+    if (!err[0] && zero3_offload_start(&tr->z, dir, err, sizeof err) == 0)
+        progress(tr, "offload: the optimizer state in %s (%.3f GB a rank, %s I/O)\n", zero3_offload_path(tr->z.offload),
+                 zero3_offload_file_bytes(tr->z.offload) / 1e9, zero3_offload_stats(tr->z.offload).direct ? "direct" : "buffered: the file system takes no O_DIRECT");
+    if (tr->be->all_reduce_scalar(tr->be->ctx, err[0] ? 1.0 : 0.0) > 0.0 && tr->z.offload) {
+        zero3_offload_close(tr->z.offload);   // another rank failed: this rank's file goes too
+        tr->z.offload = NULL;
+    }
+    agree_or_exit(tr->be, err);
+}
+
 static void trainer_load_model(Trainer *tr) {
     const TrainArgs *a = &tr->args;
     Zero3 *z = &tr->z;
@@ -50,6 +73,7 @@ static void trainer_load_model(Trainer *tr) {
         gpt2_register_units(&tr->cfg, z);
         alloc_phase_begin(tr->be, state_what, a->init, a->stage);
         zero3_allocate(z);
+        trainer_offload_start(tr);
         if (!a->resume) {
             progress(tr, "init: random GPT-2 %s, seed %llu\n", a->init, a->seed);
             gpt2_init_random(&tr->cfg, z, a->seed);
@@ -67,6 +91,7 @@ static void trainer_load_model(Trainer *tr) {
     gpt2_register_units(&tr->cfg, z);
     alloc_phase_begin(tr->be, state_what, a->init, a->stage);
     zero3_allocate(z);
+    trainer_offload_start(tr);
     if (!a->resume) {
         progress(tr, "init: loading %s (%s, each rank reads its own slices)\n", a->init, elem_bytes == 4 ? "fp32" : "bf16");
         char path[600];
@@ -134,19 +159,36 @@ static void trainer_precision(Trainer *tr, Zero3DType *pt, Zero3DType *gt) {
     tr->compute = b->compute_bf16;
 }
 
+// An offload I/O fault, found by this rank alone (its own file): its line, every rank taken down.
+static void trainer_offload_fault(const char *msg) { fatal_local("%s", msg); }
+
+// What -oo and -op ask of this build, before anything is allocated.
+static void trainer_check_offload(const Trainer *tr) {
+    const TrainArgs *a = &tr->args;
+    if (a->offload_params == OFFLOAD_DISK)
+        fatal("flag -op disk: this trainer keeps the parameter shard in memory; -oo disk puts the optimizer shard on disk");
+    if (a->offload_opt != OFFLOAD_DISK) return;
+    if (!tr->build->state_in_host_memory)
+        fatal("flag -oo disk: this build keeps the optimizer state in device memory; the CPU trainer streams it from disk");
+    if (a->clip_local)
+        fatal("flag -clip local: its probe reads AdamW's moments in memory; with -oo disk they are on disk (use -clip global)");
+}
+
 static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     TrainArgs *a = &tr->args;
     tr->be = be;
     const TrainBuild *b = tr->build;
     Zero3DType pt, gt;
     trainer_precision(tr, &pt, &gt);
+    trainer_check_offload(tr);
     Zero3Config zc = {.stage = a->stage, .prefetch_depth = a->prefetch_depth,
                       .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .align = b->align,
                       .param_type = pt, .grad_type = gt,
                       .persist_threshold = (size_t)a->persist_threshold,
                       .reshard_after_forward = a->reshard_after_forward, .shard_group = a->shard_group,
                       .quant_weights = a->quant_weights, .hp_group = a->hp_group, .quant_grads = a->quant_grads,
-                      .observer = &ZERO3_OBSERVER};
+                      .optimizer_medium = a->offload_opt == OFFLOAD_DISK ? ZERO3_ON_DISK : ZERO3_IN_MEMORY,
+                      .fail = trainer_offload_fault, .observer = &ZERO3_OBSERVER};
     zero3_init(&tr->z, be, &zc);
     tr->measure.resident_before = proc_status_bytes("VmRSS");   // the process before the run's memory: its baseline
     trainer_load_model(tr);

@@ -19,6 +19,7 @@ typedef struct {
     int export_version;                 // model.bin at the end of a run: 3 fp32, 5 bf16
     const GPT2Compute *compute;         // the per-unit math on this binary's device
     const GPT2Compute *compute_bf16;    // -p bf16's math, bf16 params and gradients (NULL: none in this build)
+    int state_in_host_memory;           // the engine's buffers are host memory: -oo disk streams them (the CPU's)
 } TrainBuild;
 
 // What the flags must agree with (cli.h): the DDP build's stage, and the one precision of a build

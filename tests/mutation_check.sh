@@ -110,6 +110,9 @@ MUTATIONS=(
 "70|host/peak.c|const int db = zero3_theory_backward_ahead(d, r->backward_prefetch);|const int db = d;|train_gpt2_zero3|bash tests/test_peak.sh"
 "71|scripts/args.sh|[ \"\${ck% *}\" -lt \"\${ck#* }\" ]|[ \"\${ck% *}\" -le \"\${ck#* }\" ]|train_gpt2_zero3|bash tests/test_script_rules.sh"
 "72|scripts/cluster.sh|  R=1; G=0|  R=1; G=1|train_gpt2_zero3|bash tests/test_script_rules.sh"
+"81|zero3_offload.c|    o->slot[u % SLOTS].dirty = 1;|    o->slot[u % SLOTS].dirty = 0;|train_gpt2_zero3|bash tests/test_offload.sh"
+"82|zero3_offload.c|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u > 0 ? u - 1 : 0]);|train_gpt2_zero3|bash tests/test_offload.sh"
+"83|zero3_offload.c|    else if (s->pending == IO_READ && record_checksum(s->buf, bytes) != o->checksum[u])|    else if (0)|train_gpt2_zero3|bash tests/test_offload.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

@@ -1,0 +1,327 @@
+// zero3_offload.c: the optimizer shard on disk (zero3_offload.h draws the picture). In order: the
+// file and its records; the I/O thread and its requests; the slots (a cache outside the step, a
+// stream inside it); opening and closing.
+#define _GNU_SOURCE
+#include "zero3_offload.h"
+#include "zero3.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BLOCK 4096   // O_DIRECT's alignment: of a record's offset and length, and of a slot
+#define SLOTS 3      // unit k-1 written back, k updated, k+1 read
+
+typedef enum { IO_NONE = 0, IO_READ, IO_WRITE } IoOp;
+
+typedef struct {
+    float *buf;      // BLOCK-aligned, the largest record's bytes
+    int unit;        // the unit it holds (or is reading, writing), -1 none
+    int dirty;       // changed since it was read: to be written back before it takes another unit
+    IoOp pending;    // the request queued or running on it
+    int done;        // the I/O thread finished it
+} Slot;
+
+struct Zero3Offload {
+    Zero3 *z;
+    char path[4200];
+    int fd, direct;
+    int narrays;                  // 3 (master, m, v) or 2 (m, v: the fp32 params are the master)
+    size_t *record_at;            // per unit: the byte offset of its record
+    size_t *record_bytes;         // per unit: its length, a multiple of BLOCK
+    size_t *span;                 // per unit: the floats of one array (its optimizer span)
+    uint64_t *checksum;           // per unit: of its record as last written
+    unsigned char *written;       // per unit: the record holds data (else it reads as zeros)
+    size_t file_bytes;
+    Slot slot[SLOTS];
+    // the I/O thread: one request at a time, slot order as queued
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, finished;
+    int queue[2 * SLOTS], qhead, qlen, quit;
+    char error[4600];             // the first I/O failure, reported by the main thread
+    Zero3OffloadStats stats;
+};
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+// The run ends with one line naming the file: the trainer's hook (every rank taken down), else exit.
+// The scratch file goes first: the checkpoints, not it, hold the state to resume from.
+static void offload_fail(Zero3Offload *o, const char *msg) {
+    unlink(o->path);
+    if (o->z->cfg.fail) o->z->cfg.fail(msg);
+    fprintf(stderr, "%s\n", msg);
+    exit(1);
+}
+
+// ---- the records ---------------------------------------------------------------------------------
+
+// A checksum of a record: four 64-bit lanes, multiply and rotate, so it keeps up with the disk. A
+// changed word changes its lane (each step is a bijection of the lane).
+static uint64_t record_checksum(const void *data, size_t bytes) {
+    const uint64_t *w = (const uint64_t *)data;
+    uint64_t h[4] = {1, 2, 3, 4};
+    for (size_t i = 0; i + 4 <= bytes / 8; i += 4)
+        for (int l = 0; l < 4; l++) {
+            h[l] = (h[l] ^ w[i + l]) * 0x9E3779B97F4A7C15ull;
+            h[l] = h[l] << 29 | h[l] >> 35;
+        }
+    return h[0] ^ (h[1] * 3) ^ (h[2] * 5) ^ (h[3] * 7);
+}
+
+// Exactly n bytes at offset (retrying a signal's interruption and a short transfer). 0, or errno;
+// a read past the end of the file is ENODATA (a truncated file).
+static int transfer(int fd, IoOp op, void *buf, size_t n, size_t offset) {
+    char *p = (char *)buf;
+    while (n > 0) {
+        ssize_t k = op == IO_READ ? pread(fd, p, n, (off_t)offset) : pwrite(fd, p, n, (off_t)offset);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return errno;
+        if (k == 0) return op == IO_READ ? ENODATA : ENOSPC;
+        p += k; n -= (size_t)k; offset += (size_t)k;
+    }
+    return 0;
+}
+
+// One request, on the I/O thread: unit s->unit's record between the slot and the file, with its
+// checksum taken (write) or checked (read). A unit never written reads as zeros.
+static void run_request(Zero3Offload *o, Slot *s) {
+    const int u = s->unit;
+    const size_t bytes = o->record_bytes[u];
+    if (s->pending == IO_READ && !o->written[u]) { memset(s->buf, 0, bytes); return; }
+    if (s->pending == IO_WRITE) o->checksum[u] = record_checksum(s->buf, bytes);
+    double t0 = seconds_now();
+    int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);
+    double dt = seconds_now() - t0;
+    pthread_mutex_lock(&o->mu);
+    o->stats.io_seconds += dt;
+    if (s->pending == IO_READ) o->stats.bytes_read += (double)bytes; else o->stats.bytes_written += (double)bytes;
+    pthread_mutex_unlock(&o->mu);
+    char why[200] = "";
+    if (rc) snprintf(why, sizeof why, "%s of unit %s's record failed (%s)", s->pending == IO_READ ? "the read" : "the write",
+                     o->z->units[u].name, rc == ENODATA ? "the file is shorter than the run made it: truncated" : strerror(rc));
+    else if (s->pending == IO_READ && record_checksum(s->buf, bytes) != o->checksum[u])
+        snprintf(why, sizeof why, "unit %s's record changed since the run wrote it (checksum mismatch)", o->z->units[u].name);
+    else if (s->pending == IO_WRITE) o->written[u] = 1;
+    if (why[0]) {
+        pthread_mutex_lock(&o->mu);
+        if (!o->error[0]) snprintf(o->error, sizeof o->error, "offload: %s: %s", o->path, why);
+        pthread_mutex_unlock(&o->mu);
+    }
+}
+
+static void *io_thread(void *arg) {
+    Zero3Offload *o = (Zero3Offload *)arg;
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        while (o->qlen == 0 && !o->quit) pthread_cond_wait(&o->wake, &o->mu);
+        if (o->qlen == 0) break;
+        Slot *s = &o->slot[o->queue[o->qhead]];
+        pthread_mutex_unlock(&o->mu);
+        run_request(o, s);
+        pthread_mutex_lock(&o->mu);
+        o->qhead = (o->qhead + 1) % (2 * SLOTS);
+        o->qlen--;
+        s->done = 1;
+        pthread_cond_broadcast(&o->finished);
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+// ---- requests, from the main thread ----------------------------------------------------------------
+
+// Waits for slot i's request, if any; a failure ends the run here, on the main thread.
+static void slot_wait(Zero3Offload *o, int i) {
+    Slot *s = &o->slot[i];
+    pthread_mutex_lock(&o->mu);
+    while (s->pending != IO_NONE && !s->done) pthread_cond_wait(&o->finished, &o->mu);
+    s->pending = IO_NONE;
+    char error[4600];
+    snprintf(error, sizeof error, "%s", o->error);
+    pthread_mutex_unlock(&o->mu);
+    if (error[0]) offload_fail(o, error);
+}
+
+// Queues op on slot i (for unit u); the slot's previous request is waited for first.
+static void slot_queue(Zero3Offload *o, int i, IoOp op, int u) {
+    slot_wait(o, i);
+    Slot *s = &o->slot[i];
+    pthread_mutex_lock(&o->mu);
+    s->unit = u;
+    s->pending = op;
+    s->done = 0;
+    s->dirty = 0;
+    o->queue[(o->qhead + o->qlen) % (2 * SLOTS)] = i;
+    o->qlen++;
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->mu);
+}
+
+// Slot i's unit written back if it changed (queued; the slot's next request waits for it).
+static void slot_write_back(Zero3Offload *o, int i) {
+    if (o->slot[i].unit >= 0 && o->slot[i].dirty) slot_queue(o, i, IO_WRITE, o->slot[i].unit);
+}
+
+// ---- the cache, outside the step ---------------------------------------------------------------------
+
+static int slot_of(const Zero3Offload *o, int u) {
+    for (int i = 0; i < SLOTS; i++)
+        if (o->slot[i].unit == u) return i;
+    return -1;
+}
+
+float *zero3_offload_array(Zero3Offload *o, int u, int array) {
+    int i = slot_of(o, u);
+    if (i < 0) {
+        i = u % SLOTS;   // the stream's slot for u: the cache and the stream agree on where a unit sits
+        slot_write_back(o, i);
+        slot_queue(o, i, IO_READ, u);
+    }
+    slot_wait(o, i);
+    o->slot[i].dirty = 1;
+    int k = o->narrays == 3 ? array : array - 1;   // the record's arrays: master only when separate
+    if (k < 0) zero3_die("zero3_offload_array: the fp32 master is the params, not offloaded");
+    return o->slot[i].buf + (size_t)k * o->span[u];
+}
+
+void zero3_offload_flush(Zero3Offload *o) {
+    for (int i = 0; i < SLOTS; i++) slot_write_back(o, i);
+    for (int i = 0; i < SLOTS; i++) slot_wait(o, i);
+}
+
+// ---- the stream, inside the optimizer step ---------------------------------------------------------
+
+// The file is the size the run made it: a truncated (or grown) file stops the step before it reads.
+static void check_file_size(Zero3Offload *o) {
+    struct stat st;
+    char msg[4400];
+    if (fstat(o->fd, &st) != 0 || (size_t)st.st_size != o->file_bytes) {
+        snprintf(msg, sizeof msg, "offload: %s: the file holds %lld bytes, the run made it %zu: changed behind the run's back",
+                 o->path, (long long)st.st_size, o->file_bytes);
+        offload_fail(o, msg);
+    }
+}
+
+static void stream_read(Zero3Offload *o, int u) {
+    if (u >= o->z->nunits) return;
+    const int i = u % SLOTS;
+    if (o->slot[i].unit == u) return;   // the cache holds it already (written back, clean)
+    slot_queue(o, i, IO_READ, u);
+}
+
+void zero3_offload_stream_begin(Zero3Offload *o) {
+    check_file_size(o);
+    zero3_offload_flush(o);
+    stream_read(o, 0);
+    stream_read(o, 1);
+}
+
+void zero3_offload_take(Zero3Offload *o, int u) { slot_wait(o, u % SLOTS); }
+
+void zero3_offload_give(Zero3Offload *o, int u) {
+    o->slot[u % SLOTS].dirty = 1;
+    slot_write_back(o, u % SLOTS);
+    stream_read(o, u + 2);   // into unit u-1's slot, once its write-back is done
+}
+
+void zero3_offload_stream_end(Zero3Offload *o) {
+    for (int i = 0; i < SLOTS; i++) slot_wait(o, i);
+}
+
+// ---- opening and closing --------------------------------------------------------------------------
+
+static size_t round_block(size_t x) { return (x + BLOCK - 1) / BLOCK * BLOCK; }
+
+// The records' places: unit after unit, each its arrays over its optimizer span, BLOCK-padded.
+static void lay_out_records(Zero3Offload *o) {
+    Zero3 *z = o->z;
+    size_t at = 0, largest = 0;
+    for (int u = 0; u < z->nunits; u++) {
+        size_t begin, count;
+        zero3_optimizer_range(z, u, &begin, &count);
+        o->span[u] = count;
+        o->record_at[u] = at;
+        o->record_bytes[u] = round_block((size_t)o->narrays * count * sizeof(float));
+        at += o->record_bytes[u];
+        if (o->record_bytes[u] > largest) largest = o->record_bytes[u];
+    }
+    o->file_bytes = at;
+    for (int i = 0; i < SLOTS; i++) {
+        if (posix_memalign((void **)&o->slot[i].buf, BLOCK, largest)) zero3_die("out of host memory");
+        o->slot[i].unit = -1;
+    }
+}
+
+// Opens the file direct where the folder's file system takes it (tmpfs does not: buffered there).
+static int open_file(Zero3Offload *o, char *err, size_t errlen) {
+    o->fd = open(o->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+    o->direct = o->fd >= 0;
+    if (o->fd < 0 && errno == EINVAL) o->fd = open(o->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (o->fd < 0) {
+        snprintf(err, errlen, "offload: cannot create %s (%s)", o->path, strerror(errno));
+        return -1;
+    }
+    int rc = o->file_bytes ? posix_fallocate(o->fd, 0, (off_t)o->file_bytes) : 0;
+    if (rc) {
+        snprintf(err, errlen, "offload: %s: cannot reserve %.3f GB for this rank's optimizer state (%s)", o->path,
+                 o->file_bytes / 1e9, strerror(rc));
+        close(o->fd);
+        unlink(o->path);
+        o->fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+static void free_store(Zero3Offload *o) {
+    for (int i = 0; i < SLOTS; i++) free(o->slot[i].buf);
+    free(o->record_at); free(o->record_bytes); free(o->span); free(o->checksum); free(o->written);
+    free(o);
+}
+
+Zero3Offload *zero3_offload_open(Zero3 *z, const char *dir, char *err, size_t errlen) {
+    Zero3Offload *o = (Zero3Offload *)calloc(1, sizeof(Zero3Offload));
+    const size_t n = (size_t)z->nunits;
+    if (!o) zero3_die("out of host memory");
+    o->z = z;
+    o->narrays = z->resident.master_is_params ? 2 : 3;
+    o->record_at = calloc(n, sizeof(size_t)); o->record_bytes = calloc(n, sizeof(size_t)); o->span = calloc(n, sizeof(size_t));
+    o->checksum = calloc(n, sizeof(uint64_t)); o->written = calloc(n, 1);
+    if (!o->record_at || !o->record_bytes || !o->span || !o->checksum || !o->written) zero3_die("out of host memory");
+    snprintf(o->path, sizeof o->path, "%s/optimizer_r%05d.bin", dir, z->be->rank);
+    lay_out_records(o);
+    if (open_file(o, err, errlen)) { free_store(o); return NULL; }
+    o->stats.direct = o->direct;
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->wake, NULL);
+    pthread_cond_init(&o->finished, NULL);
+    if (pthread_create(&o->thread, NULL, io_thread, o)) zero3_die("cannot start the offload I/O thread");
+    return o;
+}
+
+void zero3_offload_close(Zero3Offload *o) {
+    if (!o) return;
+    pthread_mutex_lock(&o->mu);
+    o->quit = 1;
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->mu);
+    pthread_join(o->thread, NULL);
+    close(o->fd);
+    unlink(o->path);
+    free_store(o);
+}
+
+const char *zero3_offload_path(const Zero3Offload *o) { return o->path; }
+double zero3_offload_file_bytes(const Zero3Offload *o) { return (double)o->file_bytes; }
+
+Zero3OffloadStats zero3_offload_stats(const Zero3Offload *o) { return o->stats; }

@@ -1,0 +1,87 @@
+// zero3_offload.h: where the optimizer shard lives (ZeRO-Infinity's idea, on the CPU trainer).
+//
+// The stage table (zero3.h) says how much of the state a rank keeps: the whole, or its 1/N slice.
+// A placement says where that part sits. Offload is a placement, not a stage: the same slice, the
+// same AdamW, the same numbers; only the memory that holds them between steps changes.
+//
+//   state (this rank's)          | MEMORY (default)        | DISK (-oo disk[:DIR])
+//   -----------------------------+-------------------------+------------------------------------------
+//   fp32 master (bf16 runs)      | zero3.c's resident      | DIR/optimizer_r<rank>.bin, one record per
+//   AdamW m, v                   |   buffers, for the run  |   unit, streamed through 3 unit-sized slots
+//   fp32 master (fp32 runs: it   | the working params      | stays with the params (they are the master)
+//     is the params shard)       |                         |
+//   params, gradients            | as the stage says       | as the stage says
+//
+// A unit's record holds its optimizer span (zero3_optimizer_range), array after array (master when
+// it is separate, m, v), padded to a 4096-byte block so that every record starts and ends on one:
+// the reads and writes are direct (O_DIRECT, past the page cache) from 4096-aligned slots. The file
+// is reserved whole at start (posix_fallocate): a disk without the room is refused before the first
+// step, and a disk that fills later cannot take the run's room.
+//
+// The optimizer step streams the units through the slots (slot = unit mod 3) on one I/O thread:
+//
+//   stream_begin:  write back what the cache holds dirty; read unit 0 -> slot 0, unit 1 -> slot 1
+//   for each unit k:
+//     take(k):     wait for k's read (its checksum checked on the I/O thread)
+//     AdamW on k   (zero3.c: the unit's segments, pointing into the slot)
+//     give(k):     queue k's write-back; wait for k-1's write-back; queue k+2's read into that slot
+//   stream_end:    wait for every write-back
+//
+// So while unit k is updated, unit k-1 is written and unit k+1 (then k+2) is read: the disk and the
+// arithmetic overlap, and the step takes about max(compute, bytes / disk bandwidth).
+//
+// Outside the step (the init filling the master, a checkpoint reading or loading the state, export)
+// the same slots act as a cache of three units: zero3_offload_array(u, a) brings unit u in (writing
+// back the slot's last unit if it changed) and hands out its array. A caller uses one unit at a time,
+// as those loops do. A unit never written yet (a fresh run's m and v) reads as zeros.
+//
+// Faults: every record's checksum is kept in memory when it is written and checked when it is read
+// back; the file's size is checked at every step's start. A short read, a changed record, a failed
+// write end the run through cfg's fail hook with one line naming the file. The state files are
+// scratch: checkpoints hold the state (read through the cache), so a run killed mid-write resumes
+// from its last checkpoint, and the files are rewritten from it.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct Zero3 Zero3;
+typedef struct Zero3Offload Zero3Offload;
+
+// Where one kind of state lives between its uses (Zero3Config.optimizer_medium).
+typedef enum {
+    ZERO3_IN_MEMORY = 0,   // the engine's resident buffers (the backend's memory)
+    ZERO3_IN_HOST = 1,     // host memory: on the CPU trainer the same as IN_MEMORY
+    ZERO3_ON_DISK = 2,     // a per-rank file, streamed unit by unit (above)
+} Zero3Medium;
+
+// The arrays of a record, in file order (master only where it is separate from the params).
+enum { ZERO3_OFFLOAD_MASTER = 0, ZERO3_OFFLOAD_M = 1, ZERO3_OFFLOAD_V = 2 };
+
+// After zero3_allocate: creates dir/optimizer_r<rank>.bin and reserves it whole. NULL with a
+// message in err (nothing left on disk) when the folder or the disk will not take it.
+Zero3Offload *zero3_offload_open(Zero3 *z, const char *dir, char *err, size_t errlen);
+void zero3_offload_close(Zero3Offload *o);   // stops the I/O thread, removes the file
+const char *zero3_offload_path(const Zero3Offload *o);
+double zero3_offload_file_bytes(const Zero3Offload *o);   // the file's reserved size
+
+// The cache: unit u's array (ZERO3_OFFLOAD_M...) over its optimizer span, in a slot, marked changed.
+float *zero3_offload_array(Zero3Offload *o, int u, int array);
+void zero3_offload_flush(Zero3Offload *o);   // every changed slot written back
+
+// The optimizer step's stream (the pseudocode above).
+void zero3_offload_stream_begin(Zero3Offload *o);
+void zero3_offload_take(Zero3Offload *o, int u);
+void zero3_offload_give(Zero3Offload *o, int u);
+void zero3_offload_stream_end(Zero3Offload *o);
+
+// What the offload moved and the I/O thread's seconds inside pread/pwrite, over the run.
+typedef struct { double bytes_read, bytes_written, io_seconds; int direct; } Zero3OffloadStats;
+Zero3OffloadStats zero3_offload_stats(const Zero3Offload *o);
+
+#ifdef __cplusplus
+}
+#endif
