@@ -15,8 +15,18 @@
 #     here: an all-reduce of F bytes sends 2 (N-1)/N F, so DDP's step at bf16 sends 2 (N-1)/N 2 psi;
 #  3. a stop signal during the last step: the run is finished, not stopped (docs/operations.md,
 #     "Stopping": the stop points are the ends of steps before the last): exit 0, model.bin, no
-#     "stopped by" line.
-# About 30 s on 2 cores (the cases run side by side).
+#     "stopped by" line;
+#  4. the replay's one stream (docs/time.md, "replay": each collective starts when it is issued and the
+#     stream is free): with -bw 0.001 on paper the ring times (14.8 s a step) dwarf the compute
+#     (tens of ms), so the replayed step, whose collectives run one after another and are all waited
+#     on inside it, is at least the replay's comm and at most comm + compute; with -pd 4 the gathers
+#     are issued back to back, and collectives that overlapped would end the step ~0.2 s under comm;
+#  5. a late rank under -link (docs/time.md: the hold runs from the moment every rank of the ring
+#     could start the collective): rank 1 stopped 3 s mid-run; in rank 0's trace every collective
+#     lasts its ring time from its bytes (worked out here), the late one too, and rank 0's waits in
+#     that step (its compute lane) exceed the quickest step's by at least 1.5 s (the 3 s less the one
+#     1.2 s hold, the embedding's, that rank 0 may spend while its peer is already stopped).
+# About 35 s on 2 cores (the cases run side by side).
 . "$(dirname "$0")/lib.sh"
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
 M=(-b 2 -t 16 -v 0 -z 0)
@@ -102,7 +112,51 @@ stop_in_last_step() {
   echo "ok   SIGUSR1 during the last step: finished, exit 0, model.bin written, no stop line"
 }
 
+# 4. the replay's stream: the replayed step against its own comm and compute (the time lines' figures)
+replay_one_stream() {
+  local out=$work/replay_$BASHPID.out
+  mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -z 3 -x 4 -pd 4 -bw 0.001 >"$out" 2>&1 || { cat "$out"; fail "replay: exit $?"; }
+  local line; line=$(grep -m1 '^time: replay' "$out") || { cat "$out"; fail "replay: no replay line"; }
+  echo "$line" | awk '{ c = $4; m = $8; s = $16; if (!(s >= m - 0.05 && s <= m + c + 0.05)) exit 1 }' \
+    || fail "replay on one stream: want comm <= step <= comm + compute (collectives one after another), got: $line"
+  echo "ok   the replay's one stream, -pd 4 -bw 0.001: comm <= step <= comm + compute ($line)"
+}
+
+# 5. a late rank under -link: rank 1 stopped 3 s; rank 0's collectives each last their ring time
+late_rank() {
+  local out=$work/late_$BASHPID.out tr=$work/late_$BASHPID.json
+  mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -z 3 -x 3 -link 0.004,1ms -tr "$tr" >"$out" 2>&1 &
+  local pid=$!
+  wait_line "$out" '^step *1/3' 60 || { cat "$out"; kill "$pid"; fail "late rank: step 1 did not end"; }
+  local victim; victim=$(pgrep -P "$pid" | sed -n 2p)
+  kill -STOP "$victim"; sleep 3; kill -CONT "$victim"
+  wait "$pid" || { tail "$out"; fail "late rank: exit $?"; }
+  $PY - "$tr" <<'EOF' || fail "late rank under -link: rank 0's trace"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 0]
+N, gbps, lat = 2, 0.004, 1e-3   # the ring model: bytes / G + one latency per step (N-1, or 2(N-1) for an all-reduce)
+worst = 0.0
+for e in (e for e in ev if e.get("cat") == "comm"):
+    steps = 2 * (N - 1) if e["args"]["kind"] in ("all_reduce", "norm", "replica_reduce") else N - 1
+    model, d = e["args"]["bytes"] / (gbps * 1e9) + steps * lat, e["dur"] / 1e6
+    if d < model - 2e-6 or d > model + 0.5:
+        sys.exit(f"FAIL: {e['name']} (step {e['args']['step']}) lasted {d:.3f} s on rank 0, the ring model says {model:.3f} s "
+                 "from the moment the last rank could start it")
+    worst = max(worst, d - model)
+waits = {}
+for e in (e for e in ev if e.get("cat") == "exposed"):
+    waits[e["args"]["step"]] = waits.get(e["args"]["step"], 0.0) + e["dur"] / 1e6
+late = max(waits.values()) - min(waits.values())
+if late < 1.5:
+    sys.exit(f"FAIL: rank 0's waits per step {sorted(waits.items())}: the 3 s its peer was late does not show (+{late:.2f} s)")
+print(f"ok   a rank 3 s late under -link: rank 0's collectives each last their ring time (at most {worst*1e3:.0f} ms over), "
+      f"its waits in the late step {late:.2f} s over the quickest step's")
+EOF
+}
+
 side_by_side hold_over_ct
+side_by_side replay_one_stream
+side_by_side late_rank
 side_by_side slow_but_alive
 side_by_side stopped_peer_lives
 side_by_side stop_in_last_step
