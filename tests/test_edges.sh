@@ -26,7 +26,12 @@
 #     lasts its ring time from its bytes (worked out here), the late one too, and rank 0's waits in
 #     that step (its compute lane) exceed the quickest step's by at least 1.5 s (the 3 s less the one
 #     1.2 s hold, the embedding's, that rank 0 may spend while its peer is already stopped).
-# About 35 s on 2 cores (the cases run side by side).
+#  6. the stop path at a step's edges (docs/operations.md, "Stopping"), the signal raised on rank 0 at
+#     a known point (ZERO3_RAISE_STOP), in a run of 2 steps of 2 micro-steps: inside the last step's
+#     last micro-step, and between the last step and the export, the run is finished (exit 0, the
+#     summary, model.bin equal to the run without a signal); inside the last step's first
+#     micro-step the step is given up (exit 138, step 1's checkpoint, no model.bin).
+# About 40 s on 2 cores (the cases run side by side).
 . "$(dirname "$0")/lib.sh"
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
 M=(-b 2 -t 16 -v 0 -z 0)
@@ -154,6 +159,39 @@ print(f"ok   a rank 3 s late under -link: rank 0's collectives each last their r
 EOF
 }
 
+# 6. the stop at a step's edges, at known points (ZERO3_RAISE_STOP raises SIGUSR1 on rank 0 there): a
+#    2-step run of 2 micro-steps a step (-d 128 = 2 x N B T), against the same run without a signal
+stop_edges_plain() {
+  mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -x 2 -d 128 -o "$work/edge_plain" >"$work/edge_plain.out" 2>&1 \
+    || { cat "$work/edge_plain.out"; fail "the run without a signal: exit $?"; }
+}
+stop_edge() {   # AT WHAT: a signal at AT (S.K or export); the run must finish as the one without a signal
+  local dir=$work/edge_$1 out=$work/edge_$1.out
+  ZERO3_RAISE_STOP=$1 mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -x 2 -d 128 -o "$dir" >"$out" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || { tail "$out"; fail "a stop signal $2: exit $rc, want 0 (a finished run)"; }
+  grep -q '^stop requested' "$out" || fail "a stop signal $2: the signal never arrived (no 'stop requested' line)"
+  grep -q 'stopped by' "$out" && { tail "$out"; fail "a stop signal $2: the run says it stopped"; }
+  grep -q '^collective ledger, last step' "$out" || fail "a stop signal $2: no summary"
+  cmp -s "$dir/model.bin" "$work/edge_plain/model.bin" || fail "a stop signal $2: model.bin is not the uninterrupted run's"
+  echo "ok   SIGUSR1 $2: finished, exit 0, the summary, model.bin = the uninterrupted run's"
+}
+stop_in_first_micro() {   # inside micro-step 1 of 2 of the last step: that step is given up (docs/operations.md)
+  local dir=$work/edge_21 out=$work/edge_21.out
+  ZERO3_RAISE_STOP=2.1 mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -x 2 -d 128 -o "$dir" >"$out" 2>&1
+  local rc=$?
+  [ $rc -eq 138 ] || { tail "$out"; fail "SIGUSR1 in micro-step 1 of 2 of the last step: exit $rc, want 138 (128 + SIGUSR1)"; }
+  grep -q '^stopped by SIGUSR1 during step 2 of 2, after 1 of its 2 micro-steps' "$out" || { tail "$out"; fail "SIGUSR1 in micro-step 1 of 2 of the last step: no line giving the step up"; }
+  [ ! -e "$dir/model.bin" ] && [ -d "$dir/ckpt_00000001_g1" ] || fail "SIGUSR1 in micro-step 1 of 2 of the last step: want step 1's checkpoint and no model.bin"
+  echo "ok   SIGUSR1 in micro-step 1 of 2 of the last step: the step given up (exit 138, step 1's checkpoint, no model.bin)"
+}
+stop_edges() {
+  stop_edges_plain
+  stop_edge 2.2 "inside the last micro-step (2 of 2) of the last step"
+  stop_edge export "between the last step and the export"
+  stop_in_first_micro
+}
+
 side_by_side hold_over_ct
 side_by_side replay_one_stream
 side_by_side late_rank
@@ -161,5 +199,6 @@ side_by_side slow_but_alive
 side_by_side stopped_peer_lives
 side_by_side stop_in_last_step
 side_by_side node_boundary
+side_by_side stop_edges
 finish_cases
 echo "test_edges: all passed"
