@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 76 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 77 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -110,7 +110,7 @@ MUTATIONS=(
 "70|host/peak.c|const int db = zero3_theory_backward_ahead(d, r->backward_prefetch);|const int db = d;|train_gpt2_zero3|bash tests/test_peak.sh"
 "71|scripts/args.sh|[ \"\${ck% *}\" -lt \"\${ck#* }\" ]|[ \"\${ck% *}\" -le \"\${ck#* }\" ]|train_gpt2_zero3|bash tests/test_script_rules.sh"
 "72|scripts/cluster.sh|  R=1; G=0|  R=1; G=1|train_gpt2_zero3|bash tests/test_script_rules.sh"
-# 73-76: the time model's edges, each against a figure of its own (tests/test_edges.sh): the replay's
+# 73-77: the time model's edges, each against a figure of its own (tests/test_edges.sh): the replay's
 # collectives on one stream, the emulated link's start at the last rank's arrival
 "73|host/predict.c|const double d = event_ring_s(p, e), start = clock > stream ? clock : stream;|const double d = event_ring_s(p, e), start = clock;|train_gpt2_zero3|bash tests/test_edges.sh"
 "74|cpu/backend_cpu.c|const double until = clock[0] + seconds;|const double until = o->ready + seconds;|train_gpt2_zero3|bash tests/test_edges.sh"
@@ -118,6 +118,8 @@ MUTATIONS=(
 # micro-step boundary, a first signal taken for the second
 "75|host/train.c|if (k > 0 && trainer_stop_requested(tr)) return k;|if (k > 1 && trainer_stop_requested(tr)) return k;|train_gpt2_zero3|bash tests/test_edges.sh"
 "76|host/stop.c|    if (g_stop_signal) {   // the second one|    if (g_stop_signal >= 0) {   // the second one|train_gpt2_zero3|bash tests/test_edges.sh"
+# the engine's -bp post prefetching before the unit's compute, as pre: the measured peaks (test_peak)
+"77|zero3.c|    if (!prefetch_after_compute(z, phase)) prefetch(z);|    prefetch(z);|train_gpt2_zero3|bash tests/test_peak.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE
