@@ -10,6 +10,7 @@
 #include "trainer.h"
 #include <malloc.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include "fileio.h"
 #include "plan.h"
 #include "readfile.h"
@@ -318,6 +319,18 @@ static float clip_coefficient(float max_norm, double norm) {
     return coef < 1.0 ? (float)coef : 1.0f;
 }
 
+// Test hook: ZERO3_RAISE_STOP=S.K raises SIGUSR1 on rank 0 inside micro-step K of step S (1-based,
+// as the step lines; after that micro-step's stop check, as a signal arriving while it computes),
+// ZERO3_RAISE_STOP=export as the finished run's last checkpoint and export begin: the stop path at
+// a step's edges, at a known point (tests/test_edges.sh). `micro` is 0-based; -1 for the export.
+static void raise_stop_if_due(const Trainer *tr, int step, int micro) {
+    const char *at = getenv("ZERO3_RAISE_STOP");
+    if (!at || tr->be->rank != 0) return;
+    int s = 0, k = 0;
+    const int due_now = micro < 0 ? strcmp(at, "export") == 0 : sscanf(at, "%d.%d", &s, &k) == 2 && s == step + 1 && k == micro + 1;
+    if (due_now) raise(SIGUSR1);
+}
+
 // The micro-steps of step `step`, their gradients accumulated in the engine. With A > 1 every rank
 // asks before each micro-step after the first whether a stop signal came (one scalar all-reduce:
 // all ranks answer alike), so a long step ends within one micro-step. Returns the micro-steps run.
@@ -327,6 +340,7 @@ static int trainer_accumulate(Trainer *tr, int step) {
     const float dloss = 1.0f / ((float)a->B * a->T * A * N);   // the step loss is the mean over all tokens
     for (int k = 0; k < A; k++) {
         if (k > 0 && trainer_stop_requested(tr)) return k;
+        raise_stop_if_due(tr, step, k);
         trainer_load_batch(tr, step, k);
         zero3_micro_begin(&tr->z, k, A, ZERO3_PASS_TRAIN);
         gpt2_pass_forward(&tr->passes, tr->data.inputs, tr->data.targets, GPT2_TRAIN_DEFER_LOSS);
@@ -425,6 +439,7 @@ static void trainer_check_finite(const Trainer *tr, const TrainLoop *loop, StepR
 // and the trained model as an llm.c file; then the summary (rank 0).
 static void trainer_finish(Trainer *tr, const TrainLoop *loop) {
     const TrainArgs *a = &tr->args;
+    raise_stop_if_due(tr, a->steps, -1);
     if (a->out_dir) {
         if (loop->saved_step != a->steps) trainer_checkpoint(tr, a->steps);
         trainer_export(tr);

@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 72 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 77 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -110,6 +110,16 @@ MUTATIONS=(
 "70|host/peak.c|const int db = zero3_theory_backward_ahead(d, r->backward_prefetch);|const int db = d;|train_gpt2_zero3|bash tests/test_peak.sh"
 "71|scripts/args.sh|[ \"\${ck% *}\" -lt \"\${ck#* }\" ]|[ \"\${ck% *}\" -le \"\${ck#* }\" ]|train_gpt2_zero3|bash tests/test_script_rules.sh"
 "72|scripts/cluster.sh|  R=1; G=0|  R=1; G=1|train_gpt2_zero3|bash tests/test_script_rules.sh"
+# 73-77: the time model's edges, each against a figure of its own (tests/test_edges.sh): the replay's
+# collectives on one stream, the emulated link's start at the last rank's arrival
+"73|host/predict.c|const double d = event_ring_s(p, e), start = clock > stream ? clock : stream;|const double d = event_ring_s(p, e), start = clock;|train_gpt2_zero3|bash tests/test_edges.sh"
+"74|cpu/backend_cpu.c|const double until = clock[0] + seconds;|const double until = o->ready + seconds;|train_gpt2_zero3|bash tests/test_edges.sh"
+# the stop path at a step's edges (signals raised at known points): a stop check that skips the first
+# micro-step boundary, a first signal taken for the second
+"75|host/train.c|if (k > 0 && trainer_stop_requested(tr)) return k;|if (k > 1 && trainer_stop_requested(tr)) return k;|train_gpt2_zero3|bash tests/test_edges.sh"
+"76|host/stop.c|    if (g_stop_signal) {   // the second one|    if (g_stop_signal >= 0) {   // the second one|train_gpt2_zero3|bash tests/test_edges.sh"
+# the engine's -bp post prefetching before the unit's compute, as pre: the measured peaks (test_peak)
+"77|zero3.c|    if (!prefetch_after_compute(z, phase)) prefetch(z);|    prefetch(z);|train_gpt2_zero3|bash tests/test_peak.sh"
 "81|zero3_offload.c|    o->slot[u % SLOTS].dirty = 1;|    o->slot[u % SLOTS].dirty = 0;|train_gpt2_zero3|bash tests/test_offload.sh"
 "82|zero3_offload.c|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u > 0 ? u - 1 : 0]);|train_gpt2_zero3|bash tests/test_offload.sh"
 "83|zero3_offload.c|    else if (s->pending == IO_READ && record_checksum(s->buf, bytes) != o->checksum[u])|    else if (0)|train_gpt2_zero3|bash tests/test_offload.sh"

@@ -15,8 +15,23 @@
 #     here: an all-reduce of F bytes sends 2 (N-1)/N F, so DDP's step at bf16 sends 2 (N-1)/N 2 psi;
 #  3. a stop signal during the last step: the run is finished, not stopped (docs/operations.md,
 #     "Stopping": the stop points are the ends of steps before the last): exit 0, model.bin, no
-#     "stopped by" line.
-# About 30 s on 2 cores (the cases run side by side).
+#     "stopped by" line;
+#  4. the replay's one stream (docs/time.md, "replay": each collective starts when it is issued and the
+#     stream is free): with -bw 0.001 on paper the ring times (14.8 s a step) dwarf the compute
+#     (tens of ms), so the replayed step, whose collectives run one after another and are all waited
+#     on inside it, is at least the replay's comm and at most comm + compute; with -pd 4 the gathers
+#     are issued back to back, and collectives that overlapped would end the step ~0.2 s under comm;
+#  5. a late rank under -link (docs/time.md: the hold runs from the moment every rank of the ring
+#     could start the collective): rank 1 stopped 3 s mid-run; in rank 0's trace every collective
+#     lasts its ring time from its bytes (worked out here), the late one too, and rank 0's waits in
+#     that step (its compute lane) exceed the quickest step's by at least 1.5 s (the 3 s less the one
+#     1.2 s hold, the embedding's, that rank 0 may spend while its peer is already stopped).
+#  6. the stop path at a step's edges (docs/operations.md, "Stopping"), the signal raised on rank 0 at
+#     a known point (ZERO3_RAISE_STOP), in a run of 2 steps of 2 micro-steps: inside the last step's
+#     last micro-step, and between the last step and the export, the run is finished (exit 0, the
+#     summary, model.bin equal to the run without a signal); inside the last step's first
+#     micro-step the step is given up (exit 138, step 1's checkpoint, no model.bin).
+# About 40 s on 2 cores (the cases run side by side).
 . "$(dirname "$0")/lib.sh"
 [ -n "${ZERO3_TRAINER:-}" ] || make -s train_gpt2_zero3 >/dev/null || fail "build"
 M=(-b 2 -t 16 -v 0 -z 0)
@@ -102,10 +117,88 @@ stop_in_last_step() {
   echo "ok   SIGUSR1 during the last step: finished, exit 0, model.bin written, no stop line"
 }
 
+# 4. the replay's stream: the replayed step against its own comm and compute (the time lines' figures)
+replay_one_stream() {
+  local out=$work/replay_$BASHPID.out
+  mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -z 3 -x 4 -pd 4 -bw 0.001 >"$out" 2>&1 || { cat "$out"; fail "replay: exit $?"; }
+  local line; line=$(grep -m1 '^time: replay' "$out") || { cat "$out"; fail "replay: no replay line"; }
+  echo "$line" | awk '{ c = $4; m = $8; s = $16; if (!(s >= m - 0.05 && s <= m + c + 0.05)) exit 1 }' \
+    || fail "replay on one stream: want comm <= step <= comm + compute (collectives one after another), got: $line"
+  echo "ok   the replay's one stream, -pd 4 -bw 0.001: comm <= step <= comm + compute ($line)"
+}
+
+# 5. a late rank under -link: rank 1 stopped 3 s; rank 0's collectives each last their ring time
+late_rank() {
+  local out=$work/late_$BASHPID.out tr=$work/late_$BASHPID.json
+  mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -z 3 -x 3 -link 0.004,1ms -tr "$tr" >"$out" 2>&1 &
+  local pid=$!
+  wait_line "$out" '^step *1/3' 60 || { cat "$out"; kill "$pid"; fail "late rank: step 1 did not end"; }
+  local victim; victim=$(pgrep -P "$pid" | sed -n 2p)
+  kill -STOP "$victim"; sleep 3; kill -CONT "$victim"
+  wait "$pid" || { tail "$out"; fail "late rank: exit $?"; }
+  $PY - "$tr" <<'EOF' || fail "late rank under -link: rank 0's trace"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 0]
+N, gbps, lat = 2, 0.004, 1e-3   # the ring model: bytes / G + one latency per step (N-1, or 2(N-1) for an all-reduce)
+worst = 0.0
+for e in (e for e in ev if e.get("cat") == "comm"):
+    steps = 2 * (N - 1) if e["args"]["kind"] in ("all_reduce", "norm", "replica_reduce") else N - 1
+    model, d = e["args"]["bytes"] / (gbps * 1e9) + steps * lat, e["dur"] / 1e6
+    if d < model - 2e-6 or d > model + 0.5:
+        sys.exit(f"FAIL: {e['name']} (step {e['args']['step']}) lasted {d:.3f} s on rank 0, the ring model says {model:.3f} s "
+                 "from the moment the last rank could start it")
+    worst = max(worst, d - model)
+waits = {}
+for e in (e for e in ev if e.get("cat") == "exposed"):
+    waits[e["args"]["step"]] = waits.get(e["args"]["step"], 0.0) + e["dur"] / 1e6
+late = max(waits.values()) - min(waits.values())
+if late < 1.5:
+    sys.exit(f"FAIL: rank 0's waits per step {sorted(waits.items())}: the 3 s its peer was late does not show (+{late:.2f} s)")
+print(f"ok   a rank 3 s late under -link: rank 0's collectives each last their ring time (at most {worst*1e3:.0f} ms over), "
+      f"its waits in the late step {late:.2f} s over the quickest step's")
+EOF
+}
+
+# 6. the stop at a step's edges, at known points (ZERO3_RAISE_STOP raises SIGUSR1 on rank 0 there): a
+#    2-step run of 2 micro-steps a step (-d 128 = 2 x N B T), against the same run without a signal
+stop_edges_plain() {
+  mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -x 2 -d 128 -o "$work/edge_plain" >"$work/edge_plain.out" 2>&1 \
+    || { cat "$work/edge_plain.out"; fail "the run without a signal: exit $?"; }
+}
+stop_edge() {   # AT WHAT: a signal at AT (S.K or export); the run must finish as the one without a signal
+  local dir=$work/edge_$1 out=$work/edge_$1.out
+  ZERO3_RAISE_STOP=$1 mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -x 2 -d 128 -o "$dir" >"$out" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || { tail "$out"; fail "a stop signal $2: exit $rc, want 0 (a finished run)"; }
+  grep -q '^stop requested' "$out" || fail "a stop signal $2: the signal never arrived (no 'stop requested' line)"
+  grep -q 'stopped by' "$out" && { tail "$out"; fail "a stop signal $2: the run says it stopped"; }
+  grep -q '^collective ledger, last step' "$out" || fail "a stop signal $2: no summary"
+  cmp -s "$dir/model.bin" "$work/edge_plain/model.bin" || fail "a stop signal $2: model.bin is not the uninterrupted run's"
+  echo "ok   SIGUSR1 $2: finished, exit 0, the summary, model.bin = the uninterrupted run's"
+}
+stop_in_first_micro() {   # inside micro-step 1 of 2 of the last step: that step is given up (docs/operations.md)
+  local dir=$work/edge_21 out=$work/edge_21.out
+  ZERO3_RAISE_STOP=2.1 mpirun -np 2 "$BIN" "${M[@]}" -e d2c48h2t32 -x 2 -d 128 -o "$dir" >"$out" 2>&1
+  local rc=$?
+  [ $rc -eq 138 ] || { tail "$out"; fail "SIGUSR1 in micro-step 1 of 2 of the last step: exit $rc, want 138 (128 + SIGUSR1)"; }
+  grep -q '^stopped by SIGUSR1 during step 2 of 2, after 1 of its 2 micro-steps' "$out" || { tail "$out"; fail "SIGUSR1 in micro-step 1 of 2 of the last step: no line giving the step up"; }
+  [ ! -e "$dir/model.bin" ] && [ -d "$dir/ckpt_00000001_g1" ] || fail "SIGUSR1 in micro-step 1 of 2 of the last step: want step 1's checkpoint and no model.bin"
+  echo "ok   SIGUSR1 in micro-step 1 of 2 of the last step: the step given up (exit 138, step 1's checkpoint, no model.bin)"
+}
+stop_edges() {
+  stop_edges_plain
+  stop_edge 2.2 "inside the last micro-step (2 of 2) of the last step"
+  stop_edge export "between the last step and the export"
+  stop_in_first_micro
+}
+
 side_by_side hold_over_ct
+side_by_side replay_one_stream
+side_by_side late_rank
 side_by_side slow_but_alive
 side_by_side stopped_peer_lives
 side_by_side stop_in_last_step
 side_by_side node_boundary
+side_by_side stop_edges
 finish_cases
 echo "test_edges: all passed"
