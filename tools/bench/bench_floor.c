@@ -116,7 +116,7 @@ static void phase_counts(const Shape *s, Cost cost[F_PHASES]) {
 static double triad_gbs(int threads, int tries) {
     const size_t n = 16u << 20;   // floats an array: 64 MiB
     float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float)), *c = malloc(n * sizeof(float));
-    if (!a || !b || !c) { fprintf(stderr, "bench_floor: cannot allocate the triad's 192 MiB\n"); exit(1); }
+    if (!a || !b || !c) { fprintf(stderr, "error: bench_floor: cannot allocate the triad's 192 MiB\n"); exit(1); }
     #pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t i = 0; i < n; i++) { a[i] = 0.0f; b[i] = 1.0f; c[i] = 2.0f; }   // each thread touches its own pages
     double best = 0.0;
@@ -139,7 +139,7 @@ static double number(const char *flag, const char *text) {
     errno = 0;
     double v = strtod(text, &end);
     if (errno || end == text || *end || v < 0) {
-        fprintf(stderr, "bench_floor: %s: expected a number >= 0, got '%s'\n", flag, text);
+        fprintf(stderr, "error: bench_floor: %s: expected a number >= 0, got '%s'\n", flag, text);
         exit(1);
     }
     return v;
@@ -157,27 +157,27 @@ int main(int argc, char **argv) {
     const int n_dims = sizeof dims / sizeof dims[0];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--counts")) { counts_only = 1; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "bench_floor: %s: missing its value (%s)\n", argv[i], USAGE); return 1; }
+        if (i + 1 >= argc) { fprintf(stderr, "error: bench_floor: %s: missing its value (%s)\n", argv[i], USAGE); return 1; }
         const char *flag = argv[i], *val = argv[++i];
         int known = 0;
         for (int d = 0; d < n_dims; d++)
             if (!strcmp(flag, dims[d].flag)) { *dims[d].to = number(flag, val); known = 1; }
         if (known) continue;
         if (!strcmp(flag, "-p")) {
-            if (strcmp(val, "fp32") && strcmp(val, "bf16")) { fprintf(stderr, "bench_floor: -p: expected fp32 or bf16, got '%s'\n", val); return 1; }
+            if (strcmp(val, "fp32") && strcmp(val, "bf16")) { fprintf(stderr, "error: bench_floor: -p: expected fp32 or bf16, got '%s'\n", val); return 1; }
             s.bf16 = !strcmp(val, "bf16");
         } else if (!strcmp(flag, "-ms")) {
             char *copy = strdup(val), *save = NULL, *tok = strtok_r(copy, ",", &save);
             int k = 0;
             for (; tok && k <= F_PHASES; k++, tok = strtok_r(NULL, ",", &save)) ms[k] = number("-ms", tok);
-            if (k != F_PHASES + 1 || tok) { fprintf(stderr, "bench_floor: -ms: expected %d comma-separated ms (the phases, then the step), got '%s'\n", F_PHASES + 1, val); return 1; }
+            if (k != F_PHASES + 1 || tok) { fprintf(stderr, "error: bench_floor: -ms: expected %d comma-separated ms (the phases, then the step), got '%s'\n", F_PHASES + 1, val); return 1; }
             free(copy);
             have_ms = 1;
-        } else { fprintf(stderr, "bench_floor: %s: unknown flag (%s)\n", flag, USAGE); return 1; }
+        } else { fprintf(stderr, "error: bench_floor: %s: unknown flag (%s)\n", flag, USAGE); return 1; }
     }
     for (int d = 0; d < n_dims; d++)
-        if (*dims[d].to < 1) { fprintf(stderr, "bench_floor: %s: missing or below 1 (%s)\n", dims[d].flag, USAGE); return 1; }
-    if (s.Vp < s.V) { fprintf(stderr, "bench_floor: -Vp %.0f is below -V %.0f\n", s.Vp, s.V); return 1; }
+        if (*dims[d].to < 1) { fprintf(stderr, "error: bench_floor: %s: missing or below 1 (%s)\n", dims[d].flag, USAGE); return 1; }
+    if (s.Vp < s.V) { fprintf(stderr, "error: bench_floor: -Vp %.0f is below -V %.0f\n", s.Vp, s.V); return 1; }
     Cost cost[F_PHASES];
     phase_counts(&s, cost);
     if (counts_only) {
@@ -190,15 +190,14 @@ int main(int argc, char **argv) {
     double mm_peak = s.bf16 && dp > 0 ? dp : fma;
     printf("machine, %d threads: fp32 FMA %.1f GFLOP/s, VDPBF16PS %.1f GFLOP/s, triad %.2f GB/s; matmuls at the %s peak\n",
            threads, fma, dp, bw, s.bf16 && dp > 0 ? "VDPBF16PS" : "fp32 FMA");
-    if (fma <= 0) { fprintf(stderr, "bench_floor: this CPU has no 512-bit FMA to measure a peak with\n"); return 1; }
+    if (fma <= 0) { fprintf(stderr, "error: bench_floor: this CPU has no 512-bit FMA to measure a peak with\n"); return 1; }
     printf("%-12s %9s %9s %10s %10s %9s %8s\n", "phase", "GFLOP", "MB", "floor ms", "bound", have_ms ? "ms" : "", have_ms ? "ratio" : "");
-    double floor_sum = 0, ms_sum = 0;
+    double floor_sum = 0;
     for (int p = 0; p < F_PHASES; p++) {
         double peak = p == F_MATMUL ? mm_peak : fma;
         double compute_ms = cost[p].flops / (peak * 1e9) * 1e3, memory_ms = cost[p].bytes / (bw * 1e9) * 1e3;
         double floor_ms = compute_ms > memory_ms ? compute_ms : memory_ms;
         floor_sum += floor_ms;
-        ms_sum += ms[p];
         printf("%-12s %9.2f %9.1f %10.2f %10s", FLOOR_NAMES[p], cost[p].flops * 1e-9, cost[p].bytes * 1e-6, floor_ms,
                floor_ms <= 0 ? "-" : compute_ms > memory_ms ? "flops" : "bytes");
         if (have_ms && floor_ms > 0) printf(" %9.2f %8.2f", ms[p], ms[p] / floor_ms);
@@ -206,8 +205,7 @@ int main(int argc, char **argv) {
         printf("\n");
     }
     printf("%-12s %9s %9s %10.2f %10s", "step", "", "", floor_sum, "sum");
-    if (have_ms) printf(" %9.2f %8.2f   (phases add to %.2f ms, %+.1f%% of the step)", ms[F_PHASES], ms[F_PHASES] / floor_sum,
-                        ms_sum, ms[F_PHASES] > 0 ? 100.0 * (ms_sum - ms[F_PHASES]) / ms[F_PHASES] : 0.0);
+    if (have_ms) printf(" %9.2f %8.2f", ms[F_PHASES], ms[F_PHASES] / floor_sum);
     printf("\n");
     return 0;
 }
