@@ -102,10 +102,14 @@ $(addprefix build/,$(UNIT_TESTS)): build/test_%: tests/unit/test_%.c tests/unit/
 
 # CPU benchmarks: the measured instruction peaks (fp32 FMA, VDPBF16PS), and the bf16 matmuls beside
 # the fp32 ones as fractions of them (tools/bench/bench_peak.c, tools/bench/bench_bf16_kernels.c say how to run them)
-.PHONY: bench_peak bench_bf16_kernels
+.PHONY: bench_peak bench_bf16_kernels bench_floor
 bench_peak: build/bench_peak
+bench_floor: build/bench_floor
 bench_bf16_kernels: build/bench_bf16_kernels
 build/bench_peak: tools/bench/bench_peak.c tools/bench/bench_peak.h
+	@mkdir -p build
+	gcc $(CFLAGS) -o $@ $< -lm
+build/bench_floor: tools/bench/bench_floor.c tools/bench/bench_peak.h
 	@mkdir -p build
 	gcc $(CFLAGS) -o $@ $< -lm
 build/bench_bf16_kernels: tools/bench/bench_bf16_kernels.c tools/bench/bench_peak.h cpu/kernels_bf16.h cpu/kernels.h proc/bf16.h

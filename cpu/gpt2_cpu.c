@@ -22,6 +22,7 @@
 #include "kernels_bf16.h"
 #include <stdlib.h>
 #include <omp.h>
+#include <time.h>
 
 // ------------------------------------------------------------------------------------------------
 // Activations: one flat allocation, as llm.c. Per layer l (shapes):
@@ -37,6 +38,51 @@ enum { A_ENCODED, A_LNF, A_LNF_MEAN, A_LNF_RSTD, A_LOGITS, A_PROBS, A_LOSSES, A_
        S_DRESIDUAL, S_DLN, S_DATTY, S_DQKV, S_DFCH, S_DFCH_GELU, S_DPREATT, S_DATT, S_DLOGITS, S_DLOSSES,
        A_GLOBAL };
 
+// ------------------------------------------------------------------------------------------------
+// Phase clock. ZERO3_CPU_PHASES=1 in the environment times every kernel call of a training step by
+// the phase it belongs to on the wall clock (=cpu: on this thread's CPU time, which a loaded machine's
+// other programs do not inflate; it sees only this thread's work, so it is for OMP_NUM_THREADS=1), and the run's closing report prints the mean ms per step of each (rank 0;
+// the first step, the warm-up, left out; validation and sampling passes, outside a step, not counted):
+//   matmul       the linear layers' products, the tied LM head's included (forward and backward)
+//   attention    attention_forward / attention_backward (scores, causal softmax, att @ V)
+//   elementwise  layernorms, GELU, residual adds, the embedding, zeroing the gradient scratch
+//   logits       softmax over the vocabulary, cross-entropy, and its gradient (dlogits)
+//   other        the step's wall time less the four: AdamW, the gradient norm, the collectives and the
+//                engine (the -tr trace splits them: its "adamw" and "wait" spans)
+// scripts/bench_cpu.sh --floor sets prints these beside each phase's floor (tools/bench/bench_floor.c).
+// Off (the default) a kernel call costs one branch on a flag.
+typedef enum { PHASE_MATMUL, PHASE_ATTENTION, PHASE_ELEMENTWISE, PHASE_LOGITS, PHASE_COUNT } Phase;
+static const char *const PHASE_NAMES[PHASE_COUNT] = {"matmul", "attention", "elementwise", "logits"};
+typedef struct {
+    int on;                      // ZERO3_CPU_PHASES: 0 off, PHASE_WALL or PHASE_CPU
+    int in_step;                 // between step_begin and step_end: calls are counted
+    int steps;                   // steps ended (the first is the warm-up, not counted)
+    double step_t0;              // this step's start (phase_now)
+    double step_s;               // counted steps' wall seconds, step_begin to step_end
+    double phase_s[PHASE_COUNT]; // counted steps' seconds in each phase
+} PhaseClock;
+
+enum { PHASE_WALL = 1, PHASE_CPU = 2 };
+static int phase_clock_wanted(void) {
+    const char *v = getenv("ZERO3_CPU_PHASES");
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1")) return PHASE_WALL;
+    if (!strcmp(v, "cpu")) return PHASE_CPU;
+    fatal("ZERO3_CPU_PHASES=%s: expected 0, 1 (the wall clock) or cpu (this thread's CPU time)", v);
+    return 0;
+}
+static double phase_now(const PhaseClock *pc) {
+    struct timespec ts;
+    clock_gettime(pc->on == PHASE_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+// runs `call`, and with the clock on inside a step adds its wall time to phase `which`
+// (variadic: a braced block with commas is one call)
+#define PHASE(m, which, ...) do { \
+    PhaseClock *pc_ = &(m)->clock; \
+    if (!pc_->in_step) { __VA_ARGS__; break; } \
+    double pt0_ = phase_now(pc_); __VA_ARGS__; pc_->phase_s[which] += phase_now(pc_) - pt0_; } while (0)
+
 struct GPT2ComputeState {
     const CpuBackend *backend;   // the engine's backend on this CPU (create's device), described in the report
     GPT2Config cfg;
@@ -50,6 +96,7 @@ struct GPT2ComputeState {
     int bf16;               // params and gradients are bf16 (GPT2_CPU_COMPUTE_BF16)
     Bf16Matmul *mm;         // ... and the bf16 matmuls' instruction (bf16_path_best, or ZERO3_BF16_PATH) and scratch
     float *norm[4];         // bf16 only: a layernorm's weight, bias, and their gradients in fp32 (C each)
+    PhaseClock clock;       // per-phase wall time (ZERO3_CPU_PHASES=1; off: one untaken branch a kernel)
 };
 enum { NORM_W, NORM_B, NORM_DW, NORM_DB };
 
@@ -96,6 +143,7 @@ static GPT2ComputeState *create(const GPT2Config *cfg, int B, int T, int recompu
     m->B = B;
     m->T = T;
     m->memory = xcalloc(activation_bytes(cfg, B, T, recompute) / sizeof(float), sizeof(float));
+    m->clock.on = phase_clock_wanted();
     float *p = m->memory;
     for (int l = 0; l < cfg->num_layers; l++)
         for (int a = 0; a < A_PER_LAYER; a++) {
@@ -149,15 +197,15 @@ static const float *block_input(const GPT2ComputeState *m, int l) {
 // ------------------------------------------------------------------------------------------------
 // The verbs that touch parameters, fp32 or bf16 (the state decides): (B,T) rows of m's batch.
 
-static void linear_forward(const GPT2ComputeState *m, float *out, const float *inp, const void *w, const void *b,
+static void linear_forward(GPT2ComputeState *m, float *out, const float *inp, const void *w, const void *b,
                            int C, int OC) {
-    if (m->bf16) matmul_forward_bf16(m->mm, out, inp, w, b, m->B, m->T, C, OC);
-    else matmul_forward(out, inp, w, b, m->B, m->T, C, OC);
+    if (m->bf16) PHASE(m, PHASE_MATMUL, matmul_forward_bf16(m->mm, out, inp, w, b, m->B, m->T, C, OC));
+    else PHASE(m, PHASE_MATMUL, matmul_forward(out, inp, w, b, m->B, m->T, C, OC));
 }
-static void linear_backward(const GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout,
+static void linear_backward(GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout,
                             const float *inp, const void *w, int C, int OC) {
-    if (m->bf16) matmul_backward_bf16(m->mm, dinp, dw, db, dout, inp, w, m->B, m->T, C, OC);
-    else matmul_backward(dinp, dw, db, dout, inp, w, m->B, m->T, C, OC);
+    if (m->bf16) PHASE(m, PHASE_MATMUL, matmul_backward_bf16(m->mm, dinp, dw, db, dout, inp, w, m->B, m->T, C, OC));
+    else PHASE(m, PHASE_MATMUL, matmul_backward(dinp, dw, db, dout, inp, w, m->B, m->T, C, OC));
 }
 
 // a bf16 layernorm's weight and bias, widened into the state's scratch
@@ -165,7 +213,7 @@ static void norm_widen(GPT2ComputeState *m, const void *w, const void *b) {
     f32_from_bf16_array(m->norm[NORM_W], w, m->cfg.channels);
     f32_from_bf16_array(m->norm[NORM_B], b, m->cfg.channels);
 }
-static void norm_forward(GPT2ComputeState *m, float *out, float *mean, float *rstd, const float *inp, const void *w,
+static void norm_forward_run(GPT2ComputeState *m, float *out, float *mean, float *rstd, const float *inp, const void *w,
                          const void *b) {
     const int C = m->cfg.channels;
     if (!m->bf16) { layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->T, C); return; }
@@ -173,7 +221,7 @@ static void norm_forward(GPT2ComputeState *m, float *out, float *mean, float *rs
     layernorm_forward(out, mean, rstd, inp, m->norm[NORM_W], m->norm[NORM_B], m->B, m->T, C);
 }
 // bf16: the gradients summed from zero in fp32 over the call's rows, then added into dw, db once
-static void norm_backward(GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout, const float *inp,
+static void norm_backward_run(GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout, const float *inp,
                           const void *w, const float *mean, const float *rstd) {
     const int C = m->cfg.channels;
     if (!m->bf16) { layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, m->B, m->T, C); return; }
@@ -187,13 +235,22 @@ static void norm_backward(GPT2ComputeState *m, float *dinp, void *dw, void *db, 
         db16[i] = f32_to_bf16(bf16_to_f32(db16[i]) + m->norm[NORM_DB][i]);
     }
 }
+static void norm_forward(GPT2ComputeState *m, float *out, float *mean, float *rstd, const float *inp, const void *w,
+                         const void *b) {
+    PHASE(m, PHASE_ELEMENTWISE, norm_forward_run(m, out, mean, rstd, inp, w, b));
+}
+static void norm_backward(GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout, const float *inp,
+                          const void *w, const float *mean, const float *rstd) {
+    PHASE(m, PHASE_ELEMENTWISE, norm_backward_run(m, dinp, dw, db, dout, inp, w, mean, rstd));
+}
 
 // ------------------------------------------------------------------------------------------------
 // Forward
 
 static void embed_forward(GPT2ComputeState *m, const GPT2EmbedParams *w) {
-    if (m->bf16) encoder_forward_bf16(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels);
-    else encoder_forward(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, m->B, m->T, m->cfg.channels);
+    const int B = m->B, T = m->T, C = m->cfg.channels;
+    if (m->bf16) PHASE(m, PHASE_ELEMENTWISE, encoder_forward_bf16(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, B, T, C));
+    else PHASE(m, PHASE_ELEMENTWISE, encoder_forward(m->acts[A_ENCODED], m->inputs, w->wte, w->wpe, B, T, C));
 }
 
 static void block_forward(GPT2ComputeState *m, int l, const GPT2BlockParams *w) {
@@ -205,14 +262,14 @@ static void block_forward(GPT2ComputeState *m, int l, const GPT2BlockParams *w) 
     float *l_fcproj = a[A_FCPROJ], *l_residual3 = a[A_RESIDUAL3];
     norm_forward(m, l_ln1, a[A_LN1_MEAN], a[A_LN1_RSTD], residual, w->ln1w, w->ln1b);
     linear_forward(m, l_qkv, l_ln1, w->qkvw, w->qkvb, C, 3 * C);
-    attention_forward(l_atty, m->acts[A_PREATT], a[A_ATT], l_qkv, B, T, C, NH);
+    PHASE(m, PHASE_ATTENTION, attention_forward(l_atty, m->acts[A_PREATT], a[A_ATT], l_qkv, B, T, C, NH));
     linear_forward(m, l_attproj, l_atty, w->attprojw, w->attprojb, C, C);
-    residual_forward(l_residual2, residual, l_attproj, B * T * C);
+    PHASE(m, PHASE_ELEMENTWISE, residual_forward(l_residual2, residual, l_attproj, B * T * C));
     norm_forward(m, l_ln2, a[A_LN2_MEAN], a[A_LN2_RSTD], l_residual2, w->ln2w, w->ln2b);
     linear_forward(m, l_fch, l_ln2, w->fcw, w->fcb, C, 4 * C);
-    gelu_forward(l_fch_gelu, l_fch, B * T * 4 * C);
+    PHASE(m, PHASE_ELEMENTWISE, gelu_forward(l_fch_gelu, l_fch, B * T * 4 * C));
     linear_forward(m, l_fcproj, l_fch_gelu, w->fcprojw, w->fcprojb, 4 * C, C);
-    residual_forward(l_residual3, l_residual2, l_fcproj, B * T * C);
+    PHASE(m, PHASE_ELEMENTWISE, residual_forward(l_residual3, l_residual2, l_fcproj, B * T * C));
 }
 
 static void final_norm_forward(GPT2ComputeState *m, const GPT2HeadParams *w) {
@@ -224,8 +281,8 @@ static void final_norm_forward(GPT2ComputeState *m, const GPT2HeadParams *w) {
 static void lm_head_forward(GPT2ComputeState *m, const GPT2EmbedParams *w) {
     const int B = m->B, T = m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     linear_forward(m, m->acts[A_LOGITS], m->acts[A_LNF], w->wte, NULL, C, Vp);
-    softmax_forward(m->acts[A_PROBS], m->acts[A_LOGITS], B, T, V, Vp);
-    if (m->targets) crossentropy_forward(m->acts[A_LOSSES], m->acts[A_PROBS], m->targets, B, T, Vp);
+    PHASE(m, PHASE_LOGITS, softmax_forward(m->acts[A_PROBS], m->acts[A_LOGITS], B, T, V, Vp));
+    if (m->targets) PHASE(m, PHASE_LOGITS, crossentropy_forward(m->acts[A_LOSSES], m->acts[A_PROBS], m->targets, B, T, Vp));
 }
 
 static double mean_loss(GPT2ComputeState *m) {
@@ -249,10 +306,12 @@ static void lm_head_backward(GPT2ComputeState *m, const GPT2EmbedParams *w, cons
     const int B = m->B, T = m->T, C = m->cfg.channels, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     const size_t BT = (size_t)B * T;
     float **s = m->acts;
-    for (size_t i = 0; i < BT; i++) s[S_DLOSSES][i] = dloss;
-    memset(s[S_DLOGITS], 0, BT * Vp * sizeof(float));
-    crossentropy_softmax_backward(s[S_DLOGITS], s[S_DLOSSES], s[A_PROBS], m->targets, B, T, V, Vp);
-    memset(s[S_DLN], 0, BT * C * sizeof(float));
+    PHASE(m, PHASE_LOGITS, {
+        for (size_t i = 0; i < BT; i++) s[S_DLOSSES][i] = dloss;
+        memset(s[S_DLOGITS], 0, BT * Vp * sizeof(float));
+        crossentropy_softmax_backward(s[S_DLOGITS], s[S_DLOSSES], s[A_PROBS], m->targets, B, T, V, Vp);
+    });
+    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DLN], 0, BT * C * sizeof(float)));
     linear_backward(m, s[S_DLN], dw->wte, NULL, s[S_DLOGITS], s[A_LNF], w->wte, C, Vp);
 }
 
@@ -260,7 +319,7 @@ static void lm_head_backward(GPT2ComputeState *m, const GPT2EmbedParams *w, cons
 static void final_norm_backward(GPT2ComputeState *m, const GPT2HeadParams *w, const GPT2HeadParams *dw) {
     const int B = m->B, T = m->T, C = m->cfg.channels;
     float **s = m->acts;
-    memset(s[S_DRESIDUAL], 0, (size_t)B * T * C * sizeof(float));
+    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DRESIDUAL], 0, (size_t)B * T * C * sizeof(float)));
     norm_backward(m, s[S_DRESIDUAL], dw->lnfw, dw->lnfb, s[S_DLN], block_input(m, m->cfg.num_layers), w->lnfw,
                   s[A_LNF_MEAN], s[A_LNF_RSTD]);
 }
@@ -272,27 +331,31 @@ static void block_backward(GPT2ComputeState *m, int l, const GPT2BlockParams *w,
     float **a = m->layer_acts[l], **s = m->acts;
     float *dres = s[S_DRESIDUAL], *dln = s[S_DLN];
     // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2
-    memset(s[S_DFCH_GELU], 0, BT * 4 * C * sizeof(float));
+    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DFCH_GELU], 0, BT * 4 * C * sizeof(float)));
     linear_backward(m, s[S_DFCH_GELU], dw->fcprojw, dw->fcprojb, dres, a[A_FCH_GELU], w->fcprojw, 4 * C, C);
-    memset(s[S_DFCH], 0, BT * 4 * C * sizeof(float));
-    gelu_backward(s[S_DFCH], a[A_FCH], s[S_DFCH_GELU], B * T * 4 * C);
-    memset(dln, 0, BT * C * sizeof(float));
+    PHASE(m, PHASE_ELEMENTWISE, {
+        memset(s[S_DFCH], 0, BT * 4 * C * sizeof(float));
+        gelu_backward(s[S_DFCH], a[A_FCH], s[S_DFCH_GELU], B * T * 4 * C);
+        memset(dln, 0, BT * C * sizeof(float));
+    });
     linear_backward(m, dln, dw->fcw, dw->fcb, s[S_DFCH], a[A_LN2], w->fcw, C, 4 * C);
     norm_backward(m, dres, dw->ln2w, dw->ln2b, dln, a[A_RESIDUAL2], w->ln2w, a[A_LN2_MEAN], a[A_LN2_RSTD]);
     // attention: residual2 = residual + attproj, the same split
-    memset(s[S_DATTY], 0, BT * C * sizeof(float));
+    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DATTY], 0, BT * C * sizeof(float)));
     linear_backward(m, s[S_DATTY], dw->attprojw, dw->attprojb, dres, a[A_ATTY], w->attprojw, C, C);
-    memset(s[S_DQKV], 0, BT * 3 * C * sizeof(float));
-    attention_backward(s[S_DQKV], s[S_DPREATT], s[S_DATT], s[S_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH);
-    memset(dln, 0, BT * C * sizeof(float));
+    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DQKV], 0, BT * 3 * C * sizeof(float)));
+    PHASE(m, PHASE_ATTENTION, attention_backward(s[S_DQKV], s[S_DPREATT], s[S_DATT], s[S_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH));
+    PHASE(m, PHASE_ELEMENTWISE, memset(dln, 0, BT * C * sizeof(float)));
     linear_backward(m, dln, dw->qkvw, dw->qkvb, s[S_DQKV], a[A_LN1], w->qkvw, C, 3 * C);
     norm_backward(m, dres, dw->ln1w, dw->ln1b, dln, block_input(m, l), w->ln1w, a[A_LN1_MEAN], a[A_LN1_RSTD]);
 }
 
 // the encoder needs no parameter values, only the inputs and the embedding's gradient buffer
 static void embed_backward(GPT2ComputeState *m, const GPT2EmbedParams *dw) {
-    if (m->bf16) encoder_backward_bf16(dw->wte, dw->wpe, m->acts[S_DRESIDUAL], m->inputs, m->B, m->T, m->cfg.channels);
-    else encoder_backward(dw->wte, dw->wpe, m->acts[S_DRESIDUAL], m->inputs, m->B, m->T, m->cfg.channels);
+    const int B = m->B, T = m->T, C = m->cfg.channels;
+    const float *dres = m->acts[S_DRESIDUAL];
+    if (m->bf16) PHASE(m, PHASE_ELEMENTWISE, encoder_backward_bf16(dw->wte, dw->wpe, dres, m->inputs, B, T, C));
+    else PHASE(m, PHASE_ELEMENTWISE, encoder_backward(dw->wte, dw->wpe, dres, m->inputs, B, T, C));
 }
 
 static void probs_row(GPT2ComputeState *m, int b, int t, float *probs) {
@@ -318,10 +381,37 @@ static void describe(GPT2ComputeState *m, char *buf, size_t n) {
     else snprintf(buf, n, "CPU fp32, %d OpenMP threads per rank, %s", omp_get_max_threads(), comm);
 }
 static double flops_fraction(GPT2ComputeState *m, double flops_per_s) { return -1.0; }   // no meaningful peak on a CPU
-static void step_begin(GPT2ComputeState *m, int step) {}
-static void step_end(GPT2ComputeState *m) {}   // every kernel and AdamW ran on this thread: the step is done
+// the phase clock counts from the second step on (the first warms the buffer pool and the caches)
+static void step_begin(GPT2ComputeState *m, int step) {
+    PhaseClock *pc = &m->clock;
+    if (!pc->on) return;
+    if (pc->steps == 1) memset(pc->phase_s, 0, sizeof pc->phase_s);
+    pc->in_step = 1;
+    pc->step_t0 = phase_now(pc);
+}
+// every kernel and AdamW ran on this thread: the step is done
+static void step_end(GPT2ComputeState *m) {
+    PhaseClock *pc = &m->clock;
+    if (!pc->on) return;
+    pc->in_step = 0;
+    if (pc->steps++ >= 1) pc->step_s += phase_now(pc) - pc->step_t0;
+}
 static void step_note(GPT2ComputeState *m, char *buf, size_t n) { if (n) buf[0] = '\0'; }   // nothing to add on a CPU
-static void run_note(GPT2ComputeState *m, char *buf, size_t n) { if (n) buf[0] = '\0'; }
+// with the phase clock: "cpu phases (...): step S ms | matmul X | ... | other R" (scripts/bench_cpu.sh --floor reads it)
+static void run_note(GPT2ComputeState *m, char *buf, size_t n) {
+    const PhaseClock *pc = &m->clock;
+    if (n) buf[0] = '\0';
+    int counted = pc->steps - 1;
+    if (!pc->on || counted < 1) return;
+    double ms = 1e3 / counted, rest = pc->step_s;
+    size_t used = (size_t)snprintf(buf, n, "cpu phases (rank 0, mean %s ms per step over %d steps, the first left out): step %.2f",
+                                   pc->on == PHASE_CPU ? "CPU" : "wall", counted, pc->step_s * ms);
+    for (int p = 0; p < PHASE_COUNT && used < n; p++) {
+        used += (size_t)snprintf(buf + used, n - used, " | %s %.2f", PHASE_NAMES[p], pc->phase_s[p] * ms);
+        rest -= pc->phase_s[p];
+    }
+    if (used < n) snprintf(buf + used, n - used, " | other %.2f", rest * ms);
+}
 
 // the two tables: the same functions, a state made for fp32 or for bf16
 #define GPT2_CPU_FUNCTIONS \

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # CPU benchmark: ms/step and tokens/s for one fixed config at 1 and 2 ranks and every ZeRO stage.
 #   scripts/bench_cpu.sh [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both] [-z STAGES] [-r]
+#   scripts/bench_cpu.sh --floor [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both]
+# --floor: the step against its physical floor, one rank, phase by phase: tools/bench/bench_floor.c
+# measures the peaks and a STREAM triad, then one training run with the phase clock
+# (ZERO3_CPU_PHASES, cpu/gpt2_cpu.c) gives each phase's mean ms, and the table prints both. With
+# BENCH_CLOCK=cpu (a loaded machine) everything runs on one thread and is timed in CPU seconds.
 # -p: the trainer's precision (-p bf16: mixed precision); both runs each configuration in fp32, then
 # in bf16, and adds a column saying which. -z: the stages to run, e.g. -z 3 or -z "0 3" (default
 # all four). -r: then PyTorch's bf16 CPU step on the same model and batch (tools/bench/pytorch_baseline.py,
@@ -13,7 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
 MODEL=d2c128h2t64; B=8; T=64; STEPS=8; PREC=fp32; STAGES="0 1 2 3"; TORCH=0
-USAGE="usage: $0 [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both] [-z STAGES] [-r]"
+USAGE="usage: $0 [--floor] [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both] [-z STAGES] [-r]"
+FLOOR=0; [ "${1:-}" = --floor ] && { FLOOR=1; shift; }
 while getopts ":e:b:t:x:p:z:r" o; do case $o in e) MODEL=$OPTARG;; b) B=$OPTARG;; t) T=$OPTARG;; x) STEPS=$OPTARG;;
   p) PREC=$OPTARG;; z) STAGES=$OPTARG;; r) TORCH=1;;
   :) die "-$OPTARG: missing its value ($USAGE)" ;;
@@ -27,6 +33,28 @@ for z in $STAGES; do [[ "$z" =~ ^[0-3]$ ]] || die "-z: expected stages among 0 1
 [ -n "$STAGES" ] || die "-z: expected stages among 0 1 2 3, got nothing"
 [ $TORCH = 0 ] || [ "$MODEL" = d12 ] || die "-r: PyTorch's step is GPT-2 124M: give -e d12, got -e $MODEL"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ $FLOOR = 1 ]; then   # one rank, each precision: the floor table with the phase clock's figures beside it
+  [ $TORCH = 0 ] || die "-r: not with --floor (the floor is this trainer's step)"
+  case ${BENCH_CLOCK:-wall} in wall) clock=1; threads=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc);;
+    cpu) clock=cpu; threads=1;; *) die "BENCH_CLOCK=$BENCH_CLOCK: expected wall or cpu";; esac
+  make -s train_gpt2_zero3 build/bench_floor >/dev/null
+  for p in $precs; do trainer_accepts 1 -e "$MODEL" -b "$B" -t "$T" -x "$STEPS" -p "$p"; done
+  out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+  echo "model $MODEL, B=$B T=$T, 1 rank, $threads threads, ${BENCH_CLOCK:-wall} clock, $STEPS steps ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?')), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  for p in $precs; do
+    OMP_NUM_THREADS=$threads ZERO3_CPU_PHASES=$clock ./train_gpt2_zero3 -e "$MODEL" -b "$B" -t "$T" -x "$STEPS" -p "$p" \
+      -v 0 -s 0 -o "$out/$p" >"$out/$p.log"
+    # the model line: "| model    NAME: L=12 C=768 NH=12 V=50257 (Vp 50304) maxT=1024, 124475904 parameters"
+    dims=$(sed -n 's/.* L=\([0-9]*\) C=\([0-9]*\) NH=\([0-9]*\) V=\([0-9]*\) (Vp \([0-9]*\)).*, \([0-9]*\) parameters.*/-L \1 -C \2 -NH \3 -V \4 -Vp \5 -P \6/p' "$out/$p.log" | head -1)
+    # the phase clock's line: "cpu phases (...): step S | matmul M | attention A | elementwise E | logits G | other O"
+    ms=$(sed -n 's/^cpu phases.*: step \([0-9.]*\) | matmul \([0-9.]*\) | attention \([0-9.]*\) | elementwise \([0-9.]*\) | logits \([0-9.]*\) | other \(-*[0-9.]*\)$/\2,\3,\4,\5,\6,\1/p' "$out/$p.log")
+    [ -n "$dims" ] && [ -n "$ms" ] || die "--floor: the $p run printed no model line or no phase line (see a run by hand with ZERO3_CPU_PHASES=1)"
+    echo "-p $p:"
+    # shellcheck disable=SC2086   # dims is the flags, split on purpose
+    OMP_NUM_THREADS=$threads ./build/bench_floor $dims -B "$B" -T "$T" -p "$p" -ms "$ms"
+  done
+  exit 0
+fi
 make -s train_gpt2_zero3 >/dev/null
 # every row of the table checked before its header: a bad one refuses the whole table, never half of it
 for n in 1 2; do for z in $STAGES; do for p in $precs; do
