@@ -9,8 +9,9 @@
 #     checkpoint, and so does scancel --signal=TERM to a job launched with srun; a job requeued mid-run (scontrol requeue) resumes
 #     from its checkpoint and ends with the model.bin and losses of an uninterrupted run; node2's slurmd
 #     stopped mid-job: the job is requeued with no rank left, and resumes once slurmd is back;
-#   - faults: node2's link down 3 s (the run goes on, the stall reported), down for good (-ct 10: every
-#     rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
+#   - faults: node2's link down 3 s (the run goes on, the stall reported), slowed to 0.02 Gbit/s for 2
+#     steps with -ct 5 (the run goes on: one "slow link" summary, no timeout), down for good (-ct 10:
+#     every rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
 #     ranks SIGKILLed (the job ends, no rank left), SIGTERM to mpirun (the ranks stop with a checkpoint);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
 #   - down leaves no namespace, bridge, daemon or rank;
@@ -18,6 +19,8 @@
 #     --quick, a cluster of its own): one verdict line each, docs/cluster.md's tcp_ quotes within their
 #     fresh spreads (tests/lessons_check.py --cluster), and a quote changed by hand on a copy caught.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
+# ZERO3_CLUSTER_PARTS="faults slurm" runs only those parts (of stages, faults, slurm, lessons; the bad
+# input, up, the link's speed and down always run): the quick path while working on one of them.
 . "$(dirname "$0")/lib.sh"
 CL=scripts/cluster.sh
 why=$(bash $CL check 2>&1) || skip "$why"
@@ -63,15 +66,17 @@ if id nobody >/dev/null 2>&1 && getent group nogroup >/dev/null && command -v se
 fi
 echo "bad input: $n_bad refusals, one error line each, the machine unchanged"
 
+part() { [ -z "${ZERO3_CLUSTER_PARTS:-}" ] || [[ " $ZERO3_CLUSTER_PARTS " == *" $1 "* ]]; }
 # ---- the references: 4 ranks on one machine
 start=$(date +%s)
 declare -A CONFIG=([z0]="-z 0" [z1]="-z 1" [z2]="-z 2" [z3]="-z 3" [hs2]="-z 3 -hs 2" [hp2]="-z 3 -hp 2")
-for c in z0 z1 z2 z3 hs2 hp2; do
+part stages || part slurm && for c in z0 z1 z2 z3 hs2 hp2; do
+  part stages || [ $c = hs2 ] || [ $c = z3 ] || continue
   # shellcheck disable=SC2086
   mpirun -np 4 "$BIN" "${MODEL[@]}" ${CONFIG[$c]} -o "$shared/ref_$c" >"$work/ref_$c.out" 2>&1 ||
     { tail "$work/ref_$c.out"; fail "reference $c failed"; }
 done
-mpirun -np 2 "$BIN" -e d2c64h2t64 -b 2 -t 32 -x 12 -v 0 -o "$shared/ref_requeue" >"$work/ref_rq.out" 2>&1 ||
+! part slurm || mpirun -np 2 "$BIN" -e d2c64h2t64 -b 2 -t 32 -x 12 -v 0 -o "$shared/ref_requeue" >"$work/ref_rq.out" 2>&1 ||
   { tail "$work/ref_rq.out"; fail "the uninterrupted reference of the requeue failed"; }
 
 # ---- up, and mpirun across the nodes
@@ -97,6 +102,7 @@ t = time.time(); s.sendall(bytes(25 << 20)); s.shutdown(socket.SHUT_WR); s.recv(
 wait $rx
 awk -v s="$secs" 'BEGIN { exit !(s >= 0.20 && s < 2) }' || fail "25 MiB out of node1 took '$secs' s: the link is not 1 Gbit/s"
 echo "the link: 25 MiB out of node1 in $secs s ($(awk -v s="$secs" 'BEGIN { printf "%.2f", 25 * 1.048576 * 8 / 1000 / s }') Gbit/s)"
+if part stages; then
 tx0=$(cat /sys/class/net/z3veth1/statistics/rx_bytes)   # what node1 sent into the bridge
 for c in z0 z1 z2 z3 hs2 hp2; do
   # shellcheck disable=SC2086
@@ -109,6 +115,7 @@ sent=$(( $(cat /sys/class/net/z3veth1/statistics/rx_bytes) - tx0 ))
 # each run sends 19-29 MiB a step per rank, half of it to the other node at least: 6 runs x 4 steps
 [ $sent -gt $(( 6 * 4 * 2 * 1000000 )) ] || fail "only $sent bytes left node1: the runs did not cross the link"
 echo "mpirun on 2 nodes x 2 ranks: stages 0-3, -hs 2, -hp 2 bitwise one machine's losses; node1 sent $((sent / 1000000)) MB over its link"
+fi
 
 # ---- faults a real network brings (1 rank a node, --map-by node: every collective crosses the link)
 FAULT=(-np 2 --map-by node "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0)
@@ -120,6 +127,7 @@ wait_for() {   # wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail
 ranks_on() { for p in $(ip netns pids "z3$1"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = train_gpt2_zero ] && echo "$p"; done; }
 no_ranks() { [ -z "$(ranks_on node1)$(ranks_on node2)" ]; }   # (a rank the orted killed is gone a moment after mpirun)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+if part faults; then
 # node2's link down for 3 s: the run goes on, and both ranks report the stall (which collective, how long)
 timeout 120 bash $CL mpirun "${FAULT[@]}" -x 16 -ct 30 >"$work/blip.out" 2>&1 & mp=$!
 wait_for 60 grep -qs "^step *3/16" "$work/blip.out" || { kill $mp; tail "$work/blip.out"; fail "the blip run did not reach step 3"; }
@@ -148,7 +156,7 @@ for n in node1 node2; do awk -v s="${ended[$n]}" 'BEGIN { exit !(s >= 9.5 && s <
 ip link set z3veth2 up; t1=$(date +%s.%N)
 wait $mp; rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail "$work/dead.out"; fail "mpirun ended with $rc after the link came back"; }
-timeout_line="collective timeout: the [a-z -]*\( of unit [a-z0-9.]*\)\? in step [0-9]* has not completed 10 s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank"
+timeout_line="collective timeout: the [a-z -]*\( of unit [a-z0-9.]*\)\? in step [0-9]* has not completed [0-9]* s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank"
 grep -q "^error (rank 0 on node1): $timeout_line" "$work/dead.out" || { grep -E "err|warn" "$work/dead.out"; fail "rank 0 did not say which collective timed out"; }
 [ "$(grep -c "collective timeout" "$work/dead.out")" -le 2 ] || fail "more than one timeout line a rank"
 ck=$(cat "$shared/dead/latest"); at=$(echo "$ck" | sed -E 's/ckpt_0*([0-9]+)_.*/\1/')
@@ -159,6 +167,21 @@ bash $CL exec node1 bash -c 'cd "$1" && shift && exec "$@"' _ "$PWD" mpirun -np 
 grep -q "^step *$((at + 2))/$((at + 2))" "$work/resume.out" || { tail "$work/resume.out"; fail "the resumed run did not run to step $((at + 2))"; }
 echo "link down for good, -ct 10: node1's rank ended after ${ended[node1]} s, node2's after ${ended[node2]} s, mpirun $(since "$t1") s after the link came back; $ck resumed on node1 with 3 ranks"
 echo "  $(grep -o "^error (rank 0 on node1): collective timeout: [^;]*" "$work/dead.out")"
+
+# node2's link slowed to 0.02 Gbit/s (2.5 MB/s: a step's 19 MiB take seconds, every collective
+# longer than -ct 5) for 2 steps: slow is not down. The run goes on to its end, with no timeout,
+# and says so in a "slow link" summary line, not a stall line for each collective
+timeout 180 bash $CL mpirun "${FAULT[@]}" -x 6 -ct 5 >"$work/slow.out" 2>&1 & mp=$!
+wait_for 60 grep -qs "^step *2/6" "$work/slow.out" || { kill $mp; tail "$work/slow.out"; fail "the slow run did not reach step 2"; }
+ip netns exec z3node2 tc qdisc change dev eth0 root tbf rate 0.02gbit burst 65536 latency 50ms; t0=$(date +%s.%N)
+wait_for 90 grep -qs "^step *4/6" "$work/slow.out"; slowed=$(since "$t0")
+ip netns exec z3node2 tc qdisc change dev eth0 root tbf rate 1gbit burst 1250000 latency 50ms
+wait $mp || { grep -E "warn|err" "$work/slow.out"; fail "the run over a slow link (0.02 Gbit/s, -ct 5) failed: slow was taken for down"; }
+! grep -q "collective timeout" "$work/slow.out" || fail "a slow link ended in a collective timeout"
+grep -q "^warning (rank [01] on node[12]): slow link: [0-9]* collectives\? in steps [0-9]*-[0-9]* took over 0.5 s each" "$work/slow.out" ||
+  { grep -E "warn|err" "$work/slow.out"; fail "no rank said the link was slow"; }
+[ "$(grep -c "stall:" "$work/slow.out")" -le 2 ] || { grep -E "warn" "$work/slow.out"; fail "a slow link gave a stall line for each collective"; }
+echo "link slowed to 0.02 Gbit/s for 2 steps ($slowed s) with -ct 5: the run went on; $(grep -o "slow link: [^(]*" "$work/slow.out" | head -1)"
 
 # node2's ranks SIGKILLed mid-step: mpirun ends the job, no rank is left
 timeout 120 bash $CL mpirun -np 4 "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0 -x 500 >"$work/kill.out" 2>&1 & mp=$!
@@ -185,6 +208,9 @@ stop=$(grep -o "^stopped by SIGTERM after step [0-9]* of 500: checkpoint [^ ]* i
 [ "$(cat "$shared/mpterm/latest")" = "$(basename "$(echo "$stop" | awk '{print $10}')")" ] || fail "latest does not name the stop checkpoint"
 echo "SIGTERM to mpirun across 2 nodes: $stop; mpirun ended $(since "$t0") s later (exit $rc), no rank left"
 
+fi
+
+if part slurm; then
 # ---- Slurm
 bash $CL slurm up || fail "slurm up failed"
 export SLURM_CONF=/run/zero3-cluster/slurm/slurm.conf
@@ -290,6 +316,8 @@ timeout 120 bash $CL mpirun "${FAULT[@]}" -x $((at + 2)) -o "$shared/sd" -y 1 >"
 grep -q "^step *$((at + 2))/$((at + 2))" "$work/sd_resume.out" || { tail "$work/sd_resume.out"; fail "the resumed run did not run to step $((at + 2))"; }
 echo "slurm: node2's slurmd stopped at step 3: the job requeued, every rank ended after $ended s; its $ck resumed (mpirun, 2 nodes)"
 
+fi
+
 # ---- down: nothing left
 left=$(for ns in z3node1 z3node2; do ip netns pids $ns; done; cat /run/zero3-cluster/*.pid /run/zero3-cluster/slurm/*.pid /run/zero3-cluster/munge/munged.pid 2>/dev/null)
 for p in $left; do
@@ -301,6 +329,7 @@ for p in $left; do kill -0 "$p" 2>/dev/null && fail "process $p ($(cat /proc/$p/
 [ -z "$(ip netns list | grep z3node)" ] && ! ip link show z3br0 >/dev/null 2>&1 || fail "a namespace or the bridge is left"
 echo "down: no namespace, bridge, daemon or rank left ($(echo $left | wc -w) processes gone); $(( $(date +%s) - start )) s after the references began"
 
+part lessons || { echo "PASS: test_cluster (parts: $ZERO3_CLUSTER_PARTS)"; exit 0; }
 # ---- the timed lessons over real TCP against the documents' quotes: the lessons they quote, run by
 # scripts/cluster_lessons.sh --quick (a cluster of its own, 2 rounds of only the runs those lessons
 # compare), print one verdict line each; each tcp_ quote must meet its fresh spread
