@@ -3,6 +3,10 @@
 #   DDP=1                   build the same binaries fixed at ZeRO stage 0 (plain all-reduce)
 #   USE_MPI=0|1             0: no MPI (one rank on CPU; scripts/launch.sh on GPU) default 1
 #   GPU_COMPUTE_CAPABILITY  nvcc -arch=sm_XX                                      default 90
+#   ARCH=native|x86-64-v3|...  the CPU trainer's -march: native tunes for this machine's CPU, so a
+#                           binary on a shared file system may die (illegal instruction) on a node of
+#                           another CPU type; a named level (x86-64-v3: AVX2, every x86 server since
+#                           2015) runs on every node that has it                   default native
 PRECISION ?= BF16
 DDP ?= 0
 USE_MPI ?= 1
@@ -14,7 +18,8 @@ PYTHON_WITH_TORCH = $(shell for p in python3 /usr/bin/python3; do $$p -c 'import
 PYTHON ?= $(eval PYTHON := $(or $(PYTHON_WITH_TORCH),/usr/bin/python3))$(PYTHON)
 
 # ---------------------------------------------------------------- CPU
-CFLAGS ?= -O3 -march=native -Wall -Wextra -Wno-unused-parameter -Wno-unused-function
+ARCH ?= native
+CFLAGS ?= -O3 -march=$(ARCH) -Wall -Wextra -Wno-unused-parameter -Wno-unused-function
 CFLAGS += -fopenmp -std=gnu11
 LDLIBS_CPU = -lm -lpthread
 DEFS =

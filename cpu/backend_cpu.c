@@ -63,8 +63,18 @@
 //   the compute thread's wait     | the deadline plus WAIT_GRACE_S (the worker itself is stuck)
 // Past the deadline the rank prints what it waited for (the collective, its unit, the step, its
 // peers' nodes) and calls MPI_Abort; a rank the launcher cannot reach (its link is down) ends by
-// itself (cpu_abort_all). A collective that took longer than report_s but completed is a stall:
-// one line on stderr when it ends, saying how long the transfer waited.
+// itself (cpu_abort_all).
+// Slow is not down: the deadline is -ct seconds with no byte moved. While a collective waits, drive
+// samples the bytes this process has moved (io_bytes: Open MPI's TCP transport reads and writes
+// its messages with readv and writev, counted in /proc/self/io), and every byte moved pushes the
+// deadline to that moment plus -ct. A link that is down moves none, and ends the run -ct seconds
+// after its last byte; a slow one never does. When a collective that waited completes:
+//   it paused (no byte for longer than outage_s:   | one stall line, at once (an outage: the link
+//   1.5 step times, at least 2 s, at most 5 s)    | was down a while, or a peer stopped)
+//   it took longer than report_s, bytes moving     | counted; one "slow link" summary line per
+//                                                  | SLOW_EVERY_STEPS steps (the first at once)
+// A collective that only moves bytes through shared memory (ranks of one node) shows no progress
+// here; its peers' waits are the ones across the network.
 
 enum { OP_GATHER, OP_REDUCE_SCATTER, OP_ALL_REDUCE, OP_SCALAR, OP_ALL_TO_ALL };
 enum { IN_SHARD_GROUP, IN_NODE_GROUP, IN_CROSS_GROUP };   // ZeRO++: where a gather or all-to-all runs
@@ -82,7 +92,9 @@ typedef struct {
     double scalar;
     int stamp_begin, stamp_end;
     double ready;       // when this rank could start it: issued, and the collectives before it done
-    double deadline;    // ready + the collective timeout: past it the watchdog ends the run
+    double deadline;    // the last byte moved (at first: ready) + the collective timeout: past it the watchdog
+                        // ends the run (the worker moves it on, the compute thread's wait reads it: atomic)
+    double idle_max;    // the longest stretch of its wait with no byte moved (drive's samples)
     char unit[40];      // the unit it belongs to (be->label when it was issued; "" for none)
     int step;           // the step it was issued in (be->at_step's)
     unsigned gen;       // the stamp generation the two stamps belong to
@@ -150,6 +162,9 @@ struct CpuBackend {
         int (*stop_requested)(void);   // a stop signal arrived? (stop_source; NULL: never asked)
         int holds_off;        // a stop was requested: emulated holds end at once
         char (*nodes)[CPU_NODE_NAME];   // every rank's host name (gathered at start)
+        double step_s;        // the run's step time (a running mean of at_step's intervals; 0: none yet; atomic)
+        double step_began;    // when the current step began (compute thread)
+        struct { int count, first, last, printed_at; double seconds; } slow;   // the slow collectives not yet summarized (worker)
     } watch;
 };
 
@@ -400,22 +415,59 @@ static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause)
 // suspended VM) is this rank's fault, not a peer's: drive counts the gaps between its tests longer
 // than SELF_GAP_S, and when they make up half the timeout, the line says so instead of blaming the peers.
 #define SELF_GAP_S 1.0
-static void drive(const CpuBackend *b, const CpuOp *o, MPI_Request *req) {
+#define PROGRESS_SAMPLE_S 0.2   // drive looks at the bytes moved this often
+// fewer bytes than this between two looks are no progress: Open MPI's progress engine itself reads and
+// writes a few bytes (its wake-up pipes) while a link is down; 16 KiB a look is 80 KB/s
+#define PROGRESS_MIN_BYTES 16384.0
+
+// The bytes this process has passed through read and write calls (rchar + wchar of /proc/self/io),
+// or -1 where the file cannot be read (then no byte counts as moved: the deadline stays its start's).
+static double io_bytes(void) {
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f) return -1.0;
+    char line[128];
+    double sum = 0.0;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long v;
+        if (sscanf(line, "rchar: %llu", &v) == 1 || sscanf(line, "wchar: %llu", &v) == 1) { sum += (double)v; found++; }
+    }
+    fclose(f);
+    return found == 2 ? sum : -1.0;
+}
+
+static double deadline_of(const CpuOp *o) { double d; __atomic_load(&o->deadline, &d, __ATOMIC_ACQUIRE); return d; }
+
+static void drive(const CpuBackend *b, CpuOp *o, MPI_Request *req) {
     const CpuComm *c = &b->comm;
     double last = now_seconds(), not_running = 0.0;
+    double bytes = io_bytes(), moved_at = last, next_sample = last + PROGRESS_SAMPLE_S;
     for (;;) {
         int flag = 1;
         if (*req != MPI_REQUEST_NULL) check_mpi(MPI_Test(req, &flag, MPI_STATUS_IGNORE), "test");
-        if (flag) return;
         const double now = now_seconds();
+        if (flag || now >= next_sample) {   // bytes moved since the last look: the deadline moves on
+            const double at = io_bytes();
+            if (now - moved_at > o->idle_max) o->idle_max = now - moved_at;
+            if (at >= bytes + PROGRESS_MIN_BYTES && bytes >= 0.0) {
+                moved_at = now;
+                if (b->watch.timeout_s > 0.0) {
+                    const double d = now + b->watch.timeout_s;
+                    __atomic_store(&o->deadline, &d, __ATOMIC_RELEASE);
+                }
+            }
+            bytes = at;   // per look: a trickle of wake-ups never adds up to progress
+            next_sample = now + PROGRESS_SAMPLE_S;
+        }
+        if (flag) return;
         if (now - last > SELF_GAP_S) not_running += now - last;
         last = now;
-        if (now > o->deadline) {
-            char cause[160];
+        if (now > deadline_of(o)) {
+            char cause[200];
             if (not_running > 0.5 * b->watch.timeout_s)
                 snprintf(cause, sizeof cause, "this rank itself was not running for %.1f s of it (stopped, or starved of "
                          "CPU), so its peers are not to blame", not_running);
-            else snprintf(cause, sizeof cause, "a peer or its link is down");
+            else snprintf(cause, sizeof cause, "a peer or its link is down");   // no byte moved for -ct seconds
             op_timed_out(b, o, cause);
         }
         if (!__atomic_load_n(&c->waiting, __ATOMIC_ACQUIRE) && c->poll_ns > 0) {
@@ -498,24 +550,56 @@ static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause)
     char what[160], peers[512];
     op_describe(o, what, sizeof what);
     op_peers(b, o, peers, sizeof peers);
-    watch_timeout_line(b->rank, b->watch.nodes[b->rank], what, b->watch.timeout_s, peers, cause);
+    watch_timeout_line_after(b->rank, b->watch.nodes[b->rank], what, now_seconds() - o->ready, b->watch.timeout_s, peers, cause);
     abort_every_rank();
 }
 
-// A transfer that waited longer than report_s but completed: one line, when it ends.
-static void op_report_stall(const CpuBackend *b, const CpuOp *o) {
-    const double waited = now_seconds() - o->ready;
-    if (b->watch.report_s <= 0.0 || waited <= b->watch.report_s) return;
-    char what[160];
-    op_describe(o, what, sizeof what);
-    watch_stall_line(b->rank, b->watch.nodes[b->rank], what, waited, b->watch.report_s, b->watch.timeout_s);
+#define SLOW_EVERY_STEPS 20   // a slow link's summary line: at most one per this many steps
+#define OUTAGE_STEPS 1.5      // a pause longer than this many step times is an outage (a peer computing waits under 1)
+// ... and longer than this: on a link shaped far below its traffic, TCP's retransmission timer leaves
+// pauses of 1-2 s with nothing moving (0.02 Gbit/s in tests/test_cluster.sh: up to 1.7 s)
+#define OUTAGE_MIN_S 2.0
+#define OUTAGE_MAX_S 5.0
+
+// The longest pause without a byte that is still part of a normal wait (a peer computing, TCP's
+// retransmission timer): 1.5 step times of this run, within OUTAGE_MIN_S..OUTAGE_MAX_S (the
+// least before the first step ends).
+static double outage_seconds(const CpuBackend *b) {
+    double step;
+    __atomic_load(&b->watch.step_s, &step, __ATOMIC_ACQUIRE);
+    return fmin(OUTAGE_MAX_S, fmax(OUTAGE_MIN_S, OUTAGE_STEPS * step));
+}
+
+// A collective that completed after a long wait: an outage gets its line at once; a slow one is
+// counted, and summarized once per SLOW_EVERY_STEPS steps.
+static void op_report_stall(CpuBackend *b, const CpuOp *o) {
+    const double waited = now_seconds() - o->ready, outage = outage_seconds(b);
+    if (b->watch.report_s <= 0.0) return;
+    const char *node = b->watch.nodes[b->rank];
+    if (o->idle_max > outage) {
+        char what[160];
+        op_describe(o, what, sizeof what);
+        watch_stall_line(b->rank, node, what, waited, outage, b->watch.timeout_s);
+        return;
+    }
+    if (waited <= b->watch.report_s) return;
+    typeof(b->watch.slow) *sl = &b->watch.slow;
+    if (sl->count++ == 0) sl->first = o->step;
+    sl->last = o->step; sl->seconds += waited;
+    if (sl->printed_at == 0 || o->step >= sl->printed_at + SLOW_EVERY_STEPS) {
+        watch_slow_line(b->rank, node, sl->count, sl->first, sl->last, sl->seconds, b->watch.report_s,
+                        SLOW_EVERY_STEPS, b->watch.timeout_s);
+        *sl = (typeof(*sl)){.printed_at = o->step > 0 ? o->step : 1};
+    }
 }
 
 // A collective's start on this rank: its ready time and deadline (the worker sets them under mu,
 // where the compute thread's wait reads them), then the MPI call.
 static void op_arm(const CpuBackend *b, CpuOp *o) {
     o->ready = now_seconds();
-    o->deadline = b->watch.timeout_s > 0.0 ? o->ready + b->watch.timeout_s : INFINITY;
+    const double d = b->watch.timeout_s > 0.0 ? o->ready + b->watch.timeout_s : INFINITY;
+    __atomic_store(&o->deadline, &d, __ATOMIC_RELEASE);
+    o->idle_max = 0.0;
 }
 static void op_begin(CpuBackend *b, CpuOp *o) {
     op_arm(b, o);
@@ -538,7 +622,7 @@ static void sleep_until(CpuBackend *b, double until) {
 // ring could start it. Returns that start (the latest ready time of the ring's ranks). A stop
 // signal on any rank of the ring ends the holds (the data has moved: only time is given up), and
 // a hold past the deadline is the watchdog's, as a stalled transfer would be.
-static double link_hold(CpuBackend *b, const CpuOp *o) {
+static double link_hold(CpuBackend *b, CpuOp *o) {
     MPI_Comm comm;
     const double seconds = op_link_seconds(b, o, &comm);
     double clock[2] = {o->ready, stop_signalled(b) || b->watch.holds_off ? 1.0 : 0.0};   // the start, a stop
@@ -547,8 +631,8 @@ static double link_hold(CpuBackend *b, const CpuOp *o) {
     drive(b, o, &req);
     if (clock[1] > 0.0) b->watch.holds_off = 1;
     const double until = clock[0] + seconds;
-    sleep_until(b, fmin(until, o->deadline));
-    if (!b->watch.holds_off && until > o->deadline) {
+    sleep_until(b, fmin(until, deadline_of(o)));
+    if (!b->watch.holds_off && until > deadline_of(o)) {
         char cause[160];
         snprintf(cause, sizeof cause, "the emulated link (-link, -linkx) holds it %.1f s, longer than -ct allows", seconds);
         op_timed_out(b, o, cause);
@@ -560,7 +644,7 @@ static double link_hold(CpuBackend *b, const CpuOp *o) {
 // A collective's data has moved: an in-place reduce-scatter is moved to where the engine expects
 // it, and an emulated link holds it for the network's time. Returns when it began: its ring start
 // under emulation, else when this rank started it.
-static double op_complete(CpuBackend *b, const CpuOp *o) {
+static double op_complete(CpuBackend *b, CpuOp *o) {
     if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
 #ifdef USE_MPI
     if (b->links.on) return link_hold(b, o);
@@ -738,7 +822,7 @@ static void wait_done_a_while(CpuBackend *b, CpuOp *o) {
     ts.tv_sec += 1;
     pthread_cond_timedwait(&b->comm.done, &b->comm.mu, &ts);
 #ifdef USE_MPI
-    if (o->state != SLOT_DONE && o->deadline > 0.0 && now_seconds() > o->deadline + WAIT_GRACE_S) {
+    if (o->state != SLOT_DONE && now_seconds() > deadline_of(o) + WAIT_GRACE_S) {
         char what[160];
         op_describe(o, what, sizeof what);
         fprintf(stderr, "error (rank %d): collective timeout: %s has not completed %g s after it started (-ct %g), and "
@@ -1057,7 +1141,20 @@ static void cpu_label(void *ctx, const char *unit) {
     CpuBackend *b = ctx;
     snprintf(b->watch.unit, sizeof b->watch.unit, "%s", unit ? unit : "");
 }
-static void cpu_at_step(void *ctx, int step) { ((CpuBackend *)ctx)->watch.step = step; }
+// The step in flight, and the run's step time (a running mean of the intervals between steps, which
+// sets what pause counts as an outage: outage_seconds).
+static void cpu_at_step(void *ctx, int step) {
+    CpuBackend *b = ctx;
+    const double now = now_seconds();
+    if (b->watch.step_began > 0.0 && step == b->watch.step + 1) {
+        double mean, last = now - b->watch.step_began;
+        __atomic_load(&b->watch.step_s, &mean, __ATOMIC_ACQUIRE);
+        mean = mean > 0.0 ? 0.8 * mean + 0.2 * last : last;
+        __atomic_store(&b->watch.step_s, &mean, __ATOMIC_RELEASE);
+    }
+    b->watch.step_began = now;
+    b->watch.step = step;
+}
 static void cpu_stop_source(void *ctx, int (*stop_requested)(void)) { ((CpuBackend *)ctx)->watch.stop_requested = stop_requested; }
 static const char *cpu_node_name(void *ctx, int rank) {
     const CpuBackend *b = ctx;

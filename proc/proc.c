@@ -98,8 +98,22 @@ static const char *node_or_unknown(const char *node) { return node && node[0] ? 
 
 void watch_timeout_line(int rank, const char *node, const char *what, double timeout_s, const char *peers,
                         const char *cause) {
-    fprintf(stderr, "error (rank %d on %s): collective timeout: %s has not completed %g s after it started (-ct %g); "
-            "its peers: %s; %s: ending every rank\n", rank, node_or_unknown(node), what, timeout_s, timeout_s, peers, cause);
+    watch_timeout_line_after(rank, node, what, timeout_s, timeout_s, peers, cause);
+}
+
+void watch_timeout_line_after(int rank, const char *node, const char *what, double elapsed_s, double timeout_s,
+                              const char *peers, const char *cause) {
+    fprintf(stderr, "error (rank %d on %s): collective timeout: %s has not completed %.0f s after it started (-ct %g); "
+            "its peers: %s; %s: ending every rank\n", rank, node_or_unknown(node), what, elapsed_s, timeout_s, peers, cause);
+    fflush(stderr);
+}
+
+void watch_slow_line(int rank, const char *node, int count, int first_step, int last_step, double seconds,
+                     double report_s, int every_steps, double timeout_s) {
+    fprintf(stderr, "warning (rank %d on %s): slow link: %d collective%s in steps %d-%d took over %g s each (%.1f s in "
+            "all), their bytes moving throughout: the link is slow, not down (one such line per %d steps; -ct %g ends "
+            "the run only after that long with no byte moved)\n", rank, node_or_unknown(node), count,
+            count == 1 ? "" : "s", first_step, last_step, report_s, seconds, every_steps, timeout_s);
     fflush(stderr);
 }
 

@@ -76,6 +76,13 @@ void watch_peers(char *buf, size_t n, int me, const int *ranks, int count, const
 void watch_timeout_line(int rank, const char *node, const char *what, double timeout_s, const char *peers,
                         const char *cause);
 void watch_stall_line(int rank, const char *node, const char *what, double waited_s, double report_s, double timeout_s);
+// The CPU backend's progress-aware lines: its deadline is -ct seconds with no byte moved, so a timed-out
+// collective may have started longer ago (elapsed_s); the summary of collectives that were long but
+// moved bytes throughout (a slow link). A pause of no bytes (an outage) gets watch_stall_line.
+void watch_timeout_line_after(int rank, const char *node, const char *what, double elapsed_s, double timeout_s,
+                              const char *peers, const char *cause);
+void watch_slow_line(int rank, const char *node, int count, int first_step, int last_step, double seconds,
+                     double report_s, int every_steps, double timeout_s);
 
 // ------------------------------------------------------------------------------------------------
 // Memory.

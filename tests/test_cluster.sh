@@ -5,12 +5,14 @@
 #     losses, val losses and gradient norms of the same 4 ranks on one machine; the bytes did cross
 #     the link (node1's veth counters), and the link runs at its shaped speed (a timed transfer);
 #   - Slurm: an sbatch job (scripts/slurm/train.sbatch, mpirun inside the allocation) and one launched
-#     with srun --mpi=pmix give those losses too; SIGUSR1 to the batch script stops the ranks with a
-#     checkpoint, and so does scancel --signal=TERM to a job launched with srun; a job requeued mid-run (scontrol requeue) resumes
-#     from its checkpoint and ends with the model.bin and losses of an uninterrupted run; node2's slurmd
+#     with srun --mpi=pmix give those losses too; scancel --signal=TERM to a job launched with srun
+#     stops the ranks with a checkpoint; SIGUSR1 to the batch script (the time limit's signal) mid-run
+#     stops them with a checkpoint, the job requeues itself, resumes from it and ends with the
+#     model.bin and losses of an uninterrupted run; node2's slurmd
 #     stopped mid-job: the job is requeued with no rank left, and resumes once slurmd is back;
-#   - faults: node2's link down 3 s (the run goes on, the stall reported), down for good (-ct 10: every
-#     rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
+#   - faults: node2's link down 3 s (the run goes on, the stall reported), slowed to 0.02 Gbit/s for 2
+#     steps with -ct 5 (the run goes on: one "slow link" summary, no timeout), down for good (-ct 10:
+#     every rank ends in 10-16 s with one timeout line; the checkpoint resumes on node1 with 3 ranks), node2's
 #     ranks SIGKILLed (the job ends, no rank left), SIGTERM to mpirun (the ranks stop with a checkpoint);
 #   - bad input to cluster.sh: one error line each, the machine as it was;
 #   - down leaves no namespace, bridge, daemon or rank;
@@ -18,6 +20,8 @@
 #     --quick, a cluster of its own): one verdict line each, docs/cluster.md's tcp_ quotes within their
 #     fresh spreads (tests/lessons_check.py --cluster), and a quote changed by hand on a copy caught.
 # On a machine that cannot make namespaces (or lacks Slurm or munge), one line says so: skipped.
+# ZERO3_CLUSTER_PARTS="faults slurm" runs only those parts (of stages, faults, slurm, lessons; the bad
+# input, up, the link's speed and down always run): the quick path while working on one of them.
 . "$(dirname "$0")/lib.sh"
 CL=scripts/cluster.sh
 why=$(bash $CL check 2>&1) || skip "$why"
@@ -63,15 +67,17 @@ if id nobody >/dev/null 2>&1 && getent group nogroup >/dev/null && command -v se
 fi
 echo "bad input: $n_bad refusals, one error line each, the machine unchanged"
 
+part() { [ -z "${ZERO3_CLUSTER_PARTS:-}" ] || [[ " $ZERO3_CLUSTER_PARTS " == *" $1 "* ]]; }
 # ---- the references: 4 ranks on one machine
 start=$(date +%s)
 declare -A CONFIG=([z0]="-z 0" [z1]="-z 1" [z2]="-z 2" [z3]="-z 3" [hs2]="-z 3 -hs 2" [hp2]="-z 3 -hp 2")
-for c in z0 z1 z2 z3 hs2 hp2; do
+part stages || part slurm && for c in z0 z1 z2 z3 hs2 hp2; do
+  part stages || [ $c = hs2 ] || [ $c = z3 ] || continue
   # shellcheck disable=SC2086
   mpirun -np 4 "$BIN" "${MODEL[@]}" ${CONFIG[$c]} -o "$shared/ref_$c" >"$work/ref_$c.out" 2>&1 ||
     { tail "$work/ref_$c.out"; fail "reference $c failed"; }
 done
-mpirun -np 2 "$BIN" -e d2c64h2t64 -b 2 -t 32 -x 12 -v 0 -o "$shared/ref_requeue" >"$work/ref_rq.out" 2>&1 ||
+! part slurm || mpirun -np 2 "$BIN" -e d2c64h2t64 -b 2 -t 32 -x 12 -v 0 -o "$shared/ref_requeue" >"$work/ref_rq.out" 2>&1 ||
   { tail "$work/ref_rq.out"; fail "the uninterrupted reference of the requeue failed"; }
 
 # ---- up, and mpirun across the nodes
@@ -97,6 +103,7 @@ t = time.time(); s.sendall(bytes(25 << 20)); s.shutdown(socket.SHUT_WR); s.recv(
 wait $rx
 awk -v s="$secs" 'BEGIN { exit !(s >= 0.20 && s < 2) }' || fail "25 MiB out of node1 took '$secs' s: the link is not 1 Gbit/s"
 echo "the link: 25 MiB out of node1 in $secs s ($(awk -v s="$secs" 'BEGIN { printf "%.2f", 25 * 1.048576 * 8 / 1000 / s }') Gbit/s)"
+if part stages; then
 tx0=$(cat /sys/class/net/z3veth1/statistics/rx_bytes)   # what node1 sent into the bridge
 for c in z0 z1 z2 z3 hs2 hp2; do
   # shellcheck disable=SC2086
@@ -109,6 +116,7 @@ sent=$(( $(cat /sys/class/net/z3veth1/statistics/rx_bytes) - tx0 ))
 # each run sends 19-29 MiB a step per rank, half of it to the other node at least: 6 runs x 4 steps
 [ $sent -gt $(( 6 * 4 * 2 * 1000000 )) ] || fail "only $sent bytes left node1: the runs did not cross the link"
 echo "mpirun on 2 nodes x 2 ranks: stages 0-3, -hs 2, -hp 2 bitwise one machine's losses; node1 sent $((sent / 1000000)) MB over its link"
+fi
 
 # ---- faults a real network brings (1 rank a node, --map-by node: every collective crosses the link)
 FAULT=(-np 2 --map-by node "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0)
@@ -120,6 +128,7 @@ wait_for() {   # wait_for SECONDS COMMAND...: until COMMAND succeeds, or fail
 ranks_on() { for p in $(ip netns pids "z3$1"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = train_gpt2_zero ] && echo "$p"; done; }
 no_ranks() { [ -z "$(ranks_on node1)$(ranks_on node2)" ]; }   # (a rank the orted killed is gone a moment after mpirun)
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+if part faults; then
 # node2's link down for 3 s: the run goes on, and both ranks report the stall (which collective, how long)
 timeout 120 bash $CL mpirun "${FAULT[@]}" -x 16 -ct 30 >"$work/blip.out" 2>&1 & mp=$!
 wait_for 60 grep -qs "^step *3/16" "$work/blip.out" || { kill $mp; tail "$work/blip.out"; fail "the blip run did not reach step 3"; }
@@ -144,11 +153,19 @@ for ((t = 0; t < 250 && ${#ended[@]} < 2; t++)); do
 done
 [ ${#ended[@]} = 2 ] || fail "a rank is alive 25 s after node2's link went down with -ct 10 (node1: ${ended[node1]:-alive}, node2: ${ended[node2]:-alive})"
 for n in node1 node2; do awk -v s="${ended[$n]}" 'BEGIN { exit !(s >= 9.5 && s <= 16) }' || fail "$n's rank ended ${ended[$n]} s after the link went down, want 10-16 s (-ct 10)"; done
-# mpirun waits for node2's orted to take its kill order: it ends once the link is back
-ip link set z3veth2 up; t1=$(date +%s.%N)
-wait $mp; rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail "$work/dead.out"; fail "mpirun ended with $rc after the link came back"; }
-timeout_line="collective timeout: the [a-z -]*\( of unit [a-z0-9.]*\)\? in step [0-9]* has not completed 10 s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank"
+# mpirun would wait for node2's orted, behind the dead link, for minutes: cluster.sh ends it 10 s
+# after the trainer's timeout line, the link still down
+t1=$(date +%s.%N)
+wait $mp; rc=$?; mp_after=$(since "$t1")
+ip link set z3veth2 up
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { tail "$work/dead.out"; fail "mpirun ended with $rc (124: still running 120 s after its start) with node2's link down"; }
+awk -v s="$mp_after" 'BEGIN { exit !(s <= 20) }' || { tail "$work/dead.out"; fail "mpirun ended $mp_after s after the last rank, want at most 20 (10 s after the timeout line)"; }
+# and the last word before cluster.sh's own is the trainer's
+last=$(grep -E '^(error|warning) \(rank' "$work/dead.out" | tail -1)
+echo "$last" | grep -q "collective timeout" || fail "the last rank line of the dead-link run is not the timeout: $last"
+wait_for 60 bash -c '! ip netns pids z3node2 | xargs -r -n1 -I{} cat /proc/{}/comm 2>/dev/null | grep -qx orted' ||
+  fail "node2's orted outlived its mpirun by 60 s after the link came back"
+timeout_line="collective timeout: the [a-z -]*\( of unit [a-z0-9.]*\)\? in step [0-9]* has not completed [0-9]* s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank"
 grep -q "^error (rank 0 on node1): $timeout_line" "$work/dead.out" || { grep -E "err|warn" "$work/dead.out"; fail "rank 0 did not say which collective timed out"; }
 [ "$(grep -c "collective timeout" "$work/dead.out")" -le 2 ] || fail "more than one timeout line a rank"
 ck=$(cat "$shared/dead/latest"); at=$(echo "$ck" | sed -E 's/ckpt_0*([0-9]+)_.*/\1/')
@@ -157,8 +174,23 @@ bash $CL exec node1 bash -c 'cd "$1" && shift && exec "$@"' _ "$PWD" mpirun -np 
   -x $((at + 2)) -o "$shared/dead" -y 1 >"$work/resume.out" 2>&1 ||
   { tail "$work/resume.out"; fail "resuming $ck on node1 with 3 ranks failed"; }
 grep -q "^step *$((at + 2))/$((at + 2))" "$work/resume.out" || { tail "$work/resume.out"; fail "the resumed run did not run to step $((at + 2))"; }
-echo "link down for good, -ct 10: node1's rank ended after ${ended[node1]} s, node2's after ${ended[node2]} s, mpirun $(since "$t1") s after the link came back; $ck resumed on node1 with 3 ranks"
+echo "link down for good, -ct 10: node1's rank ended after ${ended[node1]} s, node2's after ${ended[node2]} s, mpirun $mp_after s after the last rank, the link still down (exit $rc); $ck resumed on node1 with 3 ranks"
 echo "  $(grep -o "^error (rank 0 on node1): collective timeout: [^;]*" "$work/dead.out")"
+
+# node2's link slowed to 0.02 Gbit/s (2.5 MB/s: a step's 19 MiB take seconds, every collective
+# longer than -ct 5) for 2 steps: slow is not down. The run goes on to its end, with no timeout,
+# and says so in a "slow link" summary line, not a stall line for each collective
+timeout 180 bash $CL mpirun "${FAULT[@]}" -x 6 -ct 5 >"$work/slow.out" 2>&1 & mp=$!
+wait_for 60 grep -qs "^step *2/6" "$work/slow.out" || { kill $mp; tail "$work/slow.out"; fail "the slow run did not reach step 2"; }
+ip netns exec z3node2 tc qdisc change dev eth0 root tbf rate 0.02gbit burst 65536 latency 50ms; t0=$(date +%s.%N)
+wait_for 90 grep -qs "^step *4/6" "$work/slow.out"; slowed=$(since "$t0")
+ip netns exec z3node2 tc qdisc change dev eth0 root tbf rate 1gbit burst 1250000 latency 50ms
+wait $mp || { grep -E "warn|err" "$work/slow.out"; fail "the run over a slow link (0.02 Gbit/s, -ct 5) failed: slow was taken for down"; }
+! grep -q "collective timeout" "$work/slow.out" || fail "a slow link ended in a collective timeout"
+grep -q "^warning (rank [01] on node[12]): slow link: [0-9]* collectives\? in steps [0-9]*-[0-9]* took over 0.5 s each" "$work/slow.out" ||
+  { grep -E "warn|err" "$work/slow.out"; fail "no rank said the link was slow"; }
+[ "$(grep -c "stall:" "$work/slow.out")" -le 2 ] || { grep -E "warn" "$work/slow.out"; fail "a slow link gave a stall line for each collective"; }
+echo "link slowed to 0.02 Gbit/s for 2 steps ($slowed s) with -ct 5: the run went on; $(grep -o "slow link: [^(]*" "$work/slow.out" | head -1)"
 
 # node2's ranks SIGKILLed mid-step: mpirun ends the job, no rank is left
 timeout 120 bash $CL mpirun -np 4 "$BIN" -e d2c64h2t64 -b 2 -t 32 -v 0 -x 500 >"$work/kill.out" 2>&1 & mp=$!
@@ -185,6 +217,9 @@ stop=$(grep -o "^stopped by SIGTERM after step [0-9]* of 500: checkpoint [^ ]* i
 [ "$(cat "$shared/mpterm/latest")" = "$(basename "$(echo "$stop" | awk '{print $10}')")" ] || fail "latest does not name the stop checkpoint"
 echo "SIGTERM to mpirun across 2 nodes: $stop; mpirun ended $(since "$t0") s later (exit $rc), no rank left"
 
+fi
+
+if part slurm; then
 # ---- Slurm
 bash $CL slurm up || fail "slurm up failed"
 export SLURM_CONF=/run/zero3-cluster/slurm/slurm.conf
@@ -214,18 +249,6 @@ for launch in mpirun srun; do
 done
 echo "slurm: sbatch with mpirun (-hs 2) and with srun --mpi=pmix (-z 3): one machine's losses"
 
-# the stop signal to the batch script alone (sbatch --signal=B:USR1@T, scancel --batch): passed on
-# to the ranks, which stop after a step with a complete checkpoint and exit 128 + SIGUSR1
-j=$(sbatch --parsable -N 2 --ntasks-per-node=1 --output="$shared/usr1.log" scripts/slurm/train.sbatch \
-    --out "$shared/usr1" -e d2c64h2t64 -b 2 -t 32 -x 500 -v 0) || fail "sbatch (USR1) refused"
-for ((t = 0; t < 240; t++)); do grep -q "^step *2/500" "$shared/usr1.log" 2>/dev/null && break; sleep 0.25; done
-scancel --batch --signal=USR1 "$j" || fail "scancel --batch --signal=USR1 $j failed"
-ec=$(wait_job "$j" 60)
-[ "$ec" = ExitCode=138:0 ] || { tail "$shared/usr1.log"; fail "the job given SIGUSR1 ended with $ec, want 138 (stopped by SIGUSR1)"; }
-stop=$(grep -o "^stopped by SIGUSR1 after step [0-9]* of 500: checkpoint [^ ]* is complete" "$shared/usr1.log") ||
-  { tail "$shared/usr1.log"; fail "the job given SIGUSR1 did not stop with a checkpoint"; }
-[ "$(cat "$shared/usr1/latest")" = "$(basename "$(echo "$stop" | awk '{print $10}')")" ] || fail "latest does not name the stop checkpoint"
-echo "slurm: SIGUSR1 to the batch script: $stop"
 
 # scancel --signal=TERM (Slurm's own stop, to every task of the job's steps) on a job launched with
 # --srun: each rank gets it, stops after the step with a checkpoint, and exits 128 + SIGTERM
@@ -239,7 +262,11 @@ stop=$(grep -o "^stopped by SIGTERM after step [0-9]* of 500: checkpoint [^ ]* i
   { tail "$shared/term.log"; fail "the srun job given SIGTERM did not stop with a checkpoint"; }
 echo "slurm: scancel --signal=TERM to an srun job: $stop"
 
-# requeue: 12 steps, a checkpoint each step; requeued after 3 or more; the job runs again and resumes
+# the time limit's signal (sbatch --signal=B:USR1@T; here scancel --batch --signal=USR1, the same
+# signal to the batch script alone) after the third step's checkpoint: the ranks stop after a step
+# with a complete checkpoint, train.sbatch requeues its own job (scontrol requeue), and the job runs
+# again, resumes, and ends with the model.bin and losses of an uninterrupted run.
+# 12 steps, a checkpoint each step; stopped after 3 or more
 # (no validation: with -v 4, one requeue in four ended with a log.csv whose step-3 row had lost its
 # val_loss, the rest equal: a trainer matter, not the cluster's). The requeue may land a few steps
 # after the third (the job runs on while slurmctld ends it): any checkpoint from 3 to 11 resumes.
@@ -250,23 +277,26 @@ rq_at3() { grep -qs ckpt_00000003 "$shared/rq/latest"; }   # the checkpoint of s
 rq_why() { grep -E '^(error|warning|train\.sbatch|slurmstepd)' "$shared/rq.log" | tail -20; tail -3 "$shared/rq.log"; }
 for ((t = 0; t < 240; t++)); do rq_at3 && break; sleep 0.25; done
 rq_at3 || { rq_why; fail "the job to requeue wrote no checkpoint of step 3 in 60 s"; }
-scontrol requeue "$j" || fail "scontrol requeue $j failed"
+scancel --batch --signal=USR1 "$j" || fail "scancel --batch --signal=USR1 $j failed"
 # a requeued job waits about two minutes before it may start again; a user can let it start at once,
 # once it is pending again (its old instance gone: on a busy machine that can take seconds)
-for ((t = 0; t < 120; t++)); do
+# (the stop, mpirun's end and the requeue take 30 s and more at load: 90 s here)
+for ((t = 0; t < 360; t++)); do
   [ "$(squeue -h -j "$j" -o %T)" = PENDING ] && scontrol update jobid="$j" StartTime=now 2>/dev/null && break
   sleep 0.25
 done
-[ $t -lt 120 ] || echo "note: the requeued job $j was not pending 30 s after its requeue ($(squeue -h -j "$j" -o %T)): it starts after Slurm's delay"
+[ $t -lt 360 ] || echo "note: the requeued job $j was not pending 90 s after its stop signal ($(squeue -h -j "$j" -o %T)): it starts after Slurm's delay"
 ec=$(wait_job "$j" 180)
 [ "$ec" = ExitCode=0:0 ] || { rq_why; grep "JobId=$j[ ]" "$SLURM_DIR_LOG/slurmctld.log" | tail; fail "the requeued job ended with $ec"; }
+grep -q "^stopped by SIGUSR1 after step [0-9]* of 12: checkpoint [^ ]* is complete" "$shared/rq.log" || { rq_why; fail "SIGUSR1 to the batch script did not stop the ranks with a checkpoint"; }
+grep -q "^train.sbatch: requeueing job $j (scontrol requeue)" "$shared/rq.log" || { rq_why; fail "train.sbatch did not requeue its job after the stop"; }
 grep -q "^train.sbatch: job $j (restart 1)" "$shared/rq.log" || { rq_why; fail "the job did not run a second time"; }
 grep -q "^train.sbatch: resuming the unfinished run in $shared/rq: its checkpoint is at step \([3-9]\|1[01]\) of the 12" "$shared/rq.log" ||
   { grep train.sbatch "$shared/rq.log"; fail "the requeued job did not resume from its checkpoint"; }
 cmp -s "$shared/ref_requeue/model.bin" "$shared/rq/model.bin" || fail "the requeued job's model.bin differs from the uninterrupted run's"
 diff <(losses "$shared/ref_requeue") <(losses "$shared/rq") >/dev/null ||
   { diff <(losses "$shared/ref_requeue") <(losses "$shared/rq"); fail "the requeued job's losses differ from the uninterrupted run's"; }
-echo "slurm: a job requeued after step $(grep -o 'checkpoint is at step [0-9]*' "$shared/rq.log" | grep -o '[0-9]*$') resumed: model.bin and losses of the uninterrupted run"
+echo "slurm: SIGUSR1 to the batch script: $(grep -o "^stopped by SIGUSR1 after step [0-9]*" "$shared/rq.log"), the job requeued itself and resumed from step $(grep -o 'checkpoint is at step [0-9]*' "$shared/rq.log" | grep -o '[0-9]*$') of 12: model.bin and losses of the uninterrupted run"
 
 # node2's slurmd stopped mid-job (the daemon gone, its job's processes left running): slurmctld finds
 # the node not responding after SlurmdTimeout (cluster.sh: 10 s), marks it DOWN and requeues the job
@@ -290,6 +320,8 @@ timeout 120 bash $CL mpirun "${FAULT[@]}" -x $((at + 2)) -o "$shared/sd" -y 1 >"
 grep -q "^step *$((at + 2))/$((at + 2))" "$work/sd_resume.out" || { tail "$work/sd_resume.out"; fail "the resumed run did not run to step $((at + 2))"; }
 echo "slurm: node2's slurmd stopped at step 3: the job requeued, every rank ended after $ended s; its $ck resumed (mpirun, 2 nodes)"
 
+fi
+
 # ---- down: nothing left
 left=$(for ns in z3node1 z3node2; do ip netns pids $ns; done; cat /run/zero3-cluster/*.pid /run/zero3-cluster/slurm/*.pid /run/zero3-cluster/munge/munged.pid 2>/dev/null)
 for p in $left; do
@@ -301,6 +333,7 @@ for p in $left; do kill -0 "$p" 2>/dev/null && fail "process $p ($(cat /proc/$p/
 [ -z "$(ip netns list | grep z3node)" ] && ! ip link show z3br0 >/dev/null 2>&1 || fail "a namespace or the bridge is left"
 echo "down: no namespace, bridge, daemon or rank left ($(echo $left | wc -w) processes gone); $(( $(date +%s) - start )) s after the references began"
 
+part lessons || { echo "PASS: test_cluster (parts: $ZERO3_CLUSTER_PARTS)"; exit 0; }
 # ---- the timed lessons over real TCP against the documents' quotes: the lessons they quote, run by
 # scripts/cluster_lessons.sh --quick (a cluster of its own, 2 rounds of only the runs those lessons
 # compare), print one verdict line each; each tcp_ quote must meet its fresh spread
