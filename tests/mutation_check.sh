@@ -104,7 +104,7 @@ MUTATIONS=(
 # 66-72: the watchdog's clock, the ring at a node boundary, the stop path at the last step, the peak
 # under -bp post and the scripts' rules (docs/testing.md, "Edges"): each against a figure of its own
 "66|cpu/backend_cpu.c|o->deadline > 0.0 && now_seconds() > o->deadline + WAIT_GRACE_S|o->deadline > 0.0 && now_seconds() > o->ready + WAIT_GRACE_S|train_gpt2_zero3|bash tests/test_edges.sh"
-"67|cpu/backend_cpu.c|sleep_until(b, fmin(until, o->deadline));|sleep_until(b, until);|train_gpt2_zero3|bash tests/test_edges.sh"
+"67|cpu/backend_cpu.c|sleep_until(b, fmin(until, deadline_of(o)));|sleep_until(b, until);|train_gpt2_zero3|bash tests/test_edges.sh"
 "68|zero3.h|for (int k = 1; k < n; k++)\n        if ((first + k * stride) / links->node_ranks != node)|for (int k = 1; k <= n; k++)\n        if ((first + k * stride) / links->node_ranks != node)|train_gpt2_zero3|bash tests/test_edges.sh"
 "69|host/stop.c|int status = step + 1 < tr->args.steps ? trainer_stop_status(tr) : 0;|int status = trainer_stop_status(tr);|train_gpt2_zero3|bash tests/test_edges.sh"
 "70|host/peak.c|const int db = zero3_theory_backward_ahead(d, r->backward_prefetch);|const int db = d;|train_gpt2_zero3|bash tests/test_peak.sh"
