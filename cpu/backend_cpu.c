@@ -822,7 +822,8 @@ static void wait_done_a_while(CpuBackend *b, CpuOp *o) {
     ts.tv_sec += 1;
     pthread_cond_timedwait(&b->comm.done, &b->comm.mu, &ts);
 #ifdef USE_MPI
-    if (o->state != SLOT_DONE && now_seconds() > deadline_of(o) + WAIT_GRACE_S) {
+    // deadline 0: the worker has not started o yet (a fresh slot is zeroed): nothing to time
+    if (o->state != SLOT_DONE && deadline_of(o) > 0.0 && now_seconds() > deadline_of(o) + WAIT_GRACE_S) {
         char what[160];
         op_describe(o, what, sizeof what);
         fprintf(stderr, "error (rank %d): collective timeout: %s has not completed %g s after it started (-ct %g), and "
