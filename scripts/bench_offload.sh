@@ -25,10 +25,12 @@ shift $((OPTIND - 1)); [ $# -eq 0 ] || die "$1: unexpected argument"
 need_int -b B 1 1048576; need_int -t T 1 1048576; need_int -x STEPS 2 100000
 [[ "$GB" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v g="$GB" 'BEGIN { exit !(g >= 0.01 && g <= 1000) }' \
   || die "-g: expected the dd test's size in GB, a decimal in [0.01, 1000], got '$GB'"
-if [ -n "$DIR" ]; then need_new_folder -d "$DIR"; mkdir -p "$DIR"; else DIR=$(free_name bench_offload folder); fi
+[ -z "$DIR" ] || need_new_folder -d "$DIR"
 make -s train_gpt2_zero3 >/dev/null
 RUN=(-e "$MODEL" -b "$B" -t "$T" -x "$STEPS" -v 0 -n 0 -p bf16)
-trainer_accepts 1 "${RUN[@]}" -oo "disk:$DIR"
+# the flags and the model file are checked before any folder is made (a refusal leaves nothing behind)
+trainer_accepts 1 "${RUN[@]}" -oo "disk:${DIR:-bench_offload}"
+if [ -n "$DIR" ]; then mkdir -p "$DIR"; else DIR=$(free_name bench_offload folder); fi
 echo "offload benchmark: -e $MODEL -b $B -t $T, $STEPS steps, -p bf16, in $DIR ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 
 # 1. without offload: refused before it allocates (the machine's memory caps it here, whatever happens)

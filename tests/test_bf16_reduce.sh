@@ -23,7 +23,7 @@ echo "ok   3 ranks without the communication thread: $(grep -c '^ok' "$work/out"
 # planted bugs: each a one-line change to a copy of cpu/backend_cpu.c; the test must fail on 3 ranks
 plant() {   # name, sed expression
   local name=$1 expr=$2
-  rm -rf "$work/m" && mkdir -p "$work/m" && cp -r cpu proc zero3.h observe "$work/m/"
+  rm -rf "$work/m" && mkdir -p "$work/m" && cp -r cpu proc zero3.h zero3_offload.h observe "$work/m/"
   sed -i "$expr" "$work/m/cpu/backend_cpu.c"
   cmp -s cpu/backend_cpu.c "$work/m/cpu/backend_cpu.c" && fail "planting '$name' changed nothing"
   mpicc -O2 -march=native -fopenmp -std=gnu11 -DUSE_MPI -c "$work/m/cpu/backend_cpu.c" -o "$work/m/b.o" || fail "planting '$name': build"

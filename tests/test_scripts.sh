@@ -84,6 +84,9 @@ bad scripts/bench_cpu.sh arg "^error: -b: 3 is split over 1 and 2 ranks" scripts
 bad scripts/bench_cpu.sh input "truncated.bin: too short" scripts/bench_cpu.sh -e "$keep/truncated.bin" -x 2
 bad scripts/bench_time.sh arg "^error: -n: 0 is out of range" scripts/bench_time.sh -n 0
 bad scripts/bench_time.sh input "truncated.bin: too short" scripts/bench_time.sh -e "$keep/truncated.bin"
+bad scripts/bench_offload.sh arg "^error: -g: expected the dd test's size in GB" scripts/bench_offload.sh -g 0 -d "$work/bo_arg"
+bad scripts/bench_offload.sh input "truncated.bin: too short" scripts/bench_offload.sh -e "$keep/truncated.bin" -d "$work/bo_input"
+[ ! -e "$work/bo_arg" ] && [ ! -e "$work/bo_input" ] || fail "bench_offload.sh: a refused run left its folder behind"
 bad scripts/bench_variants.sh arg "^error: -n: expected an integer" scripts/bench_variants.sh -n x
 # a parameter count passes the planner but no run: refused before the table's header, which never prints
 for b in bench_cpu bench_time; do
