@@ -340,7 +340,7 @@ const Flag ARGS_FLAGS[] = {
     {"-disk", FLAG_REAL, F(disk_gbps), "0.8", DISK_GBPS_MIN, DISK_GBPS_MAX, .metavar = "G",
      .help = "planner: GB/s of each rank's disk (reads and writes together), for -plan's I/O time of -oo disk, -op disk"},
     // the watchdog
-    {"-ct", FLAG_REAL, F(collective_timeout_s), "600", 1, 604800, .metavar = "SEC",
+    {"-ct", FLAG_REAL, F(collective_timeout_s), "300", 1, 604800, .metavar = "SEC",
      .help = "collective timeout: a collective not complete SEC seconds after it started ends every\n"
              "rank with one error line (a peer or its link is down); shorter stalls are reported"},
 };

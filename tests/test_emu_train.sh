@@ -144,7 +144,7 @@ EOF
   grep -q "^ledger: measured = theory" "$work/zpp_gpu.log" || fail "ZeRO++ on the emulated GPU: the ledger is not theory"
 
   # -ct on the GPU backend (its NCCL watchdog), 2 ranks (~45 s). No fault: -ct 10 gives bitwise the
-  # losses of the default -ct 600. (10, not less: on a loaded machine an emulated rank waits seconds
+  # losses of the default -ct 300. (10, not less: on a loaded machine an emulated rank waits seconds
   # for its peer's emulated compute, which a shorter timeout would take for a dead peer.) Rank 1 stopped (SIGSTOP, the emulator's EMU_NCCL_FREEZE) at the
   # start of its N-th all-gather, N = the gathers of a step (forward and backward, read from the
   # fault-free run's ledger) + 2: the second gather of step 2, where rank 0 then waits for good.

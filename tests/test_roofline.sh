@@ -83,3 +83,21 @@ timeout 10 ./build/bench_floor -L 1 -C 4 -NH 2 -V 10 -Vp 16 -B 1 -T 2 -P 5 -ms 1
 check_failed "bench_floor -ms 1,2" $? "$work/out" "$work/err" "-ms: expected 6" 10
 set -e
 echo "ok: off by default, bad inputs refused"
+
+# -- the offload I/O benchmark (tools/bench/bench_io.c): a tiny pass of each way, its file gone after,
+#    and its bad inputs; the figures themselves belong to docs/performance.md, not to a test
+make -s build/bench_io >/dev/null || fail "build bench_io"
+mkdir "$work/io"
+./build/bench_io "$work/io" -g 0.02 -r 2 -reps 1 >"$work/io.out" 2>&1 || { cat "$work/io.out"; fail "bench_io on a tiny file"; }
+[ "$(grep -c ' GB/s (median of 1' "$work/io.out")" -ge 2 ] || { cat "$work/io.out"; fail "bench_io printed no rate for the pread ways"; }
+[ -z "$(ls -A "$work/io")" ] || fail "bench_io left a file in its folder"
+set +e
+timeout 10 ./build/bench_io "$work/nowhere" >"$work/out" 2>"$work/err"
+check_failed "bench_io on a missing folder" $? "$work/out" "$work/err" "nowhere: not a folder" 10
+timeout 10 ./build/bench_io "$work/io" -r 0 >"$work/out" 2>"$work/err"
+check_failed "bench_io -r 0" $? "$work/out" "$work/err" "-r: expected a number" 10
+timeout 10 ./build/bench_io "$work/io" -g 0.01 -r 64 >"$work/out" 2>"$work/err"
+check_failed "bench_io -g too small for two records" $? "$work/out" "$work/err" "at least two records" 10
+set -e
+[ -z "$(ls -A "$work/io")" ] || fail "a refused bench_io left a file"
+echo "ok: bench_io: $(grep -c ' GB/s' "$work/io.out") ways on a tiny file, bad inputs refused, no file left"
