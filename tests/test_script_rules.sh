@@ -130,8 +130,11 @@ echo "ok   cluster.sh up 2: 1 slot a node, links unshaped (G = 0); --gbit 2.5 --
 
 # the portable build: no AVX-512 in the binary, the native build's losses
 if [ "$(uname -m)" = x86_64 ] && [ -z "${ZERO3_SKIP_PORTABLE_BUILD:-}" ]; then
-  mkdir -p "$work/v3" && git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work/v3" || fail "copying the tree"
-  make -s -C "$work/v3" ARCH=x86-64-v3 train_gpt2_zero3 >"$work/v3.out" 2>&1 || { tail "$work/v3.out"; fail "make ARCH=x86-64-v3 failed"; }
+  # the sources: git's files in a checkout; in a copy without .git (tests/mutation_check.sh's) all but
+  # the build and the data, and make -B so that no object copied from the native build is kept
+  if git rev-parse --git-dir >/dev/null 2>&1; then git ls-files -z; else find . \( -path ./build -o -path ./data \) -prune -o -type f -print0; fi |
+    { mkdir -p "$work/v3" && tar --null -T - -cf - | tar -xf - -C "$work/v3"; } || fail "copying the tree"
+  make -B -s -C "$work/v3" ARCH=x86-64-v3 train_gpt2_zero3 >"$work/v3.out" 2>&1 || { tail "$work/v3.out"; fail "make ARCH=x86-64-v3 failed"; }
   # the %zmm instructions of each function (objdump -d: a function starts with "<name>:")
   zmm_outside() { objdump -d "$1" | awk '/^[0-9a-f]+ <.*>:$/ { f = $2 } /%zmm/ && f !~ /^<bk_tile_avx512/ { n++ } END { print n + 0 }'; }
   zmm=$(zmm_outside "$work/v3/train_gpt2_zero3")
