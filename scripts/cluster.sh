@@ -267,30 +267,15 @@ mpirun_cluster_args() {
   echo "-H $hosts --mca plm rsh --mca plm_rsh_agent $RUN/agent --mca btl self,vader,tcp --mca btl_tcp_if_include $NET.0/24 --mca oob_tcp_if_include $NET.0/24 --mca odls_base_sigkill_timeout $STOP_GRACE_S"
 }
 
-# After a rank's collective timeout every rank ends by itself within seconds, but mpirun waits for
-# each daemon to report its ranks gone, and a daemon behind a dead link cannot (Open MPI gives it up
-# after its keepalive: 480 s). So mpirun's stderr passes through reap_after_timeout: LINGER_S after
-# the trainer's timeout line, a mpirun still running gets SIGINT, once a second up to 3 times (the
-# second is Open MPI's "hit ctrl-c again to forcibly terminate"), and exits.
-LINGER_S=10
-reap_after_timeout() {   # reap_after_timeout PID: stdin (PID's stderr) to fd 3, watching for the line
-  local line pid=$1 fired=0
-  while IFS= read -r line; do
-    printf '%s\n' "$line" >&3
-    [ $fired = 0 ] && [[ $line == *"collective timeout: "*"ending every rank" ]] || continue
-    fired=1
-    ( sleep $LINGER_S
-      kill -0 "$pid" 2>/dev/null || exit 0
-      echo "cluster.sh: mpirun still runs $LINGER_S s after a rank's collective timeout (a daemon behind a dead link): ending it" >&3
-      for _ in 1 2 3; do kill -INT "$pid" 2>/dev/null || exit 0; sleep 1; done ) &
-  done
-}
+# mpirun's stderr through scripts/reap.sh's reap_after_timeout: a mpirun that outlives its ranks
+# after a collective timeout (a daemon behind a dead link) is ended 10 s after the trainer's line
+. "$(dirname "${BASH_SOURCE[0]}")/reap.sh"
 
 cmd_mpirun() {
   load_state
   exec 3>&2
   # shellcheck disable=SC2046
-  exec mpirun $(mpirun_cluster_args) "$@" 2> >(reap_after_timeout $$)
+  exec mpirun $(mpirun_cluster_args) "$@" 2> >(reap_after_timeout $$ cluster.sh)
 }
 
 # ---------------------------------------------------------------------------------------------

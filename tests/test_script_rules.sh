@@ -15,6 +15,9 @@
 #     together (Slurm's own stop of every process) leaves the trainer with that one SIGTERM and srun
 #     with no signal from the script, and no requeue; SIGUSR1 reaches srun and the trainer once; without
 #     the PMIx plugin (srun --mpi=list names none) --srun is refused in one line before anything starts;
+#     after the trainer's collective-timeout line a mpirun still running 10 s later gets SIGINT,
+#     twice, and the script ends (scripts/reap.sh, shared with cluster.sh mpirun);
+#     the default -ct is under Open MPI's daemon keepalive (ompi_info's), so the trainer's line comes first;
 #  2b. scripts/cluster.sh's defaults (its functions sourced): `up K` without --ranks-per-node or --gbit
 #     is 1 slot a node and unshaped links (G = 0: no tc on any node); given, they are kept;
 #  3. the portable build (make ARCH=x86-64-v3, in a copy of the tree): its trainer holds no AVX-512
@@ -120,6 +123,46 @@ signal_case USR1 script --srun
 env FAKE_NO_PMIX=1 PATH="$fake:$PATH" SLURM_JOB_ID=1 ZERO3_TRAINER="$work/sigtrainer" bash scripts/slurm/train.sbatch --srun --out "$work/sig" -- -x 3 >"$work/sig.out" 2>"$work/sig.err"
 check_failed "--srun without PMIx" $? "$work/sig.out" "$work/sig.err" "needs Slurm's PMIx plugin" 30
 echo "ok   --srun: Slurm's SIGTERM leaves the trainer its one signal (the script passes none on); SIGUSR1 reaches it once and requeues; no PMIx plugin: one error line"
+
+# train.sbatch's mpirun after a collective timeout: a stand-in mpirun prints the trainer's timeout
+# line, then waits as one whose daemon is behind a dead link would, until its second SIGINT
+reap=$work/reapbin; mkdir -p "$reap"
+# (Python, not bash: a background job's SIGINT is ignored at its start, and a shell cannot trap a
+# signal ignored at its start; a program, like mpirun, sets its own handler)
+cat >"$reap/mpirun" <<STUB
+#!/usr/bin/python3
+import signal, sys, time
+n = 0
+def on_int(sig, frame):
+    global n
+    n += 1
+    open("$work/sigs", "a").write(f"mpirun INT {n}\\n")
+    if n >= 2: sys.exit(139)
+signal.signal(signal.SIGINT, on_int)
+print("error (rank 0 on node1): collective timeout: the all-gather of unit block0 in step 3 has not completed 10 s after it started (-ct 10); its peers: node2 rank 1; a peer or its link is down: ending every rank", file=sys.stderr, flush=True)
+time.sleep(60)
+sys.exit(1)
+STUB
+chmod +x "$reap/mpirun"
+rm -f "$work/sigs"; t0=$(date +%s.%N)
+env PATH="$reap:$fake:$PATH" SLURM_JOB_ID=1 ZERO3_TRAINER="$work/sigtrainer" timeout 50 bash scripts/slurm/train.sbatch --out "$work/reap" -- -x 3 >"$work/reap.out" 2>"$work/reap.err"; rc=$?
+secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+[ $rc != 124 ] || { cat "$work/reap.err"; fail "train.sbatch: a mpirun left waiting after a collective timeout held the job 50 s"; }
+[ "$(tr '\n' ',' <"$work/sigs" 2>/dev/null)" = "mpirun INT 1,mpirun INT 2," ] || { cat "$work/reap.err"; fail "train.sbatch after a collective timeout: mpirun got '$(cat "$work/sigs" 2>/dev/null)', want two SIGINTs"; }
+awk -v s="$secs" 'BEGIN { exit !(s >= 10 && s < 20) }' || fail "train.sbatch after a collective timeout: ended after $secs s, want 10 s (the linger) and the SIGINTs' seconds"
+[ "$(tail -1 "$work/reap.err")" = "train.sbatch: mpirun still runs 10 s after a rank's collective timeout (a daemon behind a dead link): ending it" ] &&
+  [ "$(grep -c 'collective timeout: .*ending every rank' "$work/reap.err")" = 1 ] || { cat "$work/reap.err"; fail "train.sbatch after a collective timeout: want the trainer's line, then train.sbatch's one line"; }
+echo "ok   train.sbatch: a mpirun still waiting 10 s after the trainer's collective timeout gets SIGINT twice and ends (the job after $secs s, exit $rc)"
+
+# the default -ct against the launcher's own patience: Open MPI's daemons give each other up after
+# their TCP keepalive (idle time + probes x interval, read from ompi_info); a collective timeout at or
+# past it would never be heard from on a link down for good (the job would end with ORTE's line)
+ct=$($BIN -h 2>&1 | sed -n 's/.*default \([0-9.]*\), range \[1, 604800\].*/\1/p' | head -1)
+ka() { ompi_info --param oob tcp --level 9 2>/dev/null | sed -n "s/.*\"oob_tcp_keepalive_$1\" (current value: \"\([0-9]*\)\".*/\1/p"; }
+ka_s=$(( $(ka time) + $(ka probes) * $(ka intvl) ))
+[ -n "$ct" ] && [ "$ka_s" -gt 0 ] || fail "the default -ct ('$ct') or Open MPI's keepalive ('$ka_s' s) could not be read"
+awk -v c="$ct" -v k="$ka_s" 'BEGIN { exit !(c + 30 <= k) }' || fail "the default -ct $ct s is not under Open MPI's daemon keepalive ($ka_s s) by 30 s: a lost link would end the job with ORTE's line, not the trainer's"
+echo "ok   the default -ct ($ct s) is under Open MPI's daemon keepalive ($(ka time) + $(ka probes) x $(ka intvl) = $ka_s s): on a link down for good the trainer's line comes first"
 
 # cluster.sh up's defaults, from its own parser
 got=$(bash -c '. scripts/cluster.sh && parse_up 2 && echo "$K $R $G"') || fail "cluster.sh: parse_up 2 failed"
