@@ -23,7 +23,8 @@
 #     are issued back to back, and collectives that overlapped would end the step ~0.2 s under comm;
 #  5. a late rank under -link (docs/time.md: the hold runs from the moment every rank of the ring
 #     could start the collective): rank 1 stopped 3 s mid-run; in rank 0's trace every collective
-#     lasts its ring time from its bytes (worked out here), the late one too, and rank 0's waits in
+#     lasts its ring time from its bytes (worked out here; at most 1 s over it, a loaded machine's
+#     scheduling, well under the 3 s it would show if the hold began before the last rank came), the late one too, and rank 0's waits in
 #     that step (its compute lane) exceed the quickest step's by at least 1.5 s (the 3 s less the one
 #     1.2 s hold, the embedding's, that rank 0 may spend while its peer is already stopped).
 #  6. the stop path at a step's edges (docs/operations.md, "Stopping"), the signal raised on rank 0 at
@@ -144,7 +145,7 @@ worst = 0.0
 for e in (e for e in ev if e.get("cat") == "comm"):
     steps = 2 * (N - 1) if e["args"]["kind"] in ("all_reduce", "norm", "replica_reduce") else N - 1
     model, d = e["args"]["bytes"] / (gbps * 1e9) + steps * lat, e["dur"] / 1e6
-    if d < model - 2e-6 or d > model + 0.5:
+    if d < model - 2e-6 or d > model + 1.0:   # 1 s: a loaded machine's scheduling, a third of the 3 s late
         sys.exit(f"FAIL: {e['name']} (step {e['args']['step']}) lasted {d:.3f} s on rank 0, the ring model says {model:.3f} s "
                  "from the moment the last rank could start it")
     worst = max(worst, d - model)
