@@ -756,6 +756,19 @@ static inline const Zero3Link *zero3_links_ring(const Zero3Links *links, int fir
         if ((first + k * stride) / links->node_ranks != node) return &links->across;
     return &links->inside;
 }
+// The hops that leave node 0 (ranks 0 .. node_ranks-1) in `rings` rings of one kind, ring j over the
+// n ranks j*spacing, j*spacing + stride, ...: each member sends its ring-model bytes to the next
+// (the last to the first), so a node's NIC carries, per collective, one rank's sent bytes for each
+// hop out of it. A ring inside the node has none; one spread over M nodes, one out of each of them.
+static inline int zero3_ring_hops_out_of_node0(int node_ranks, int rings, int spacing, int stride, int n) {
+    int hops = 0;
+    for (int j = 0; j < rings && n > 1; j++)
+        for (int i = 0; i < n; i++) {
+            const int from = j * spacing + i * stride, to = j * spacing + ((i + 1) % n) * stride;
+            hops += from / node_ranks == 0 && to / node_ranks != 0;
+        }
+    return hops;
+}
 // A ring collective over n ranks on a buffer of F bytes (the full buffer: the gathered unit, the
 // reduced gradients): the bytes each rank sends and the ring steps it takes. An all-gather or a
 // reduce-scatter sends (N-1)/N * F in N-1 steps; an all-reduce (all_reduce = 1: a reduce-scatter

@@ -256,6 +256,41 @@ static void trainer_print_offload_io(const Trainer *tr) {
            st.io_seconds > 0.0 ? bytes / st.io_seconds / 1e9 : 0.0);
 }
 
+// The bytes rank 0's node sent per step, as its kernel counts them, beside the ring model's: the
+// ledger's bytes each rank sends (theory), times the hops of each kind's rings out of the node
+// (zero3_ring_hops_out_of_node0: the shard groups' rings, the replica groups', every rank's for the
+// norm, hpZ's node groups'). The wire adds TCP/IP's headers and acknowledgements and whatever else
+// the node sent, and Open MPI's algorithms are not all rings (docs/cluster.md, "Bytes on the wire").
+static void trainer_print_wire(const Trainer *tr) {
+    const int K = tr->measure.wire_node_ranks, N = tr->be->world, shard = tr->z.world, replicas = tr->z.replicas;
+    if (!K || tr->measure.wire_steps < 1) return;
+    const int hp = tr->z.cfg.hp_group > 1 ? tr->z.cfg.hp_group : N;
+    double model = 0.0;
+    int modelled = 1;
+    for (int k = 0; k < ZERO3_COLL_KINDS; k++) {
+        const double bytes = tr->measure.ledger_theory.row[k].bytes;
+        if (bytes <= 0.0) continue;
+        int hops;
+        switch ((Zero3Collective)k) {
+        case ZERO3_COLL_NORM: hops = zero3_ring_hops_out_of_node0(K, 1, 0, 1, N); break;
+        case ZERO3_COLL_REPLICA_REDUCE: hops = zero3_ring_hops_out_of_node0(K, shard, 1, shard, replicas); break;
+        case ZERO3_COLL_HP_GATHER: hops = zero3_ring_hops_out_of_node0(K, N / hp, hp, 1, hp); break;
+        case ZERO3_COLL_QG_INTRA: case ZERO3_COLL_QG_ACROSS: hops = 0; modelled = 0; break;   // all-to-all, no ring
+        default: hops = zero3_ring_hops_out_of_node0(K, replicas, shard, 1, shard); break;   // the shard groups
+        }
+        model += bytes * hops;
+    }
+    const double wire = tr->measure.wire_sent / tr->measure.wire_steps;
+    char w[32], m[32];
+    format_bytes(w, sizeof w, wire);
+    format_bytes(m, sizeof m, model);
+    printf("wire (node %s, ranks 0-%d; the kernel's count on its interfaces, mean of %d steps): %s sent a step (%.0f bytes)",
+           tr->be->node_name(tr->be->ctx, 0), K - 1, tr->measure.wire_steps, w, wire);
+    if (!modelled) printf("; the ring model does not cover qgZ's all-to-all\n");
+    else if (model > 0.0) printf(" | ring model: %s out of the node a step (%.0f bytes) | wire / model %.3fx\n", m, model, wire / model);
+    else printf(" | ring model: none out of the node\n");
+}
+
 // At the end (rank 0): the last step's collectives against the theory, where the compute side
 // waited, unit by unit, and the compute's own line (run_note).
 void trainer_summary(const Trainer *tr) {
@@ -279,6 +314,7 @@ void trainer_summary(const Trainer *tr) {
     trainer_print_pool(tr);
     trainer_print_process_memory(tr);
     trainer_print_offload_io(tr);
+    trainer_print_wire(tr);
     if (tr->z.step.checked_steps > 0)   // ZERO3_CHECK_STEPS=1
         printf("step-end invariant held at %d steps (%d pool buffers, %d open files)\n", tr->z.step.checked_steps,
                tr->z.pool.count, tr->measure.open_files);

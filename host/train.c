@@ -175,6 +175,19 @@ static void trainer_check_offload(const Trainer *tr) {
         fatal("flag -clip local: its probe reads AdamW's moments in memory; with -oo disk they are on disk (use -clip global)");
 }
 
+// Rank 0 of a run over several nodes counts its node's bytes on the wire (report.c's wire line):
+// the ranks of its node, when they are ranks 0 .. K-1 (the ring model's node 0) and the kernel's
+// count is readable; else 0, nothing counted.
+static int trainer_wire_node_ranks(const Zero3Backend *be) {
+    if (be->rank != 0 || !be->node_name || !be->node_name(be->ctx, 0) || proc_node_tx_bytes() < 0.0) return 0;
+    const char *node0 = be->node_name(be->ctx, 0);
+    int k = 0;
+    while (k < be->world && !strcmp(be->node_name(be->ctx, k), node0)) k++;
+    for (int r = k; r < be->world; r++)
+        if (!strcmp(be->node_name(be->ctx, r), node0)) return 0;   // node 0's ranks are not 0 .. K-1
+    return k < be->world ? k : 0;   // one node: no wire between ranks
+}
+
 static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
     TrainArgs *a = &tr->args;
     tr->be = be;
@@ -270,6 +283,7 @@ Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const Tra
     trainer_settle_heap();
     tr->measure.unit_exposed_sum = (double *)xcalloc((size_t)tr->z.nunits, sizeof(double));
     tr->measure.open_files = -1;
+    tr->measure.wire_node_ranks = trainer_wire_node_ranks(be);
     if (tr->args.clip_local) tr->clip_probe = clip_probe_create(&tr->z);
     predict_configure(&tr->measure.predict, &tr->args, &tr->z, &tr->measure.ledger_theory, tr->A, gpt2_unit_emb(&tr->cfg), tr->start_step,
                       tr->args.steps, model_flops_per_token(tr) * (double)tr->args.tokens_per_step / be->world);
@@ -397,6 +411,7 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     float lr = r->lr, norm, clip;
     double t0 = now_seconds();
     if (tr->be->at_step) tr->be->at_step(tr->be->ctx, step + 1);   // the step the backend's watchdog names
+    if (tr->measure.wire_node_ranks) tr->measure.wire_step_start = proc_node_tx_bytes();
     tr->compute->step_begin(tr->compute_state, step);
     float loss;
     int done = trainer_step(tr, step, lr, &loss, &norm, &clip);
@@ -411,6 +426,10 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     tr->measure.ledger_step = tr->z.observe.stats.ledger;
     r->ms = (t1 - t0) * 1000.0;
     r->exposed_ms = trainer_timeline(tr, step, t0, t1);
+    if (tr->measure.wire_node_ranks && step > tr->start_step) {   // as for ms/step, the first step is left out
+        tr->measure.wire_sent += proc_node_tx_bytes() - tr->measure.wire_step_start;
+        tr->measure.wire_steps++;
+    }
 }
 
 // The process's part of the step-end invariant (with ZERO3_CHECK_STEPS; the engine checks its own

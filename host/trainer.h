@@ -71,6 +71,9 @@ struct Trainer {
         RunPrediction predict;       // the time model's prediction for this run, and the measurement
         int open_files;              // with ZERO3_CHECK_STEPS: open files after the first step (-1: not yet)
         long long resident_before;   // the process's resident bytes (VmRSS) before the model state, -1 unknown
+        int wire_node_ranks;         // rank 0, a run over several nodes: its node's ranks (0 .. this-1); 0: not counted
+        double wire_sent, wire_step_start;   // the kernel's count of the bytes rank 0's node sent in the timed steps
+        int wire_steps;              // the steps in wire_sent
     } measure;
 };
 

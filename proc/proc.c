@@ -238,3 +238,26 @@ long long proc_status_bytes(const char *field) {
     fclose(f);
     return kib < 0 ? -1 : kib * 1024;
 }
+
+// /proc/self/net/dev, not /sys/class/net: sysfs shows the interfaces of the network namespace that
+// mounted it, /proc/self/net those of this process's own (a node of scripts/cluster.sh is one). A line
+// is "  eth0: RX bytes packets errs drop fifo frame compressed multicast TX bytes ...".
+double proc_node_tx_bytes(void) {
+    FILE *f = fopen("/proc/self/net/dev", "r");
+    if (!f) return -1.0;
+    char line[512];
+    double total = 0.0;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;   // the two header lines
+        char *name = line;
+        while (*name == ' ') name++;
+        if (!strncmp(name, "lo:", 3)) continue;
+        unsigned long long rx[8], tx;
+        if (sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &rx[0], &rx[1], &rx[2], &rx[3], &rx[4], &rx[5],
+                   &rx[6], &rx[7], &tx) == 9) { total += (double)tx; found = 1; }
+    }
+    fclose(f);
+    return found ? total : -1.0;
+}

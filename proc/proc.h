@@ -115,6 +115,11 @@ int proc_open_files(void);
 // is not readable: the measured peak the planner's peak is checked against (tests/test_peak.sh).
 long long proc_status_bytes(const char *field);
 
+// The bytes this machine (or network namespace) has sent, as its kernel counts them: the sum of the
+// transmit bytes of /proc/self/net/dev over every interface but loopback; -1 where not readable.
+// A node's ranks share it: every frame its NICs sent, TCP/IP's headers and acknowledgements included.
+double proc_node_tx_bytes(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,7 +23,7 @@
 #   need_gbit FLAG G              G is a link speed in [0.01, 100] Gbit/s
 #   need_no_cluster FLAG          no cluster is up (scripts/cluster.sh status): one up is the user's, never
 #                                 used or taken down by a script
-#   own_cluster G TMP [CMD]       brings up 2 nodes of 2 slots each, links shaped to G Gbit/s; when the
+#   own_cluster G TMP [CMD]       brings up 2 nodes of 2 slots each, links shaped to G Gbit/s (G empty: unshaped); when the
 #                                 script exits, also when interrupted, runs CMD, takes them down and removes TMP
 #   on_cluster R ARGS...          mpirun ARGS across those nodes, R ranks a node (1 or 2)
 #   step_ms WHICH OUT             the step in ms of a run's last "time: WHICH" line (measured, planner)
@@ -131,7 +131,7 @@ need_no_cluster() {
 own_cluster() {
   # shellcheck disable=SC2064
   trap "${3:-:}; bash scripts/cluster.sh down >/dev/null 2>&1; rm -rf '$2'" EXIT; trap 'exit 130' INT TERM
-  bash scripts/cluster.sh up 2 --ranks-per-node 2 --gbit "$1" >/dev/null || die "the cluster (scripts/cluster.sh up 2 --gbit $1) did not come up"
+  bash scripts/cluster.sh up 2 --ranks-per-node 2 ${1:+--gbit "$1"} >/dev/null || die "the cluster (scripts/cluster.sh up 2 ${1:+--gbit $1}) did not come up"
 }
 on_cluster() {
   local r=$1; shift

@@ -3,7 +3,9 @@
 # network namespaces, TCP between them over a shaped bridge, a real Slurm), against runs on one machine:
 #   - mpirun across the nodes (2 ranks a node): stages 0-3, HSDP -hs 2 and hpZ -hp 2 give bitwise the
 #     losses, val losses and gradient norms of the same 4 ranks on one machine; the bytes did cross
-#     the link (node1's veth counters), and the link runs at its shaped speed (a timed transfer);
+#     the link (node1's veth counters), and the link runs at its shaped speed (a timed transfer); every
+#     run across the nodes prints its wire line (node1's bytes a step by the kernel's count, against the
+#     ring model's), within 2% of the model at 1 rank a node (DDP and ZeRO-3, ZeRO-3 1.5x DDP);
 #   - Slurm: an sbatch job (scripts/slurm/train.sbatch, mpirun inside the allocation) and one launched
 #     with srun --mpi=pmix give those losses too; scancel --signal=TERM to a job launched with srun
 #     stops the ranks with a checkpoint; SIGUSR1 to the batch script (the time limit's signal) mid-run
@@ -116,6 +118,29 @@ sent=$(( $(cat /sys/class/net/z3veth1/statistics/rx_bytes) - tx0 ))
 # each run sends 19-29 MiB a step per rank, half of it to the other node at least: 6 runs x 4 steps
 [ $sent -gt $(( 6 * 4 * 2 * 1000000 )) ] || fail "only $sent bytes left node1: the runs did not cross the link"
 echo "mpirun on 2 nodes x 2 ranks: stages 0-3, -hs 2, -hp 2 bitwise one machine's losses; node1 sent $((sent / 1000000)) MB over its link"
+# the wire line (the kernel's count of node1's bytes a step against the ring model's): every run
+# across the nodes prints it, and none on one machine; at 2 ranks a node Open MPI's non-blocking
+# collectives are not all rings (docs/cluster.md, "Bytes on the wire"): within 0.99-1.40x
+wire_ratio() { sed -n 's/^wire (node .* | wire \/ model \([0-9.]*\)x$/\1/p' "$1"; }
+for c in z0 z1 z2 z3 hs2 hp2; do
+  ! grep -q '^wire (node' "$work/ref_$c.out" || fail "$c on one machine printed a wire line"
+  r=$(wire_ratio "$work/cl_$c.out")
+  [ -n "$r" ] && awk -v r="$r" 'BEGIN { exit !(r >= 0.99 && r <= 1.40) }' ||
+    { grep '^wire' "$work/cl_$c.out"; fail "$c across 2 nodes: wire / ring model '$r', want a wire line within 0.99-1.40x"; }
+done
+# at 1 rank a node every 2-rank collective is the ring: DDP and ZeRO-3 each within 2% of the model,
+# ZeRO-3's wire 1.5x DDP's (the ring model's (N-1)/N F three times a step, against 2 (N-1)/N F)
+for z in 0 3; do
+  timeout 120 bash $CL mpirun --map-by ppr:1:node -np 2 "$BIN" "${MODEL[@]}" -z $z >"$work/w$z.out" 2>&1 ||
+    { tail "$work/w$z.out"; fail "-z $z on 2 nodes x 1 rank failed"; }
+  r=$(wire_ratio "$work/w$z.out")
+  [ -n "$r" ] && awk -v r="$r" 'BEGIN { exit !(r >= 1.0 && r <= 1.02) }' ||
+    { grep '^wire' "$work/w$z.out"; fail "-z $z, 1 rank a node: wire / ring model '$r', want 1.00-1.02x (the ledger held to the wire)"; }
+done
+wb() { sed -n 's/^wire (node .* sent a step (\([0-9]*\) bytes).*/\1/p' "$1"; }
+z3_ddp=$(awk -v a="$(wb "$work/w3.out")" -v b="$(wb "$work/w0.out")" 'BEGIN { printf "%.3f", a / b }')
+awk -v r="$z3_ddp" 'BEGIN { exit !(r >= 1.45 && r <= 1.55) }' || fail "ZeRO-3 against DDP on the wire at 1 rank a node: ${z3_ddp}x, want 1.5x"
+echo "wire: at 1 rank a node DDP $(wire_ratio "$work/w0.out")x and ZeRO-3 $(wire_ratio "$work/w3.out")x the ring model (ZeRO-3 ${z3_ddp}x DDP); at 2 a node: $(for c in z0 z3 hs2; do printf '%s %sx ' $c "$(wire_ratio "$work/cl_$c.out")"; done)"
 fi
 
 # ---- faults a real network brings (1 rank a node, --map-by node: every collective crosses the link)

@@ -87,6 +87,8 @@ bad scripts/bench_time.sh input "truncated.bin: too short" scripts/bench_time.sh
 bad scripts/bench_offload.sh arg "^error: -g: expected the dd test's size in GB" scripts/bench_offload.sh -g 0 -d "$work/bo_arg"
 bad scripts/bench_offload.sh input "truncated.bin: too short" scripts/bench_offload.sh -e "$keep/truncated.bin" -d "$work/bo_input"
 [ ! -e "$work/bo_arg" ] && [ ! -e "$work/bo_input" ] || fail "bench_offload.sh: a refused run left its folder behind"
+bad scripts/wire_bytes.sh arg "^error: -x: 1 is out of range" scripts/wire_bytes.sh -x 1
+bad scripts/wire_bytes.sh input "truncated.bin: too short" scripts/wire_bytes.sh -e "$keep/truncated.bin"
 bad scripts/bench_variants.sh arg "^error: -n: expected an integer" scripts/bench_variants.sh -n x
 # a parameter count passes the planner but no run: refused before the table's header, which never prints
 for b in bench_cpu bench_time; do
