@@ -47,9 +47,11 @@
 // makes it UNRECORDED: no prefetch, and the next pass records. So the engine knows nothing of GPT-2.
 //
 // Where the optimizer state lives between steps is a placement beside the stage table, not a stage:
-// in memory (the resident buffers), or on disk (Zero3Config.optimizer_medium = ZERO3_ON_DISK, -oo
-// disk), where zero3_optimizer_step streams it unit by unit through zero3_offload.c, which draws
-// the picture in zero3_offload.h. The numbers are the same; only the memory that holds them changes.
+// in memory (the resident buffers), in the backend's host memory (ZERO3_IN_HOST, -oo host: a GPU's
+// pinned host memory, AdamW run there by the backend's host_adamw), or on disk
+// (Zero3Config.optimizer_medium = ZERO3_ON_DISK, -oo disk), where zero3_optimizer_step streams it
+// unit by unit through zero3_offload.c; zero3_offload.h draws the picture. zero3_optimizer_medium is
+// the one place that decides. The numbers are the same; only the memory that holds them changes.
 //
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
 // the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).

@@ -24,7 +24,8 @@
 #     stages 0-3, BF16 and FP32 builds, 1 and 2 ranks; the device's model state (log.csv) smaller by
 #     the report's host bytes, 12 (bf16) or 8 (fp32) a parameter of the shard, and the plan's figure
 #     for them the model's 267912 parameters (by hand) times that, over the ranks that shard it;
-#     -clip local's probe line the same with it (~2 minutes).
+#     a checkpoint written without it resumed with it as the straight run; -clip local's probe line
+#     the same with it (~2 minutes).
 #   - scripts/launch.sh ends its ranks when one fails, SIGKILLing those alive 10 s after SIGTERM.
 . "$(dirname "$0")/lib.sh"
 command -v g++ >/dev/null || { echo "SKIP: no g++ for the emulator"; exit 0; }
@@ -100,6 +101,15 @@ EOF
   echo "ok   -oo host, $what: stages 0-3 bitwise the runs without it (model.bin, shards, losses); device state down by the host's $per bytes a parameter of the shard = the plan's + padding"
 }
 host_offload "BF16, 1 rank" 12 1 "$work/train"
+# a checkpoint written without -oo host, resumed with it (the state loaded into host memory): the
+# straight run's model.bin (4 steps without it)
+RES=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -v 0 -z 2)
+timeout -k 10 300 "$work/train" "${RES[@]}" -x 4 -o "$work/res_straight" >"$work/res_straight.log" 2>&1 || fail "resume: the straight run"
+timeout -k 10 300 "$work/train" "${RES[@]}" -x 2 -o "$work/res" >"$work/res_1.log" 2>&1 || fail "resume: the first 2 steps"
+timeout -k 10 300 "$work/train" "${RES[@]}" -x 4 -y 1 -oo host -o "$work/res" >"$work/res_2.log" 2>&1 || fail "resume: steps 3-4 with -oo host"
+grep -q '^resume: .*ckpt_00000002' "$work/res_2.log" || { cat "$work/res_2.log"; fail "resume with -oo host: it did not resume at step 2"; }
+cmp -s "$work/res_straight/model.bin" "$work/res/model.bin" || fail "resume with -oo host: model.bin differs from the straight run's"
+echo "ok   -oo host resumed from a checkpoint written without it: model.bin the straight 4-step run's"
 
 # fallbacks LOG: "N M" from the summary's line (exactly one line mentions fallbacks)
 fallbacks() {
