@@ -94,8 +94,9 @@ typedef struct {
 } GpuWatch;
 
 // -oo host: the optimizer state (fp32 master where separate, m, v) in pinned host memory, and what
-// the step moves between it and the device (gpu_host_adamw). Made at the first host_alloc.
-#define GPU_HOST_RANGES 4   // host_alloc's buffers: master, m, v
+// the step moves between it and the device (gpu_host_adamw): the ranges at host_alloc, the stream,
+// events and staging at the first step (none of it without -oo host).
+#define GPU_HOST_RANGES 4   // host_alloc's buffers: master, m, v (and one to spare)
 typedef struct {
     void* range[GPU_HOST_RANGES];     // host_alloc's buffers and their bytes (gpu_zero tells them apart)
     size_t range_bytes[GPU_HOST_RANGES];
@@ -213,9 +214,10 @@ static void gpu_free(void* ctx, void* p) {
     cudaCheck(cudaFree(p));
 }
 
-// -oo host's memory: pinned (the copies engine reaches it directly), zeroed as alloc's is, and
-// recorded, so that gpu_zero knows it is the host's to clear. The host AdamW is its only writer
-// during a run, and it writes synchronously: nothing on a stream is in flight there.
+// -oo host's memory: pinned (the copy engines reach it directly), zeroed as alloc's is, and
+// recorded, so that gpu_zero knows it is the host's to clear. No kernel and no asynchronous copy
+// touches it (the step stages through its own buffers; the loaders' copies are synchronous), so
+// the host may clear it at once.
 static int host_range_of(const GpuBackend* g, const void* p) {
     for (int i = 0; i < GPU_HOST_RANGES; i++)
         if (g->host.range[i] && (const char*)p >= (const char*)g->host.range[i] &&

@@ -63,7 +63,7 @@ set -uo pipefail
 #     torch.compile (1 s to say so); beside the builds, which leave the GPU idle
 #   train 1.2 and 0.6, baseline 30: 124M's host init and 20 (PyTorch: 2 x 13) steps of ~0.2 s
 #     against a 2-layer model's; PyTorch's compile reads the warm-up's caches
-#   train_z3_host 1.9: 124M's host init and 5 steps of ~0.5 s (the device's ~0.2 s, the gradients and
+#   train_z3_host 1.5: 124M's host init and 5 steps of ~0.5 s (the device's ~0.2 s, the gradients and
 #     params over PCIe, ~0.5 GB each way, and the host AdamW over 124M parameters on 16 cores)
 #   test_* 0.12-0.43: every test case in milliseconds on the GPU, the start-up (5-10 s) left
 #   kernels_attention 0.65, kernels_other 2: the CPU references (at 124M shapes, all 16 cores)
@@ -79,7 +79,7 @@ compile_warmup     1    100   build
 build_asan         38   0     -
 build_mpi          37   0     -
 train_z3_b16       25   1.2   -
-train_z3_host_b16  8    1.9   -
+train_z3_host_b16  10   1.5   -
 baseline           2    30    -
 test_bf16_n1       100  0.12  -
 test_fp32_n1       39   0.3   -
