@@ -37,11 +37,13 @@ endif
 # kernels (cpu/, gpu/), the backends including only those; the host library both trainers link (host/*.c:
 # flags, train loop, passes, checkpoints, export, model file); on top, GPT-2's math per device
 # (cpu/gpt2_cpu.c, gpu/gpt2_gpu.cuh: the compute tables, each beside its backend) and the trainers.
-ENGINE_SRC = proc/proc.c zero3.c zero3_offload.c observe/zero3_observe.c
+# The host AdamW (cpu/adamw.c) goes with the engine: the CPU backend runs it, and so does the GPU
+# backend's optimizer under -oo host.
+ENGINE_SRC = proc/proc.c zero3.c zero3_offload.c observe/zero3_observe.c cpu/adamw.c
 HOST_SRC = $(wildcard host/*.c)
 # the trainer's own files (host/trainer.h): what a program without the train loop leaves out
 TRAINER_SRC = host/train.c host/outdir.c host/report.c host/evaluate.c host/stop.c
-HOST_HEADERS = proc/proc.h proc/bf16.h proc/mpi_sum.h zero3.h zero3_offload.h observe/zero3_observe.h $(wildcard host/*.h)
+HOST_HEADERS = proc/proc.h proc/bf16.h proc/mpi_sum.h zero3.h zero3_offload.h observe/zero3_observe.h cpu/adamw.h $(wildcard host/*.h)
 CPU_HEADERS = $(HOST_HEADERS) $(wildcard cpu/*.h)
 # host code and the engine are compiled once into build/obj and linked into every binary
 OBJDIR = build/obj
@@ -65,9 +67,10 @@ $(OBJDIR)/%.o: %.c $(HOST_HEADERS)
 	$(CC_CPU) $(CFLAGS) -c $< -o $@
 $(LIB): $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
-# the backend without errno from math functions (it never reads errno after one): its AdamW loop can
-# then use the vector square root, with the same results
+# the backend and its AdamW without errno from math functions (they never read errno after one): the
+# AdamW loop can then use the vector square root, with the same results
 BACKEND_CFLAGS = -fno-math-errno
+$(OBJDIR)/cpu/adamw.o: CFLAGS += $(BACKEND_CFLAGS)
 $(OBJDIR)/cpu/backend_cpu_mpi.o: cpu/backend_cpu.c cpu/backend_cpu.h $(HOST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC_CPU) $(CFLAGS) $(BACKEND_CFLAGS) -DUSE_MPI -c $< -o $@
@@ -224,6 +227,8 @@ GPU_LIB = $(GPU_OBJDIR)/libzero3.a
 $(GPU_OBJDIR)/%.o: %.c $(HOST_HEADERS)
 	@mkdir -p $(dir $@)
 	gcc $(GPU_HOST_CFLAGS) -c $< -o $@
+# the host AdamW (-oo host) on every core, with the vector square root
+$(GPU_OBJDIR)/cpu/adamw.o: GPU_HOST_CFLAGS += -fopenmp -fno-math-errno
 $(GPU_LIB): $(GPU_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 

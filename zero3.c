@@ -183,9 +183,12 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
         zero3_offload_stream_end(z->offload);
         z->adam.count = 0;   // no segment outlives its slot
     } else {
+        // in memory, or in host memory (-oo host: the backend's host_adamw brings the gradients to
+        // the state and the params back; the clip coefficient, from the norm above, is its grad_scale)
         int nsegs = z->adam.count = build_adam_segments(z, 0, z->nunits, weight_decay);
-        be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
-                  grad_scale, t);
+        void (*adamw)(void *, const Zero3AdamSegment *, int, Zero3DType, Zero3DType, float, float, float, float, float,
+                      int) = zero3_optimizer_medium(z) == ZERO3_IN_HOST ? be->host_adamw : be->adamw;
+        adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps, grad_scale, t);
     }
     OBSERVE(z, compute_end);
     zeropp_params_changed(z);
@@ -812,6 +815,32 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
     return z->nunits++;
 }
 
+// The placement as this backend holds it (zero3.h): host memory is the backend's own where it has
+// no host memory of its own to give (the CPU's).
+Zero3Medium zero3_optimizer_medium(const Zero3 *z) {
+    if (z->cfg.optimizer_medium == ZERO3_IN_HOST && !z->be->host_alloc) return ZERO3_IN_MEMORY;
+    return z->cfg.optimizer_medium;
+}
+
+// The fp32 master is in host memory (-oo host on a device; with fp32 params it is the params and
+// stays where they are): what a collective or a kernel on the master must go around.
+static int master_in_host(const Zero3 *z) {
+    return zero3_optimizer_medium(z) == ZERO3_IN_HOST && !z->resident.master_is_params;
+}
+
+// One optimizer-state buffer of `numel` fp32 where the placement puts it: the backend's memory
+// (counted in *device_bytes, the resident bytes) or its pinned host memory (resident.host_bytes).
+static float *optimizer_buffer(Zero3 *z, size_t numel, size_t *device_bytes) {
+    const Zero3Backend *be = z->be;
+    const size_t bytes = numel * sizeof(float);
+    if (zero3_optimizer_medium(z) == ZERO3_IN_HOST) {
+        z->resident.host_bytes += bytes;
+        return be->host_alloc(be->ctx, bytes);
+    }
+    *device_bytes += bytes;
+    return be->alloc(be->ctx, bytes);
+}
+
 // Allocates what the units' layouts keep resident. Each part (params, grads) has a FULL buffer (P
 // elements per unit that keeps it whole) and a SHARDED one (S per unit that keeps a slice); the
 // optimizer state (master, m, v) is one buffer with each unit's span, P or S long.
@@ -841,14 +870,10 @@ void zero3_allocate(Zero3 *z) {
     if (params_shard) { z->resident.params_shard = be->alloc(be->ctx, params_shard * pbytes); bytes += params_shard * pbytes; }
     if (params_full) { z->resident.params_full = be->alloc(be->ctx, params_full * pbytes); bytes += params_full * pbytes; }
     bytes += zeropp_allocate(z);
-    if (z->cfg.optimizer_medium != ZERO3_ON_DISK) {   // on disk: zero3_offload_start's file and slots instead
-        if (!z->resident.master_is_params) {
-            z->resident.master = be->alloc(be->ctx, optim * sizeof(float));
-            bytes += optim * sizeof(float);
-        }
-        z->resident.adam_m = be->alloc(be->ctx, optim * sizeof(float));
-        z->resident.adam_v = be->alloc(be->ctx, optim * sizeof(float));
-        bytes += 2 * optim * sizeof(float);
+    if (zero3_optimizer_medium(z) != ZERO3_ON_DISK) {   // on disk: zero3_offload_start's file and slots instead
+        if (!z->resident.master_is_params) z->resident.master = optimizer_buffer(z, optim, &bytes);
+        z->resident.adam_m = optimizer_buffer(z, optim, &bytes);
+        z->resident.adam_v = optimizer_buffer(z, optim, &bytes);
     }
     if (grads_shard) { z->resident.grads_shard = be->alloc(be->ctx, grads_shard * gbytes); bytes += grads_shard * gbytes; }
     if (grads_full) { z->resident.grads_full = be->alloc(be->ctx, grads_full * gbytes); bytes += grads_full * gbytes; }
@@ -860,7 +885,7 @@ void zero3_allocate(Zero3 *z) {
 }
 
 int zero3_offload_start(Zero3 *z, const char *dir, char *err, size_t errlen) {
-    if (z->cfg.optimizer_medium != ZERO3_ON_DISK) return 0;
+    if (zero3_optimizer_medium(z) != ZERO3_ON_DISK) return 0;
     z->offload = zero3_offload_open(z, dir, err, errlen);
     return z->offload ? 0 : -1;
 }
@@ -868,10 +893,16 @@ int zero3_offload_start(Zero3 *z, const char *dir, char *err, size_t errlen) {
 void zero3_free(Zero3 *z) {
     const Zero3Backend *be = z->be;
     zero3_offload_close(z->offload);
-    void *bufs[] = {z->resident.params_full, z->resident.params_shard, z->resident.master, z->resident.adam_m, z->resident.adam_v,
-                    z->resident.grads_full, z->resident.grads_shard, z->resident.params_secondary};
+    void *bufs[] = {z->resident.params_full, z->resident.params_shard, z->resident.grads_full, z->resident.grads_shard,
+                    z->resident.params_secondary};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i]) be->free(be->ctx, bufs[i]);
+    float *state[] = {z->resident.master, z->resident.adam_m, z->resident.adam_v};
+    for (size_t i = 0; i < sizeof(state) / sizeof(state[0]); i++)
+        if (state[i]) {
+            if (zero3_optimizer_medium(z) == ZERO3_IN_HOST) be->host_free(be->ctx, state[i]);
+            else be->free(be->ctx, state[i]);
+        }
     for (int i = 0; i < z->pool.count; i++) be->free(be->ctx, z->pool.entry[i].ptr);
     free(z->units);
     for (int p = 0; p < ZERO3_NUM_PASSES; p++) { free(z->schedule.pass_order[p].order); free(z->schedule.pass_order[p].backward); }
@@ -957,6 +988,34 @@ const void *zero3_owned_grads(const Zero3 *z, int u) {
 
 // ---- the params, published --------------------------------------------------------------------
 
+// DDP's full master of unit u: every rank's slice all-gathered into it. A collective works on the
+// backend's memory, so a master in host memory (-oo host) is gathered in a scratch buffer of it.
+static void gather_full_master(Zero3 *z, int u, float *master_full) {
+    const Zero3Backend *be = z->be;
+    const Zero3Unit *U = &z->units[u];
+    const size_t own = zero3_owned_begin(z, u);
+    float *full = master_in_host(z) ? be->alloc(be->ctx, U->padded * sizeof(float)) : master_full;
+    if (full != master_full) be->copy_to_device(be->ctx, full + own, master_full + own, U->shard * sizeof(float));
+    be->wait(be->ctx, be->all_gather_start(be->ctx, full + own, full, U->shard, ZERO3_F32));
+    if (full == master_full) return;
+    be->copy_to_host(be->ctx, master_full, full, U->padded * sizeof(float));
+    be->free(be->ctx, full);
+}
+
+// The working params rounded from n fp32 of the master (bf16 runs), by the backend's cast; a master
+// in host memory (-oo host) is first copied into a scratch buffer of the backend's memory.
+static void params_from_master(Zero3 *z, void *params, const float *master, size_t n) {
+    const Zero3Backend *be = z->be;
+    if (!master_in_host(z)) {
+        be->cast_from_f32(be->ctx, params, z->cfg.param_type, master, n);
+        return;
+    }
+    float *scratch = be->alloc(be->ctx, n * sizeof(float));
+    be->copy_to_device(be->ctx, scratch, master, n * sizeof(float));
+    be->cast_from_f32(be->ctx, params, z->cfg.param_type, scratch, n);
+    be->free(be->ctx, scratch);
+}
+
 void zero3_publish_params(Zero3 *z) {
     const Zero3Backend *be = z->be;
     zeropp_params_changed(z);
@@ -966,14 +1025,11 @@ void zero3_publish_params(Zero3 *z) {
         if (!optimizer_sharded(z, u)) {
             // DDP keeps the full master on every rank: gather the fp32 slices, then cast everything
             float *master_full = master_span(z, u);
-            be->wait(be->ctx, be->all_gather_start(be->ctx, master_full + zero3_owned_begin(z, u),
-                                                   master_full, U->shard, ZERO3_F32));
-            if (!z->resident.master_is_params)
-                be->cast_from_f32(be->ctx, resident_params(z, u), z->cfg.param_type, master_full, U->padded);
+            gather_full_master(z, u, master_full);
+            if (!z->resident.master_is_params) params_from_master(z, resident_params(z, u), master_full, U->padded);
             continue;
         }
-        if (!z->resident.master_is_params)
-            be->cast_from_f32(be->ctx, owned_params(z, u), z->cfg.param_type, master_span(z, u), U->shard);
+        if (!z->resident.master_is_params) params_from_master(z, owned_params(z, u), master_span(z, u), U->shard);
         if (!params_sharded(z, u)) {
             void *full = resident_params(z, u);
             be->wait(be->ctx, be->all_gather_start(be->ctx, owned_params(z, u), full, U->shard,

@@ -47,9 +47,11 @@
 // makes it UNRECORDED: no prefetch, and the next pass records. So the engine knows nothing of GPT-2.
 //
 // Where the optimizer state lives between steps is a placement beside the stage table, not a stage:
-// in memory (the resident buffers), or on disk (Zero3Config.optimizer_medium = ZERO3_ON_DISK, -oo
-// disk), where zero3_optimizer_step streams it unit by unit through zero3_offload.c, which draws
-// the picture in zero3_offload.h. The numbers are the same; only the memory that holds them changes.
+// in memory (the resident buffers), in the backend's host memory (ZERO3_IN_HOST, -oo host: a GPU's
+// pinned host memory, AdamW run there by the backend's host_adamw), or on disk
+// (Zero3Config.optimizer_medium = ZERO3_ON_DISK, -oo disk), where zero3_optimizer_step streams it
+// unit by unit through zero3_offload.c; zero3_offload.h draws the picture. zero3_optimizer_medium is
+// the one place that decides. The numbers are the same; only the memory that holds them changes.
 //
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
 // the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).
@@ -229,6 +231,12 @@ int zero3_offload_start(Zero3 *z, const char *dir, char *err, size_t errlen);
 // needs them (all-gather where params are FULL, cast to the working dtype).
 float *zero3_owned_master(Zero3 *z, int u);
 void zero3_publish_params(Zero3 *z);
+// Where the optimizer state lives: the configured placement as the backend holds it (ZERO3_IN_HOST
+// is ZERO3_IN_MEMORY where the backend has no host_alloc: its memory is the host's). The one question
+// the allocation, the optimizer step and the publication ask. Its buffers are the backend's memory
+// or host memory accordingly: a caller reaches them through copy_to_host / copy_to_device, never a
+// collective.
+Zero3Medium zero3_optimizer_medium(const Zero3 *z);
 size_t zero3_owned_begin(const Zero3 *z, int u);   // r*S
 // The AdamW moments of the owned slice (S elements each), for checkpoints.
 float *zero3_owned_m(Zero3 *z, int u);
@@ -347,9 +355,10 @@ struct Zero3Config {
     int quant_grads;                // qgZ: gradients reduced by quantized all-to-all, in the node group
                                     // (-hp's, else the whole shard group), then across node groups
     // where this rank's optimizer state (fp32 master where separate, m, v) lives between steps
-    // (zero3_offload.h): ZERO3_IN_MEMORY (the resident buffers) or ZERO3_ON_DISK (a file, streamed
-    // unit by unit during the optimizer step; the trainer calls zero3_offload_start, naming its
-    // folder, after zero3_allocate)
+    // (zero3_offload.h): ZERO3_IN_MEMORY (the resident buffers), ZERO3_IN_HOST (resident buffers in
+    // the backend's host memory, updated there: zero3_optimizer_medium) or ZERO3_ON_DISK (a file,
+    // streamed unit by unit during the optimizer step; the trainer calls zero3_offload_start, naming
+    // its folder, after zero3_allocate)
     Zero3Medium optimizer_medium;
     void (*fail)(const char *msg);  // an I/O fault's one line: ends every rank (never returns); NULL: exit(1)
     const Zero3Observer *observer;  // what measures the engine (observe/zero3_observe.h's ZERO3_OBSERVER);
@@ -429,6 +438,17 @@ struct Zero3Backend {
     // call (a GPU backend keeps its own copy on the device).
     void (*adamw)(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType grad_type,
                   Zero3DType param_type, float lr, float beta1, float beta2, float eps, float grad_scale, int t);
+    // The optimizer state in host memory (optional: Zero3Config.optimizer_medium = ZERO3_IN_HOST,
+    // -oo host, ZeRO-Offload's placement). Where the backend's memory is not the host's (a GPU's):
+    // host_alloc gives zeroed, pinned host memory for the fp32 master (where separate from the
+    // params), m and v, and host_free takes it back; host_adamw is adamw on segments whose m, v and
+    // separate master are that memory while grad and params stay in alloc's (it brings the gradients
+    // to the host, runs the host AdamW there and sends the params back, before it returns).
+    // NULL where alloc's memory is host memory already (the CPU's): the state then stays in it.
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *ptr);
+    void (*host_adamw)(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType grad_type,
+                       Zero3DType param_type, float lr, float beta1, float beta2, float eps, float grad_scale, int t);
     // time (optional: when `stamp` is NULL nothing is timed and the exposed communication reads 0).
     // A stamp is a point on this rank's timeline, kept by the backend under an index (0, 1, ...):
     //   stamp        marks "now" on the compute side: the host clock on the CPU, an event recorded on
@@ -638,7 +658,8 @@ typedef struct {
     void *grads_shard;         // S of every unit whose grads are SHARDED, grad_type
     void *params_secondary;    // hpZ: P / G of every unit whose params are SHARDED, param_type
     size_t grads_full_numel, grads_shard_numel, optim_numel;   // lengths (elements) of the above
-    size_t bytes;              // bytes of every buffer above
+    size_t bytes;              // bytes of every buffer above in the backend's memory (alloc's)
+    size_t host_bytes;         // bytes of those in its host memory (host_alloc's: -oo host's master, m, v)
     int master_is_params;      // fp32 working params double as the master copy (master stays NULL)
 } Zero3Resident;
 

@@ -1,16 +1,23 @@
-// zero3_offload.h: where the optimizer shard lives (ZeRO-Infinity's idea, on the CPU trainer).
+// zero3_offload.h: where the optimizer shard lives (ZeRO-Offload's and ZeRO-Infinity's ideas).
 //
 // The stage table (zero3.h) says how much of the state a rank keeps: the whole, or its 1/N slice.
 // A placement says where that part sits. Offload is a placement, not a stage: the same slice, the
 // same AdamW, the same numbers; only the memory that holds them between steps changes.
 //
-//   state (this rank's)          | MEMORY (default)        | DISK (-oo disk[:DIR])
-//   -----------------------------+-------------------------+------------------------------------------
-//   fp32 master (bf16 runs)      | zero3.c's resident      | DIR/optimizer_r<rank>.bin, one record per
-//   AdamW m, v                   |   buffers, for the run  |   unit, streamed through 3 unit-sized slots
-//   fp32 master (fp32 runs: it   | the working params      | stays with the params (they are the master)
-//     is the params shard)       |                         |
-//   params, gradients            | as the stage says       | as the stage says
+//   state (this rank's)     | MEMORY (default)   | HOST (-oo host)          | DISK (-oo disk[:DIR])
+//   ------------------------+--------------------+--------------------------+---------------------------
+//   fp32 master (bf16 runs) | zero3.c's resident | the resident buffers in  | DIR/optimizer_r<rank>.bin,
+//   AdamW m, v              |   buffers, in the  |   the backend's pinned   |   one record per unit,
+//                           |   backend's memory |   host memory; updated   |   streamed through 3
+//                           |                    |   there (host_adamw)     |   unit-sized slots
+//   fp32 master (fp32 runs: | the working params | stays with the params    | stays with the params
+//     the params shard)     |                    |                          |
+//   params, gradients       | as the stage says  | as the stage says        | as the stage says
+//
+// HOST is ZeRO-Offload's placement on a device (the GPU trainer): the step's gradients go to the
+// host, AdamW runs there (cpu/adamw.c, the CPU trainer's), the params come back; where the
+// backend's memory is the host's (the CPU trainer) it is MEMORY itself (zero3_optimizer_medium).
+// Its buffers are the resident ones, so nothing below concerns it: the rest of this file is DISK.
 //
 // A unit's record holds its optimizer span (zero3_optimizer_range), array after array (master when
 // it is separate, m, v), padded to a 4096-byte block so that every record starts and ends on one:
@@ -54,7 +61,7 @@ typedef struct Zero3Offload Zero3Offload;
 // Where one kind of state lives between its uses (Zero3Config.optimizer_medium).
 typedef enum {
     ZERO3_IN_MEMORY = 0,   // the engine's resident buffers (the backend's memory)
-    ZERO3_IN_HOST = 1,     // host memory: on the CPU trainer the same as IN_MEMORY
+    ZERO3_IN_HOST = 1,     // the backend's host memory (host_alloc); on the CPU trainer IN_MEMORY itself
     ZERO3_ON_DISK = 2,     // a per-rank file, streamed unit by unit (above)
 } Zero3Medium;
 

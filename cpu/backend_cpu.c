@@ -6,6 +6,7 @@
 #include "../proc/proc.h"
 #include "../proc/bf16.h"
 #include "../proc/mpi_sum.h"
+#include "adamw.h"
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -948,14 +949,6 @@ static void cpu_copy_bytes(void *ctx, void *dst, const void *src, size_t bytes) 
 
 // ZeRO++'s block quantization (zero3.h): each block's scale from its largest magnitude, then the
 // codes; blocks split over the threads.
-// bf16 spans to and from fp32 (one rounding each way, proc/bf16.h's)
-static inline void f32_from_bf16_span(float *dst, const uint16_t *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
-}
-static inline void bf16_from_f32_span(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
-}
-
 // Element i of a buffer of type t (fp32 or bf16) as fp32, and back (bf16 rounded to nearest even).
 static inline float elem_f32(const void *x, Zero3DType t, size_t i) {
     return t == ZERO3_BF16 ? bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
@@ -997,67 +990,12 @@ static void cpu_cast_from_f32(void *ctx, void *dst, Zero3DType t, const float *s
     } else if (dst != src) memcpy(dst, src, n * sizeof(float));
 }
 
-// AdamW, decoupled decay applied to the weights before the Adam update (as torch.optim.AdamW).
-// One stretch of a segment with fp32 gradients g: the update of every element, in place. The
-// constants are copied out of the struct and the arrays are restrict, so that the loop can be
-// vectorized (16 lanes; the file is compiled with -fno-math-errno, so sqrtf can be the vector
-// square root: the same IEEE results, lane by lane). Two copies of it are compiled:
-//   adamw_stretch_scalar  fp32 runs: one element at a time, bitwise the results fp32 runs have
-//                         always had (a vectorized loop may fuse a multiply and an add that the
-//                         scalar one does not, and that changes a last bit)
-//   adamw_stretch_vector  bf16 runs: 16 elements at a time (a fifth of a bf16 step otherwise)
-typedef struct { float lr, beta1, beta2, eps, grad_scale, weight_decay, bc1, bc2; } AdamStep;
-static inline __attribute__((always_inline)) void adamw_stretch(const AdamStep *a, float *restrict master,
-                                                                float *restrict m, float *restrict v,
-                                                                const float *restrict grad, size_t n) {
-    const float lr = a->lr, beta1 = a->beta1, beta2 = a->beta2, eps = a->eps, grad_scale = a->grad_scale;
-    const float decay = fmaf(-a->lr, a->weight_decay, 1.0f), bc1 = a->bc1, bc2 = a->bc2;
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale;
-        float mi = fmaf(beta1, m[i], (1.0f - beta1) * g);
-        float vi = fmaf(beta2, v[i], (1.0f - beta2) * g * g);
-        m[i] = mi;
-        v[i] = vi;
-        float p = master[i] * decay;
-        master[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-    }
-}
-// (the scalar copy fuses exactly the three fmaf above, which is where the compiler fused before)
-__attribute__((optimize("no-tree-vectorize", "fp-contract=off")))
-static void adamw_stretch_scalar(const AdamStep *a, float *master, float *m, float *v, const float *grad, size_t n) {
-    adamw_stretch(a, master, m, v, grad, n);
-}
-static void adamw_stretch_vector(const AdamStep *a, float *master, float *m, float *v, const float *grad, size_t n) {
-    adamw_stretch(a, master, m, v, grad, n);
-}
-
-// Segment after segment, each in stretches of ADAM_STRETCH elements split over the threads: bf16
-// gradients are widened (exactly) into an fp32 stretch first, so the update itself is the one
-// vectorized fp32 loop either way; with bf16 working params the updated master is rounded into them.
-#define ADAM_STRETCH 2048
+// AdamW: the host AdamW (cpu/adamw.c, which the GPU trainer's -oo host links too), with the bias
+// corrections in fp32 as this trainer has always computed them and fused as this build fuses.
 static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DType pt,
                       float lr, float beta1, float beta2, float eps, float grad_scale, int t) {
-    AdamStep a = {lr, beta1, beta2, eps, grad_scale, 0.0f, 1.0f - powf(beta1, (float)t), 1.0f - powf(beta2, (float)t)};
-    for (int s = 0; s < nsegs; s++) {
-        float *master = segs[s].master, *m = segs[s].m, *v = segs[s].v;
-        const void *grad = segs[s].grad;
-        uint16_t *params = pt == ZERO3_BF16 && segs[s].params != (void *)master ? segs[s].params : NULL;
-        a.weight_decay = segs[s].weight_decay;
-        size_t n = segs[s].n, stretches = (n + ADAM_STRETCH - 1) / ADAM_STRETCH;
-        #pragma omp parallel for
-        for (size_t k = 0; k < stretches; k++) {
-            size_t i0 = k * ADAM_STRETCH, len = n - i0 < ADAM_STRETCH ? n - i0 : ADAM_STRETCH;
-            float wide[ADAM_STRETCH];
-            const float *g = (const float *)grad + i0;
-            if (gt == ZERO3_BF16) {
-                f32_from_bf16_span(wide, (const uint16_t *)grad + i0, len);
-                g = wide;
-            }
-            if (gt == ZERO3_BF16) adamw_stretch_vector(&a, master + i0, m + i0, v + i0, g, len);
-            else adamw_stretch_scalar(&a, master + i0, m + i0, v + i0, g, len);
-            if (params) bf16_from_f32_span(params + i0, master + i0, len);
-        }
-    }
+    const AdamwStep step = {lr, beta1, beta2, eps, grad_scale, 1.0f - powf(beta1, (float)t), 1.0f - powf(beta2, (float)t)};
+    adamw_host(segs, nsegs, gt, pt, &step, ADAMW_AS_BUILT);
 }
 
 // Emulated links: the hold compares the clocks of the ranks of a ring, so they must share one

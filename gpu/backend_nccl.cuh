@@ -50,6 +50,7 @@
 #endif
 #include "../proc/proc.h"
 #include "../zero3.h"
+#include "../cpu/adamw.h"
 #include "common.cuh"
 #include "shard_math.cuh"
 
@@ -92,6 +93,24 @@ typedef struct {
     int fired;                  // the timeout line was printed (atomic: one line a rank)
 } GpuWatch;
 
+// -oo host: the optimizer state (fp32 master where separate, m, v) in pinned host memory, and what
+// the step moves between it and the device (gpu_host_adamw): the ranges at host_alloc, the stream,
+// events and staging at the first step (none of it without -oo host).
+#define GPU_HOST_RANGES 4   // host_alloc's buffers: master, m, v (and one to spare)
+typedef struct {
+    void* range[GPU_HOST_RANGES];     // host_alloc's buffers and their bytes (gpu_zero tells them apart)
+    size_t range_bytes[GPU_HOST_RANGES];
+    cudaStream_t stream;        // the step's copies: gradients out, params back (its own stream)
+    cudaEvent_t compute_done;   // recorded on compute: the gradients are reduced
+    cudaEvent_t grads_out;      // recorded on stream after the gradients' copies out
+    cudaEvent_t params_back;    // recorded on stream after the params' copies back
+    char* grads;                // pinned: the step's gradient segments, back to back (grad_type)
+    char* params;               // pinned: the params segments the host AdamW writes (param_type)
+    size_t grads_cap, params_cap;
+    Zero3AdamSegment* segs;     // the segments as the host AdamW sees them (pointing into the above)
+    int segs_cap;
+} GpuHostState;
+
 // The backend's state, reached through every function's ctx (Zero3Backend.ctx); nothing of it is
 // the file's, so two backends can live in one process. The compute (gpu/gpt2_gpu.cuh) takes its stream
 // and device from it when it is created.
@@ -124,6 +143,8 @@ typedef struct {
     int adamw_nsegs;            // segments of the table uploaded last
     size_t adamw_nchunks;       // its chunks
     cudaEvent_t adamw_uploaded; // recorded on compute after the upload
+    // -oo host (gpu_host_adamw): the optimizer state in pinned host memory, updated by the host
+    GpuHostState host;
     // stamps (zero3.h): timing events recorded on the compute stream (stamp) or around each
     // collective on the comm stream; read once per step, relative to the first one, whose host
     // time is taken when it is recorded
@@ -192,7 +213,44 @@ static void gpu_free(void* ctx, void* p) {
     // cudaFree synchronizes the device, so no stream can still be using p
     cudaCheck(cudaFree(p));
 }
-static void gpu_zero(void* ctx, void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, ((GpuBackend*)ctx)->compute)); }
+
+// -oo host's memory: pinned (the copy engines reach it directly), zeroed as alloc's is, and
+// recorded, so that gpu_zero knows it is the host's to clear. No kernel and no asynchronous copy
+// touches it (the step stages through its own buffers; the loaders' copies are synchronous), so
+// the host may clear it at once.
+static int host_range_of(const GpuBackend* g, const void* p) {
+    for (int i = 0; i < GPU_HOST_RANGES; i++)
+        if (g->host.range[i] && (const char*)p >= (const char*)g->host.range[i] &&
+            (const char*)p < (const char*)g->host.range[i] + g->host.range_bytes[i])
+            return i;
+    return -1;
+}
+static void* gpu_host_alloc(void* ctx, size_t bytes) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    int slot = 0;
+    while (slot < GPU_HOST_RANGES && g->host.range[slot]) slot++;
+    if (slot == GPU_HOST_RANGES) fatal_local("host memory: more than %d optimizer buffers", GPU_HOST_RANGES);
+    void* p = NULL;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        alloc_failed(bytes, "pinned host memory for the optimizer state (-oo host)");
+    }
+    memset(p, 0, bytes);
+    g->host.range[slot] = p;
+    g->host.range_bytes[slot] = bytes;
+    return p;
+}
+static void gpu_host_free(void* ctx, void* p) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    const int slot = host_range_of(g, p);
+    if (slot >= 0) g->host.range[slot] = NULL;
+    cudaCheck(cudaFreeHost(p));   // synchronizes the device
+}
+static void gpu_zero(void* ctx, void* p, size_t bytes) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    if (host_range_of(g, p) >= 0) memset(p, 0, bytes);   // the optimizer state in host memory (-oo host)
+    else cudaCheck(cudaMemsetAsync(p, 0, bytes, g->compute));
+}
 
 // ------------------------------------------------------------------------------------------------
 // Stamps: the timeline on the device. A wait's two stamps on the compute stream bracket the time
@@ -663,19 +721,108 @@ static void gpu_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3D
     else adamw_multi_update<float>(d_segs, d_chunks, g->adamw_nchunks, h, g->compute);
 }
 
+// -oo host: AdamW on the host, on the optimizer state in pinned host memory (ZeRO-Offload). The
+// engine hands the step's segments as for gpu_adamw, their m, v (and the master, bf16 runs) in
+// host_alloc's memory, grad and params on the device. The order is the step's:
+//
+//   compute stream:  ... the last reduce-scatter waited on, the norm read back (clipping's coefficient
+//                    is grad_scale: the norm comes before the update) -> record compute_done
+//   host stream:     wait compute_done; every segment's gradients -> host.grads (and, fp32 runs, its
+//                    params, which are the master, -> host.params); record grads_out
+//   host thread:     wait grads_out; the CPU trainer's AdamW (cpu/adamw.c) on every segment, writing
+//                    m, v, the master and host.params
+//   host stream:     host.params -> every segment's params on the device; record params_back
+//   compute stream:  wait params_back (the next forward reads the new params)
+//
+// The gradients leave at the step, all at once, as the engine hands them over then (not unit by unit
+// as each reduce-scatter completes). Bit for bit the device kernel's update: the bias corrections are
+// adamw_hyper's (double, rounded once to fp32), and the host runs ADAMW_UNFUSED, the order of
+// operations adamw_element spells out with explicitly rounded intrinsics.
+// The host AdamW's view of the segments, and the staging buffers sized to them (grown after the
+// copies of the last step are done with them: cudaFreeHost synchronizes the device).
+static void host_stage(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs, size_t gsize, size_t psize) {
+    GpuHostState* H = &g->host;
+    size_t gbytes = 0, pbytes = 0;
+    for (int s = 0; s < nsegs; s++) { gbytes += segs[s].n * gsize; pbytes += segs[s].n * psize; }
+    if (!H->stream) {
+        cudaCheck(cudaStreamCreateWithFlags(&H->stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&H->compute_done, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&H->grads_out, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&H->params_back, cudaEventDisableTiming));
+    }
+    if (gbytes > H->grads_cap) {
+        cudaCheck(cudaFreeHost(H->grads));
+        cudaCheck(cudaMallocHost((void**)&H->grads, gbytes));
+        H->grads_cap = gbytes;
+    }
+    if (pbytes > H->params_cap) {
+        cudaCheck(cudaFreeHost(H->params));
+        cudaCheck(cudaMallocHost((void**)&H->params, pbytes));
+        H->params_cap = pbytes;
+    }
+    if (nsegs > H->segs_cap) {
+        free(H->segs);
+        H->segs = (Zero3AdamSegment*)xmalloc((size_t)nsegs * sizeof(Zero3AdamSegment));
+        H->segs_cap = nsegs;
+    }
+    size_t go = 0, po = 0;
+    for (int s = 0; s < nsegs; s++) {
+        Zero3AdamSegment h = segs[s];
+        const int master_is_params = segs[s].params == (void*)segs[s].master;
+        h.grad = H->grads + go;
+        h.params = H->params + po;
+        if (master_is_params) h.master = (float*)h.params;   // fp32: the master is the params, staged
+        H->segs[s] = h;
+        go += segs[s].n * gsize;
+        po += segs[s].n * psize;
+    }
+}
+
+static void gpu_host_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
+                           float beta1, float beta2, float eps, float grad_scale, int t) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    if (pt != ZERO3_F32 && zero3_dtype_size(pt) != sizeof(floatX))
+        fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
+    if (nsegs == 0) return;
+    GpuHostState* H = &g->host;
+    const size_t gsize = zero3_dtype_size(gt), psize = zero3_dtype_size(pt);
+    host_stage(g, segs, nsegs, gsize, psize);
+    // the gradients out (and the fp32 master, where it is the params), once the compute stream has them
+    cudaCheck(cudaEventRecord(H->compute_done, g->compute));
+    cudaCheck(cudaStreamWaitEvent(H->stream, H->compute_done, 0));
+    for (int s = 0; s < nsegs; s++) {
+        cudaCheck(cudaMemcpyAsync((void*)H->segs[s].grad, segs[s].grad, segs[s].n * gsize, cudaMemcpyDeviceToHost, H->stream));
+        if (segs[s].params == (void*)segs[s].master)
+            cudaCheck(cudaMemcpyAsync(H->segs[s].params, segs[s].params, segs[s].n * psize, cudaMemcpyDeviceToHost, H->stream));
+    }
+    cudaCheck(cudaEventRecord(H->grads_out, H->stream));
+    cudaCheck(cudaEventSynchronize(H->grads_out));
+    // the update on the host, bit for bit the kernel's
+    const AdamwHyper h = adamw_hyper(lr, beta1, beta2, t, eps, grad_scale);
+    const AdamwStep step = {lr, beta1, beta2, eps, grad_scale, h.bias_correction1, h.bias_correction2};
+    adamw_host(H->segs, nsegs, gt, pt, &step, ADAMW_UNFUSED);
+    // the params back; the compute stream's next kernels wait for them
+    for (int s = 0; s < nsegs; s++)
+        cudaCheck(cudaMemcpyAsync(segs[s].params, H->segs[s].params, segs[s].n * psize, cudaMemcpyHostToDevice, H->stream));
+    cudaCheck(cudaEventRecord(H->params_back, H->stream));
+    cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));
+}
+
 // ------------------------------------------------------------------------------------------------
 // Copies
 
 // Copies between engine buffers (device) and host memory, for the model file loaders, checkpoints,
 // the export and the tests' checks (the backend's copy_to_host / copy_to_device). Synchronous:
 // they run at start-up, at checkpoints and in tests, after all queued work.
+// The engine's side may be host memory too (-oo host's optimizer state): cudaMemcpyDefault, which
+// takes each side's kind from its address (unified addressing), copies either.
 static void gpu_copy_to_host(void* ctx, void* dst, const void* src, size_t bytes) {
     cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 static void gpu_copy_to_device(void* ctx, void* dst, const void* src, size_t bytes) {
     cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
     // from pageable memory cudaMemcpy may return before the DMA has landed, and the non-blocking
     // streams would not wait for it
     cudaCheck(cudaDeviceSynchronize());
@@ -913,6 +1060,9 @@ static void gpu_fill_table(Zero3Backend* be, GpuBackend* g) {
     be->dequantize = gpu_dequantize;
     be->cast_from_f32 = gpu_cast_from_f32;
     be->adamw = gpu_adamw;
+    be->host_alloc = gpu_host_alloc;
+    be->host_free = gpu_host_free;
+    be->host_adamw = gpu_host_adamw;
     be->stamp = gpu_stamp;
     be->comm_stamps = gpu_comm_stamps;
     be->stamps_read = gpu_stamps_read;
@@ -956,6 +1106,15 @@ static void gpu_backend_finish(Zero3Backend* be) {
     cudaCheck(cudaFreeHost(g->adamw_table_host));
     cudaCheck(cudaFree(g->adamw_table_device));
     cudaCheck(cudaEventDestroy(g->adamw_uploaded));
+    if (g->host.stream) {   // -oo host ran a step
+        cudaCheck(cudaFreeHost(g->host.grads));
+        cudaCheck(cudaFreeHost(g->host.params));
+        free(g->host.segs);
+        cudaCheck(cudaEventDestroy(g->host.compute_done));
+        cudaCheck(cudaEventDestroy(g->host.grads_out));
+        cudaCheck(cudaEventDestroy(g->host.params_back));
+        cudaCheck(cudaStreamDestroy(g->host.stream));
+    }
     cudaCheck(cudaStreamDestroy(g->compute));
     cudaCheck(cudaStreamDestroy(g->comm_stream));
     free(g->watch.nodes);

@@ -154,15 +154,20 @@ static AdamwHyper adamw_hyper(float lr, float beta1, float beta2, int t, float e
     return h;
 }
 
-// one element: updates p (the master weight), m, v in place from the raw gradient
+// One element: updates p (the master weight), m, v in place from the raw gradient. Every operation
+// is an explicitly rounded intrinsic, so that no compiler fuses or approximates one (nvcc contracts
+// a * b + c into an fma and -use_fast_math approximates / and sqrtf; g++ for the emulator fuses
+// nothing): the same bits as the host AdamW (cpu/adamw.h, ADAMW_UNFUSED), which -oo host runs
+// instead of this kernel. The three fmas are the host's three fmaf, in its operation order.
 __device__ inline void adamw_element(float& p, float& m, float& v, float grad, const AdamwHyper& h,
                                      float weight_decay) {
-    const float g = h.grad_scale * grad;
-    m = h.beta1 * m + (1.0f - h.beta1) * g;
-    v = h.beta2 * v + (1.0f - h.beta2) * g * g;
-    const float mhat = m / h.bias_correction1, vhat = v / h.bias_correction2;
-    const float decayed = p * (1.0f - h.lr * weight_decay);
-    p = decayed - h.lr * mhat / (sqrtf(vhat) + h.eps);
+    const float g = __fmul_rn(grad, h.grad_scale);
+    m = __fmaf_rn(h.beta1, m, __fmul_rn(1.0f - h.beta1, g));
+    v = __fmaf_rn(h.beta2, v, __fmul_rn(__fmul_rn(1.0f - h.beta2, g), g));
+    const float decayed = __fmul_rn(p, __fmaf_rn(-h.lr, weight_decay, 1.0f));
+    const float step = __fdiv_rn(__fmul_rn(h.lr, __fdiv_rn(m, h.bias_correction1)),
+                                 __fadd_rn(__fsqrt_rn(__fdiv_rn(v, h.bias_correction2)), h.eps));
+    p = __fsub_rn(decayed, step);
 }
 
 // The multi-tensor launch (like apex's multi_tensor_apply). The segments (zero3.h's

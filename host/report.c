@@ -82,6 +82,21 @@ static void report_state_split(const Trainer *tr) {
            fp32 ? "m, v; the fp32 params are the master" : "fp32 master, m, v");
 }
 
+// -oo host on a device (the backend's host memory): what left the device, against the plan's figure
+// for it (the optimizer part of zero3_theory_state_parts, -plan's host column; unpadded, so a little
+// below the padded units' bytes). "this run holds" above is the device's part alone.
+static void report_host_state(const Trainer *tr) {
+    const Zero3 *z = &tr->z;
+    if (!z->resident.host_bytes) return;
+    double parts[3];
+    zero3_theory_state_parts(tr->args.stage, (double)z->totals.numel, z->world, z->cfg.param_type, z->cfg.grad_type, parts);
+    char host[32];
+    format_bytes(host, sizeof host, (double)z->resident.host_bytes);
+    printf("|   -oo host: the optimizer shard in pinned host memory, %s: %zu bytes (%d a parameter; the plan's, unpadded: "
+           "%.0f); device %zu bytes\n", host, z->resident.host_bytes, z->cfg.param_type == ZERO3_F32 ? 8 : 12, parts[2],
+           z->resident.bytes);
+}
+
 // "| nodes    node1: ranks 0-1, node2: ranks 2-3": each node's ranks (a run of consecutive ranks as
 // a range), when the backend knows its ranks' host names.
 static int on_node(const Zero3Backend *be, int rank, const char *node) { return !strcmp(be->node_name(be->ctx, rank), node); }
@@ -154,6 +169,7 @@ void trainer_report(Trainer *tr) {
     char res[32];
     format_bytes(res, sizeof res, (double)z->resident.bytes);
     printf("|   this run holds %s of model state (padded units) + gathered units/grad buffers (see peak)\n", res);
+    report_host_state(tr);
     report_state_split(tr);
     trainer_report_variants(tr);
     printf("|   (comm: bytes each rank sends, ring model, with the padding; grads SHARDED reduce-scatter at every\n"

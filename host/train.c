@@ -168,6 +168,10 @@ static void trainer_check_offload(const Trainer *tr) {
     const TrainArgs *a = &tr->args;
     if (a->offload_params == OFFLOAD_DISK)
         fatal("flag -op disk: this trainer keeps the parameter shard in memory; -oo disk puts the optimizer shard on disk");
+    // host: a device's backend gives pinned host memory and updates the state there (host_adamw);
+    // where the engine's memory is the host's (the CPU's) it is that memory
+    if (a->offload_opt == OFFLOAD_HOST && !tr->build->state_in_host_memory && !(tr->be->host_alloc && tr->be->host_adamw))
+        fatal("flag -oo host: this build's backend has no host memory for the optimizer state (use -oo none)");
     if (a->offload_opt != OFFLOAD_DISK) return;
     if (!tr->build->state_in_host_memory)
         fatal("flag -oo disk: this build keeps the optimizer state in device memory; the CPU trainer streams it from disk");
@@ -201,7 +205,9 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
                       .persist_threshold = (size_t)a->persist_threshold,
                       .reshard_after_forward = a->reshard_after_forward, .shard_group = a->shard_group,
                       .quant_weights = a->quant_weights, .hp_group = a->hp_group, .quant_grads = a->quant_grads,
-                      .optimizer_medium = a->offload_opt == OFFLOAD_DISK ? ZERO3_ON_DISK : ZERO3_IN_MEMORY,
+                      .optimizer_medium = a->offload_opt == OFFLOAD_DISK   ? ZERO3_ON_DISK
+                                          : a->offload_opt == OFFLOAD_HOST ? ZERO3_IN_HOST
+                                                                           : ZERO3_IN_MEMORY,
                       .fail = trainer_offload_fault, .observer = &ZERO3_OBSERVER};
     zero3_init(&tr->z, be, &zc);
     tr->measure.resident_before = proc_status_bytes("VmRSS");   // the process before the run's memory: its baseline

@@ -59,10 +59,12 @@ void zeropp_report_quant_error(Zero3 *z) {
     for (int u = 0; u < z->nunits; u++) {
         const Zero3Unit *U = &z->units[u];
         if (U->layout.params != ZERO3_SHARDED) continue;   // never gathered: never quantized
-        size_t bytes = U->padded * sizeof(float);
-        void *full = be->alloc(be->ctx, bytes);
-        be->wait(be->ctx, be->all_gather_start(be->ctx, zero3_owned_master(z, u), full, U->shard, ZERO3_F32));
-        float *host = (float *)xmalloc(bytes);
+        size_t bytes = U->padded * sizeof(float), own = zero3_owned_begin(z, u);
+        float *full = (float *)be->alloc(be->ctx, bytes), *host = (float *)xmalloc(bytes);
+        // the owned master through the host (it may be in host memory: -oo host), then gathered in place
+        be->copy_to_host(be->ctx, host, zero3_owned_master(z, u), U->shard * sizeof(float));
+        be->copy_to_device(be->ctx, full + own, host, U->shard * sizeof(float));
+        be->wait(be->ctx, be->all_gather_start(be->ctx, full + own, full, U->shard, ZERO3_F32));
         be->copy_to_host(be->ctx, host, full, bytes);
         be->free(be->ctx, full);
         if (be->rank == 0) unit_quant_error(U, host);

@@ -13,6 +13,8 @@
 #              torch.compile of the baseline model, filling its caches for the timed baseline
 #   train      GPT-2 124M, T=1024, B=16, stage 3, bf16, 20 steps: it must learn (the last loss below
 #              LEARN_FRACTION of the first); tok/s, MFU against the datasheet and the measured peak
+#   host       the same training with -oo host (the optimizer shard in pinned host memory, AdamW on
+#              the host) for 5 steps: the same losses digit for digit; tok/s beside the run without it
 #   baseline   the same model in PyTorch at B=16, eager and torch.compile; this trainer's ratios and
 #              the target_b16 verdict
 #   tests      test_gpt2cu BF16 and FP32 on one rank against the small dump (V=1024, head size 24),
@@ -59,8 +61,10 @@ set -uo pipefail
 #     against 2 loaded ones: about even
 #   compile_warmup 100: torch.compile of GPT-2 124M, 45-75 s cold; the emulator's PyTorch has no
 #     torch.compile (1 s to say so); beside the builds, which leave the GPU idle
-#   train 1.4 and 0.7, baseline 30: 124M's host init and 20 (PyTorch: 2 x 13) steps of ~0.2 s
+#   train 1.2 and 0.6, baseline 30: 124M's host init and 20 (PyTorch: 2 x 13) steps of ~0.2 s
 #     against a 2-layer model's; PyTorch's compile reads the warm-up's caches
+#   train_z3_host 1.5: 124M's host init and 5 steps of ~0.5 s (the device's ~0.2 s, the gradients and
+#     params over PCIe, ~0.5 GB each way, and the host AdamW over 124M parameters on 16 cores)
 #   test_* 0.12-0.43: every test case in milliseconds on the GPU, the start-up (5-10 s) left
 #   kernels_attention 0.65, kernels_other 2: the CPU references (at 124M shapes, all 16 cores)
 #     dominate; the GPU runs every check program, the emulator two
@@ -74,7 +78,8 @@ build              97   1.15  -
 compile_warmup     1    100   build
 build_asan         38   0     -
 build_mpi          37   0     -
-train_z3_b16       25   1.4   -
+train_z3_b16       25   1.2   -
+train_z3_host_b16  10   1.5   -
 baseline           2    30    -
 test_bf16_n1       100  0.12  -
 test_fp32_n1       39   0.3   -
@@ -82,7 +87,7 @@ test_bf16_hs64     36   0.33  -
 test_fp32_hs64     28   0.43  -
 kernels_attention  46   0.65  -
 kernels_other      22   2     -
-train_z3_b32       35   0.7   -
+train_z3_b32       35   0.6   -
 n2_z3              6    3.3   -
 n2_ddp             5    4     -
 n2_hsdp            4    5     -
@@ -101,7 +106,7 @@ caps_table() {
 c() {
   local key=$1 gpu emu
   case "$key" in
-    train_z3_b2) key=train_z3_b16 ;; train_z3_b4) key=train_z3_b32 ;;
+    train_z3_b2) key=train_z3_b16 ;; train_z3_b4) key=train_z3_b32 ;; train_z3_host_b2) key=train_z3_host_b16 ;;
     san_memcheck_*) key=san_memcheck ;; san_racecheck_*) key=san_racecheck ;; baseline_*) key=baseline ;;
   esac
   read -r _ _ _ _ gpu emu <<< "$(caps_table | awk -v k="$key" '$1 == k')"
@@ -142,6 +147,9 @@ skipped baseline || await_compile_warmup
 
 section "train: GPT-2 124M, B=$B16, stage 3, bf16: learns, tok/s, MFU"
 want train "train_z3_b$B16" && run_train "train_z3_b$B16" "$(c "train_z3_b$B16")" "$B/train_bf16" "$B16" -z 3
+
+section "host: the same training with -oo host (the optimizer shard in host memory, AdamW on the host)"
+want host "train_z3_host_b$B16" && run_train_host "train_z3_host_b$B16" "$(c "train_z3_host_b$B16")" "$B/train_bf16" "$B16" "train_z3_b$B16" -z 3
 
 section "baseline: the same model in PyTorch, eager and torch.compile (from the warm-up's caches)"
 want baseline "baseline_b$B16" && run_baseline "$B16" eager,compile "train_z3_b$B16" "$(c baseline)"

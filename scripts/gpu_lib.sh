@@ -514,6 +514,43 @@ run_train() {
   record "$name" "$st" "$SECS" "$(why "$name")-b $bs $*: $learn; $(echo "$stats" | sed "s/, MFU [0-9.]*%//"); $(mfu_both "$l"); ${act:-no activations line}, ${att:-attention not named}; ${fb:-fallback counters: not printed}"
 }
 
+# run_train_host NAME CAP BIN B BASE ARGS...: the BASE run's training (train_BASE) again with -oo host
+# (the optimizer shard in pinned host memory, AdamW on the host) for HOST_STEPS steps: PASS only if
+# every loss whose learning rates so far agree with BASE's (the schedule's decay depends on the
+# step count) is BASE's, digit for digit (the host AdamW gives the device kernel's bits); its tok/s
+# beside BASE's, the ratio, and both peaks (the device's model state: 12 bytes a parameter less)
+HOST_STEPS=5
+# same_losses BASE LOG: LOG's step losses against BASE's, step by step while the learning rates of
+# the steps before agree (a later step's loss follows another schedule); exit 0 when every compared
+# loss is the same string, with the count, else the first difference
+same_losses() {
+  awk -F' [|] ' 'FNR == 1 {file++}
+      /^step / {split($1, s, "[ /]+"); k = s[2]; loss[file, k] = $2; lr[file, k] = $3}
+      END {n = 0; for (k = 1; (2, k) in loss; k++) {
+             if (!((1, k) in loss)) {print "no step " k " without -oo host"; exit 1}
+             if (loss[1, k] != loss[2, k]) {print "step " k ": " loss[2, k] " with -oo host, " loss[1, k] " without"; exit 1}
+             n++; if (lr[1, k] != lr[2, k]) break }
+           if (n == 0) {print "no steps"; exit 1}
+           printf "losses of steps 1-%d digit for digit those without -oo host", n}' "$1" "$2"
+}
+run_train_host() {
+  local name=$1 limit=$2 bin=$3 bs=$4 base=$5; shift 5
+  [ -x "$bin" ] && [ $have_data = 1 ] || { record "$name" "$(no_input_status)" 0 "no $(basename "$bin") (its build line says why) or no data"; return; }
+  run "$name" "$limit" "$bin" "${TRAIN[@]}" -b "$bs" -x "$HOST_STEPS" -oo host "$@"
+  local l b; l=$(log "$name"); b=$(log "$base")
+  local stats; stats=$(step_stats "$l")
+  local tok; tok=$(echo "$stats" | awk '/tok\/s/{print $1}')
+  local mine=${train_tok[$base]:-}
+  local ratio="no tok/s without it"
+  [ -n "$tok" ] && [ -n "$mine" ] && ratio=$(awk -v a="$tok" -v b="$mine" 'BEGIN{printf "%.0f tok/s without (%s): %.2f of it", b, "'"$base"'", a/b}')
+  local same same_rc
+  same=$(same_losses "$b" "$l"); same_rc=$?
+  local peak_b peak_h
+  peak_b=$(step_stats "$b" | grep -o 'peak [^,]*$'); peak_h=$(echo "$stats" | grep -o 'peak [^,]*$')
+  local st; st=$(status); [ "$st" = PASS ] && [ $same_rc -ne 0 ] && st=FAIL
+  record "$name" "$st" "$SECS" "$(why "$name")-b $bs -oo host $*: $same; $(echo "$stats" | sed "s/, MFU [0-9.]*%//; s/, loss [^,]*//; s/, peak .*//"), $ratio; ${peak_h:-no peak} (${peak_b:-no peak} without)"
+}
+
 # run_baseline B MODES TRAIN_NAME CAP: tools/bench/pytorch_baseline.py at batch B in the given modes (eager,
 # compile, fsdp2); one baseline_MODE_bB line each, with this trainer's ratio (train_NAME's tok/s),
 # then target_bB: the speed targets (>= torch.compile, >= 1.3x eager, MFU >= 50% of the datasheet

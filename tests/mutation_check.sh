@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 80 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 81 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -76,7 +76,7 @@ MUTATIONS=(
 "40|cpu/kernels.h|dx[i] += s * (dy[i] * weight[i] - mean_dnorm - norm * mean_dnorm_norm);|dx[i] += s * (dy[i] * weight[i] - mean_dnorm);||$KERNELS"
 "41|cpu/kernels.h|dz[i] += (p[i] - indicator) * dloss;|dz[i] += (p[i] - indicator);||$KERNELS"
 "42|cpu/backend_cpu.c|1.0f - powf(beta1, (float)t), 1.0f - powf(beta2, (float)t)};|1.0f - powf(beta1, (float)t), 1.0f - powf(beta1, (float)t)};|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
-"43|cpu/backend_cpu.c|float p = master[i] * decay;|float p = master[i];|$ENGINE_T|$ENGINE"
+"43|cpu/adamw.c|float p = master[i] * decay;|float p = master[i];|$ENGINE_T|$ENGINE"
 "44|host/passes.c|p->compute->lm_head_backward(p->state, &emb, &demb, dloss);|p->compute->lm_head_backward(p->state, &emb, &demb, 1.0f);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
 "45|zero3.c|    zero3_finish_reductions(z);\n    drop_unused_prefetches(z);\n    schedule_close_recording(z);|    drop_unused_prefetches(z);\n    schedule_close_recording(z);|build/test_stop_path|build/test_stop_path"
 # 46-59: the figures a user reads (docs/testing.md, "Printed figures"): the sample, the per-unit
@@ -123,6 +123,10 @@ MUTATIONS=(
 "81|zero3_offload.c|    o->slot[u % SLOTS].dirty = 1;|    o->slot[u % SLOTS].dirty = 0;|train_gpt2_zero3|bash tests/test_offload.sh"
 "82|zero3_offload.c|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u > 0 ? u - 1 : 0]);|train_gpt2_zero3|bash tests/test_offload.sh"
 "83|zero3_offload.c|    else if (s->pending == IO_READ && record_checksum(s->buf, bytes) != o->checksum[u])|    else if (0)|train_gpt2_zero3|bash tests/test_offload.sh"
+# 88: -oo host on the GPU trainer: the compute stream no longer waits for the params' copies back from
+# the host AdamW, so the next forward may read the params of the step before (the emulator's streams
+# run that copy late), and -oo host's losses part from the run's without it
+"88|gpu/backend_nccl.cuh|    cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));|    (void)H->params_back;|train_gpt2_zero3|bash tests/test_emu_train.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

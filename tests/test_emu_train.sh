@@ -19,6 +19,13 @@
 #   - -ct on the GPU backend (its NCCL watchdog), 2 emulated ranks: -ct 10 without a fault keeps the
 #     losses bitwise; rank 1 stopped mid-gather (EMU_NCCL_FREEZE) ends every rank within -ct and 6 s
 #     with one error line naming the all-gather, the step and the peer.
+#   - -oo host (the optimizer shard in pinned host memory, AdamW on the host): model.bin, every
+#     checkpoint shard (master, m, v) and log.csv's losses byte for byte those of the run without it,
+#     stages 0-3, BF16 and FP32 builds, 1 and 2 ranks; the device's model state (log.csv) smaller by
+#     the report's host bytes, 12 (bf16) or 8 (fp32) a parameter of the shard, and the plan's figure
+#     for them the model's 267912 parameters (by hand) times that, over the ranks that shard it;
+#     a checkpoint written without it resumed with it as the straight run; -clip local's probe line
+#     the same with it (~2 minutes).
 #   - scripts/launch.sh ends its ranks when one fails, SIGKILLing those alive 10 s after SIGTERM.
 . "$(dirname "$0")/lib.sh"
 command -v g++ >/dev/null || { echo "SKIP: no g++ for the emulator"; exit 0; }
@@ -56,6 +63,53 @@ timeout -k 10 120 "$work/train" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 1 -v 0 -n
 word=$(precision_word "$work/p_bf16")
 [ "$word" = 1 ] || fail "the BF16 build's meta.bin records precision '$word', want 1 (bf16)"
 echo "ok   -p on the BF16 build: -h's default bf16, -p fp32 refused in one line, -p bf16 runs, meta.bin records 1 (bf16)"
+
+# -oo host against the run without it (header): host_offload WHAT BYTES_A_PARAM RANKS LAUNCH...
+PSI=267912   # the small model's parameters: V*C + maxT*C + L*(12C^2 + 13C) + 2C at V=1024 maxT=64 C=72 L=3
+host_offload() {
+  local what=$1 per=$2 ranks=$3; shift 3
+  local z a b f
+  for z in 0 1 2 3; do
+    a="$work/oo_${ranks}_${per}_z${z}_none"; b="$work/oo_${ranks}_${per}_z${z}_host"
+    timeout -k 10 300 "$@" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 3 -v 0 -z $z -o "$a" >"$a.log" 2>&1 ||
+      { tail -20 "$a.log"; fail "$what -z $z: exit $?"; }
+    timeout -k 10 300 "$@" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 3 -v 0 -z $z -oo host -o "$b" >"$b.log" 2>&1 ||
+      { tail -20 "$b.log"; fail "$what -z $z -oo host: exit $?"; }
+    for f in model.bin $(cd "$a" && ls ckpt_*/shard_*.bin); do
+      cmp -s "$a/$f" "$b/$f" || fail "$what -z $z -oo host: $f differs from the run's without it"
+    done
+    [ "$(cut -d, -f2 "$a/log.csv")" = "$(cut -d, -f2 "$b/log.csv")" ] || fail "$what -z $z -oo host: log.csv's losses differ"
+    $PY - "$a/log.csv" "$b/log.csv" "$b.log" "$per" "$ranks" "$z" "$PSI" <<'EOF' || fail "$what -z $z -oo host: the memory figures"
+import csv, re, sys
+none_csv, host_csv, log = sys.argv[1:4]
+per, ranks, z, psi = (int(x) for x in sys.argv[4:])
+state = lambda path: int(list(csv.DictReader(open(path)))[-1]["mem_states_bytes"])
+m = re.search(r"-oo host: the optimizer shard in pinned host memory, .*: (\d+) bytes \((\d+) a parameter; "
+              r"the plan's, unpadded: (\d+)\); device (\d+) bytes", open(log).read())
+if not m: sys.exit("no -oo host line in the report")
+host, said, plan, device = (int(x) for x in m.groups())
+shard = psi if z == 0 else psi / ranks   # DDP keeps the whole optimizer state on every rank
+checks = [(said == per, f"{said} bytes a parameter, want {per}"),
+          (device == state(host_csv), f"the report's device {device} != log.csv's {state(host_csv)}"),
+          (state(none_csv) - state(host_csv) == host, f"the device's drop {state(none_csv) - state(host_csv)} != host {host}"),
+          (plan == per * shard, f"the plan's {plan} != {per} x {shard} by hand"),
+          (plan <= host < plan * 1.01, f"host {host} is not the plan's {plan} and its padding (< 1%)")]
+for ok, why in checks:
+    if not ok: sys.exit(why)
+EOF
+  done
+  echo "ok   -oo host, $what: stages 0-3 bitwise the runs without it (model.bin, shards, losses); device state down by the host's $per bytes a parameter of the shard = the plan's + padding"
+}
+host_offload "BF16, 1 rank" 12 1 "$work/train"
+# a checkpoint written without -oo host, resumed with it (the state loaded into host memory): the
+# straight run's model.bin (4 steps without it)
+RES=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -v 0 -z 2)
+timeout -k 10 300 "$work/train" "${RES[@]}" -x 4 -o "$work/res_straight" >"$work/res_straight.log" 2>&1 || fail "resume: the straight run"
+timeout -k 10 300 "$work/train" "${RES[@]}" -x 2 -o "$work/res" >"$work/res_1.log" 2>&1 || fail "resume: the first 2 steps"
+timeout -k 10 300 "$work/train" "${RES[@]}" -x 4 -y 1 -oo host -o "$work/res" >"$work/res_2.log" 2>&1 || fail "resume: steps 3-4 with -oo host"
+grep -q '^resume: .*ckpt_00000002' "$work/res_2.log" || { cat "$work/res_2.log"; fail "resume with -oo host: it did not resume at step 2"; }
+cmp -s "$work/res_straight/model.bin" "$work/res/model.bin" || fail "resume with -oo host: model.bin differs from the straight run's"
+echo "ok   -oo host resumed from a checkpoint written without it: model.bin the straight 4-step run's"
 
 # fallbacks LOG: "N M" from the summary's line (exactly one line mentions fallbacks)
 fallbacks() {
@@ -142,6 +196,22 @@ print(f"ok   ZeRO++ (-qw 8 -hp 2 -qg 8) on 2 emulated GPU ranks: losses {gpu}, C
 sys.exit(0 if worst < 1e-5 else 1)
 EOF
   grep -q "^ledger: measured = theory" "$work/zpp_gpu.log" || fail "ZeRO++ on the emulated GPU: the ledger is not theory"
+
+  # -oo host on 1 and 2 ranks (FP32), then 2 ranks of a BF16 build (DDP's full master gathered
+  # through device memory); -clip local's probe reads the moments in host memory through the copies
+  host_offload "FP32, 1 rank" 8 1 mpirun -np 1 "$work/train_mpi"
+  host_offload "FP32, 2 ranks" 8 2 mpirun -np 2 "$work/train_mpi"
+  tools/emu/build.sh "$work/train_mpi_bf16" train_gpt2_zero3.cu -DENABLE_BF16 -DUSE_MPI --library >"$work/build_mpi_bf16.log" 2>&1 ||
+    { tail -20 "$work/build_mpi_bf16.log"; fail "emulator build of the BF16 trainer with MPI"; }
+  host_offload "BF16, 2 ranks" 12 2 mpirun -np 2 "$work/train_mpi_bf16"
+  for oo in none host; do
+    timeout -k 10 300 mpirun -np 2 "$work/train_mpi" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 2 -v 0 -z 3 -clip local -oo $oo \
+      >"$work/clip_$oo.log" 2>&1 || { tail -20 "$work/clip_$oo.log"; fail "-clip local -oo $oo on 2 emulated ranks"; }
+  done
+  probe() { grep -E '^step|clip local' "$1" | sed 's/ | [0-9.]* ms | .*//'; }
+  grep -q 'clip local |' "$work/clip_host.log" && [ "$(probe "$work/clip_none.log")" = "$(probe "$work/clip_host.log")" ] ||
+    { diff <(probe "$work/clip_none.log") <(probe "$work/clip_host.log"); fail "-clip local: the probe with -oo host differs"; }
+  echo "ok   -clip local with -oo host: the probe's lines as without it ($(grep -c 'clip local |' "$work/clip_host.log") steps)"
 
   # -ct on the GPU backend (its NCCL watchdog), 2 ranks (~45 s). No fault: -ct 10 gives bitwise the
   # losses of the default -ct 300. (10, not less: on a loaded machine an emulated rank waits seconds

@@ -7,13 +7,15 @@
 #   - the GPU build's prerequisites: no mpi.h chooses USE_MPI=0 by itself (a note), USE_MPI=1 given
 #     there is refused in one line naming USE_MPI=0; scripts/gpu_find_libs.sh finds cuBLASLt and
 #     NCCL in a wheel-shaped folder (-L, an rpath, the versioned file) when the toolkit lacks them;
-#   - the train lines' learning check passes a falling loss and fails a flat one;
+#   - the train lines' learning check passes a falling loss and fails a flat one; the -oo host line's
+#     loss comparison passes the same losses (stopping where the learning rates part) and fails one
+#     digit off;
 #   - the emulated first run (GPU_CHECK_EMULATE=1: every stage at tiny sizes on the CPU emulator),
 #     with the B=4 training line forced past a 3 s cap (GPU_CHECK_CAPS): every line is PASS, FAIL,
 #     TIMEOUT, UNKNOWN or MISS, the forced one TIMEOUT with how far it got, every later stage still
 #     PASSes, in the script's order, within the emulated budget; the head-size-64 dump passes; the
 #     summary grows line by line; the emulated GPU trainer's loss is the CPU trainer's to bf16
-#     rounding;
+#     rounding; the -oo host line's losses are the run's without it, digit for digit;
 #   - an 8-second budget: the BF16 build is cut off (or never starts), every later line is still
 #     written (TIMEOUT: not started), and the script exits non-zero, in time.
 # About 3 minutes on 2 quiet cores (10+ on a loaded one). Needs the tokenized data (make data).
@@ -101,7 +103,16 @@ echo "ok   libraries: found in the wheels with -L, an rpath and the versioned fi
   learned "$work/learns.log" >/dev/null || fail "learned: a loss falling to 0.79 of the first did not pass"
   learned "$work/flat.log" >/dev/null && fail "learned: a flat loss passed"
   learned "$work/short.log" >/dev/null && fail "learned: 2 of 3 steps passed"
-  echo "ok   learning check: $(learned "$work/learns.log"); flat: $(learned "$work/flat.log")" ) || exit 1
+  echo "ok   learning check: $(learned "$work/learns.log"); flat: $(learned "$work/flat.log")"
+  # the -oo host comparison: steps 1-2 compared (step 3 follows another learning rate), then one digit off
+  printf 'step 1/3 | loss 10.800000 | lr 1e-3 | x\nstep 2/3 | loss 9.700000 | lr 2e-3 | x\nstep 3/3 | loss 8.5 | lr 3e-3 | x\n' > "$work/base.log"
+  printf 'step 1/3 | loss 10.800000 | lr 1e-3 | y\nstep 2/3 | loss 9.700000 | lr 1e-3 | y\nstep 3/3 | loss 8.4 | lr 1e-3 | y\n' > "$work/host.log"
+  got=$(same_losses "$work/base.log" "$work/host.log") || fail "same_losses: the same losses failed: $got"
+  [ "$got" = "losses of steps 1-2 digit for digit those without -oo host" ] || fail "same_losses: '$got'"
+  sed -i 's/9.700000 | lr 1e-3/9.700001 | lr 1e-3/' "$work/host.log"
+  got=$(same_losses "$work/base.log" "$work/host.log") && fail "same_losses: a loss one digit off passed: $got"
+  [ "$got" = "step 2: loss 9.700001 with -oo host, loss 9.700000 without" ] || fail "same_losses, one digit off: '$got'"
+  echo "ok   -oo host comparison: same losses pass, one digit off fails ($got)" ) || exit 1
 
 # the emulated run, B=4's training forced past a 3 s cap, its summary's length sampled every second
 out="$work/out"
@@ -120,7 +131,8 @@ for f in gpu_first.log gpu_first_logs.tgz; do [ -s "$out/$f" ] || fail "no $f in
 # every capped command ran under its table cap (the log's "--- NAME (cap Ss)"; the forced one 3 s)
 while read -r name cap; do
   key=$name
-  case $name in train_z3_b2) key=train_z3_b16 ;; train_z3_b4) key=train_z3_b32 ;; san_memcheck_*) key=san_memcheck ;;
+  case $name in train_z3_b2) key=train_z3_b16 ;; train_z3_b4) key=train_z3_b32 ;; train_z3_host_b2) key=train_z3_host_b16 ;;
+    san_memcheck_*) key=san_memcheck ;;
     san_racecheck_*) key=san_racecheck ;; baseline_*) key=baseline ;; build_bf16|build_fp32) key=build ;;
     build_bf16_asan) key=build_asan ;; build_*_mpi) key=build_mpi ;; esac
   want_cap=$(echo "$rows" | awk -v k="$key" '$1 == k {print $6}')
@@ -144,6 +156,7 @@ line gemm_peak PASS '[0-9.]+ TFLOP/s'
 for b in bf16 fp32 bf16_asan; do line "build_$b" PASS 'register spill warnings: 0'; done
 for t in test_bf16_n1 test_fp32_n1 test_bf16_hs64 test_fp32_hs64; do line $t PASS '2 of 2 cases passed'; done
 line train_z3_b2 PASS 'loss [0-9.]+ -> [0-9.]+ in 20 of 20 steps \(0\.[0-9]+ of the first; learns if < 0.9\); [0-9]+ tok/s, .*MFU [0-9.]+% of the [0-9.]+ TFLOP/s datasheet peak, [0-9.]+% of the [0-9.]+ TFLOP/s measured GEMM peak; activations .*, flash attention \(tensor cores\); epilogue fallbacks: gelu 0, bgradb 0'
+line train_z3_host_b2 PASS '-b 2 -oo host -z 3: losses of steps 1-5 digit for digit those without -oo host; [0-9]+ tok/s, [0-9.]+ ms/step, [0-9]+ tok/s without \(train_z3_b2\): [0-9.]+ of it; peak [0-9.]+ [KMG]iB \(peak [0-9.]+ [KMG]iB without\)'
 # the forced cap: TIMEOUT, how far it got, and no failure
 line train_z3_b4 TIMEOUT 'cut off by its 3 s cap: (reached step [0-9]+ of 20|no output|last line: )'
 line kernels_attention PASS '^.* [1-9][0-9]* PASS, 0 FAIL; programs failed: 0'
@@ -171,7 +184,7 @@ tail -1 "$sum" | grep -qE '^gpu_first: CPU emulator, [0-9]+ s of 2000, 0 failed,
 
 # the stages in the script's order
 order=$(awk '{print $1}' "$sum" | grep -vE '^(build_|gpu_first:)' | tr '\n' ' ')
-want="env gemm_peak compile_warmup train_z3_b2 baseline_eager_b2 baseline_compile_b2 target_b2 test_bf16_n1 test_fp32_n1 test_bf16_hs64 test_fp32_hs64 kernels_attention attention_paths kernels_other train_z3_b4 zero3_vs_ddp_n2 "
+want="env gemm_peak compile_warmup train_z3_b2 train_z3_host_b2 baseline_eager_b2 baseline_compile_b2 target_b2 test_bf16_n1 test_fp32_n1 test_bf16_hs64 test_fp32_hs64 kernels_attention attention_paths kernels_other train_z3_b4 zero3_vs_ddp_n2 "
 command -v mpicxx >/dev/null && want+="hsdp_n2 "
 want+="san_memcheck_train_bf16 san_racecheck_train_bf16 "
 [ "$order" = "$want" ] || fail "order: $order"
@@ -216,7 +229,7 @@ cat "$work/short/summary.txt"
 [ $secs -le 50 ] || fail "8 s budget: took $secs s"
 grep -E '^build_bf16 ' "$work/short/summary.txt" | grep -qE ' TIMEOUT .*(cut off by its [0-9]+ s cap|not started: the budget is spent)' ||
   fail "8 s budget: the BF16 build was neither cut off nor left unstarted"
-for n in test_bf16_n1 test_bf16_hs64 train_z3_b2 kernels_attention baseline_eager_b2 san_memcheck_train_bf16 zero3_vs_ddp_n2 target_b2; do
+for n in test_bf16_n1 test_bf16_hs64 train_z3_b2 train_z3_host_b2 kernels_attention baseline_eager_b2 san_memcheck_train_bf16 zero3_vs_ddp_n2 target_b2; do
   grep -qE "^$n +(FAIL|TIMEOUT|UNKNOWN) " "$work/short/summary.txt" || fail "8 s budget: no FAIL/TIMEOUT/UNKNOWN line for $n"
 done
 echo "8 s budget: exit non-zero after $secs s; $(grep -E '^build_bf16 ' "$work/short/summary.txt"); every stage's line written"

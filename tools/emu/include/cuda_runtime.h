@@ -496,6 +496,14 @@ inline int4 __ldcs(const int4* p) { return *p; }
 inline void __stcs(int4* p, int4 v) { *p = v; }
 inline int4 __ldg(const int4* p) { return *p; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// the explicitly rounded arithmetic (round to nearest even): IEEE single operations on the host, one
+// rounding each (build.sh's g++ targets plain x86-64, so it fuses no multiply into an add)
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline long long clock64() { return (long long)(emu::now() * 1e9); }
