@@ -33,6 +33,7 @@ typedef struct {
 struct Zero3Offload {
     Zero3 *z;
     Zero3Store what;
+    char dir[4096];               // the folder of every rank's file of this store
     char path[4200];
     int fd, direct;
     int narrays;                  // optimizer: 3 (master, m, v) or 2 (m, v: the fp32 params are the master); params: 1
@@ -64,12 +65,22 @@ static double seconds_now(void) {
 static const char *const STORE_FILE[2] = {"optimizer", "params"};
 static const char *const STORE_WORDS[2] = {"optimizer state", "parameter shard"};
 
-// The run ends with one line naming the file: the trainer's hook (every rank taken down), else exit.
-// The scratch files go first (this store's and the other's): the checkpoints hold the state to
-// resume from.
+// Every rank's file of store o in its folder: the ranks that share it (one node's) see them all.
+static void unlink_every_rank(const Zero3Offload *o) {
+    char path[4200];
+    for (int r = 0; r < o->z->be->world; r++) {
+        snprintf(path, sizeof path, "%s/%s_r%05d.bin", o->dir, STORE_FILE[o->what], r);
+        unlink(path);
+    }
+}
+
+// The run ends with one line naming the file: the trainer's hook (every rank taken down, killed
+// where they stand), else exit. The scratch files go first, this store's and the other's, every
+// rank's that this rank can see (the others are killed before they could remove theirs): the
+// checkpoints hold the state to resume from.
 static void offload_fail(Zero3Offload *o, const char *msg) {
-    if (o->z->offload) unlink(o->z->offload->path);
-    if (o->z->params_offload) unlink(o->z->params_offload->path);
+    if (o->z->offload) unlink_every_rank(o->z->offload);
+    if (o->z->params_offload) unlink_every_rank(o->z->params_offload);
     if (o->z->cfg.fail) o->z->cfg.fail(msg);
     fprintf(stderr, "%s\n", msg);
     exit(1);
@@ -241,7 +252,10 @@ static void check_file_size(Zero3Offload *o) {
 static void stream_read(Zero3Offload *o, int u) {
     if (u >= o->z->nunits) return;
     const int i = u % SLOTS;
-    if (o->slot[i].unit == u && !o->stream_fills) return;   // the cache holds it already (written back, clean)
+    // the optimizer's cache may hold it already (written back, clean); the params' stream reads every
+    // record: its slots hold what the backward's gathers left, and a step's I/O is then the same for
+    // any pass order (the planner's count: one read of each record)
+    if (o->what == ZERO3_STORE_OPTIMIZER && o->slot[i].unit == u) return;
     slot_queue(o, i, o->stream_fills ? IO_FILL : IO_READ, u);
 }
 
@@ -341,6 +355,7 @@ Zero3Offload *zero3_offload_open(Zero3 *z, Zero3Store what, const char *dir, cha
     o->record_at = calloc(n, sizeof(size_t)); o->record_bytes = calloc(n, sizeof(size_t)); o->span = calloc(n, sizeof(size_t));
     o->checksum = calloc(n, sizeof(uint64_t)); o->written = calloc(n, 1);
     if (!o->record_at || !o->record_bytes || !o->span || !o->checksum || !o->written) zero3_die("out of host memory");
+    snprintf(o->dir, sizeof o->dir, "%s", dir);
     snprintf(o->path, sizeof o->path, "%s/%s_r%05d.bin", dir, STORE_FILE[what], z->be->rank);
     lay_out_records(o);
     if (open_file(o, err, errlen)) { free_store(o); return NULL; }

@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 80 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 81 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -123,6 +123,7 @@ MUTATIONS=(
 "81|zero3_offload.c|    o->slot[u % SLOTS].dirty = 1;|    o->slot[u % SLOTS].dirty = 0;|train_gpt2_zero3|bash tests/test_offload.sh"
 "82|zero3_offload.c|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u > 0 ? u - 1 : 0]);|train_gpt2_zero3|bash tests/test_offload.sh"
 "83|zero3_offload.c|    else if (s->pending == IO_READ && record_checksum(s->buf, bytes) != o->checksum[u])|    else if (0)|train_gpt2_zero3|bash tests/test_offload.sh"
+"84|zero3_offload.c|        o->stream_fills = !z->resident.master_is_params;|        o->stream_fills = 1;|train_gpt2_zero3|bash tests/test_offload.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE
