@@ -20,7 +20,8 @@
 // Both files are one kind of store (Zero3Store): a record per unit, the same slots, I/O thread and
 // checksums; they differ only in what a record holds. An optimizer record holds the unit's optimizer
 // span (zero3_optimizer_range), array after array (master when it is separate, m, v); a params record
-// the unit's params shard (param_type). Each is padded to a 4096-byte block so that every record starts and ends on one:
+// the unit's params shard (param_type). Each is padded to a 4096-byte block so that every record
+// starts and ends on one:
 // the reads and writes are direct (O_DIRECT, past the page cache) from 4096-aligned slots. The file
 // is reserved whole at start (posix_fallocate): a disk without the room is refused before the first
 // step, and a disk that fills later cannot take the run's room.
