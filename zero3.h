@@ -112,7 +112,8 @@ extern const Zero3StageLayout ZERO3_STAGE_LAYOUT[4];
 //   -----------+------------------------------------------------------+----------------------------
 //   RESIDENT   | params FULL (stages 0-2, persistent units): the unit  | - (never moves)
 //              | lives whole in params_full for the run                |
-//   SHARDED    | this rank's slice in params_shard; nothing else       | GATHERING; GATHERED (one rank)
+//   SHARDED    | this rank's slice in params_shard (-op disk: its      | GATHERING; GATHERED (one rank)
+//              |   record in the params file); nothing else            |
 //   GATHERING  | + a pool buffer (params_gathered) an all-gather is    | GATHERED
 //              |   filling (gather_handle; qwZ: gather_packed too)     |
 //   GATHERED   | + params_gathered holds the full unit; `holders`      | SHARDED (freed); KEPT

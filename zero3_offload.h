@@ -54,9 +54,11 @@
 //
 // Faults: every record's checksum is kept in memory when it is written and checked when it is read
 // back; the file's size is checked at every step's start. A short read, a changed record, a failed
-// write end the run through cfg's fail hook with one line naming the file. The state files are
-// scratch: checkpoints hold the state (read through the cache), so a run killed mid-write resumes
-// from its last checkpoint, and the files are rewritten from it.
+// write end the run through cfg's fail hook with one line naming the file; the failing rank first
+// removes both stores' files of every rank in their folders (the hook kills the other ranks where
+// they stand, before they could remove their own). The state files are scratch: checkpoints hold
+// the state (read through the cache; with -op disk the params through the master), so a run killed
+// mid-write resumes from its last checkpoint, and the files are rewritten from it.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

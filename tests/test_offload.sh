@@ -69,6 +69,18 @@ op_pair op_n2bf16a3 2 z3n2bf16a3_ref -z 3 -p bf16 -d 192 -op disk
 op_pair op_n2bf16a3oo 2 z3n2bf16a3_ref -z 3 -p bf16 -d 192 -op disk -oo disk -pd 2
 op_pair op_n2a3oo 2 straight32 -z 3 -d 192 -op disk -oo disk
 op_pair op_n3a2pd2 3 z3n3a2_ref -z 3 -d 192 -op disk -pd 2
+# the variants of -z 3 that gather differently: ZeRO++'s three (the qwZ gather quantizes the record
+# read from the file; hpZ's backward gathers from the secondary shards, no read) and HSDP with the
+# sampler's forward passes (the samples' text, too)
+Z=(-z 3 -p bf16 -qw 8 -hp 2 -qg 8)
+must_run zpp_ref 4 "${M[@]}" "${Z[@]}" -o "$work/zpp_ref"
+op_pair op_zpp 4 zpp_ref "${Z[@]}" -op disk
+H=(-z 3 -hs 2 -s 3 -g 8)
+must_run hsdp_ref 4 "${M[@]}" "${H[@]}" -o "$work/hsdp_ref"
+op_pair op_hsdp 4 hsdp_ref "${H[@]}" -op disk
+samples() { grep -A1 '^---- sample' "$work/$1.out" | grep -v '^----'; }
+[ -n "$(samples hsdp_ref)" ] && [ "$(samples hsdp_ref)" = "$(samples op_hsdp)" ] || fail "-op disk -hs 2: the samples differ"
+echo "ok   -op disk with -hs 2: the same samples"
 
 # ---------------------------------------------------------------- checkpoints: on another N, with or without
 # on another N and stage as tests/test_checkpoint.sh does it: resharded there with no step run (-x 2:
