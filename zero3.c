@@ -159,6 +159,14 @@ double zero3_local_grad_norm(Zero3 *z) {
     return sqrt(owned_sum_squares(z));
 }
 
+// The stores on disk, in the order the step streams them: the optimizer state's, the params'.
+static int stores_on_disk(Zero3 *z, Zero3Offload **stores) {
+    int n = 0;
+    if (z->offload) stores[n++] = z->offload;
+    if (z->params_offload) stores[n++] = z->params_offload;
+    return n;
+}
+
 // AdamW on the local optimizer span: every segment in one backend call (one launch on a GPU). No
 // communication, except the all-gather of updated params where params are FULL but the optimizer
 // SHARDED.
@@ -169,18 +177,20 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
     finish_gradients(z);
     drop_unused_prefetches(z);
     OBSERVE(z, compute_begin, ZERO3_EV_OPTIMIZER, -1);
-    if (z->offload) {
-        // the state on disk: unit by unit through the stream (zero3_offload.h), the same AdamW on
-        // the same segments, each unit's pointing into its slot
-        zero3_offload_stream_begin(z->offload);
+    Zero3Offload *disk[2];
+    const int ndisk = stores_on_disk(z, disk);
+    if (ndisk) {
+        // state on disk: unit by unit through the streams (zero3_offload.h), each store's beside the
+        // other's, the same AdamW on the same segments, each unit's pointing into its slots
+        for (int i = 0; i < ndisk; i++) zero3_offload_stream_begin(disk[i]);
         for (int u = 0; u < z->nunits; u++) {
-            zero3_offload_take(z->offload, u);
+            for (int i = 0; i < ndisk; i++) zero3_offload_take(disk[i], u);
             int nsegs = build_adam_segments(z, u, u + 1, weight_decay);
             be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, lr, beta1, beta2, eps,
                       grad_scale, t);
-            zero3_offload_give(z->offload, u);
+            for (int i = 0; i < ndisk; i++) zero3_offload_give(disk[i], u);
         }
-        zero3_offload_stream_end(z->offload);
+        for (int i = 0; i < ndisk; i++) zero3_offload_stream_end(disk[i]);
         z->adam.count = 0;   // no segment outlives its slot
     } else {
         // in memory, or in host memory (-oo host: the backend's host_adamw brings the gradients to
@@ -279,6 +289,7 @@ static void release_kept(Zero3 *z, Zero3Unit *U) {
 
 static void label_unit(const Zero3 *z, int u);
 static void *owned_params(Zero3 *z, int u);
+static char *at(void *base, size_t elements, Zero3DType t);
 static void *resident_params(Zero3 *z, int u);
 static void *pool_acquire(Zero3 *z, size_t bytes);
 static void pool_release(Zero3 *z, void *ptr);
@@ -294,6 +305,24 @@ static void wait_for(Zero3 *z, void *handle, int u, Zero3Collective kind) {
     OBSERVE(z, wait_begin, u, kind);
     z->be->wait(z->be->ctx, handle);
     OBSERVE(z, wait_end);
+}
+
+// The shard unit u's gather sends: the resident one, or (-op disk) its record read from the file now
+// into the store's slot, valid until that slot's next request: every caller copies or quantizes it
+// before it returns, so no slot is held while the gather runs.
+static const void *gather_source(Zero3 *z, int u) {
+    if (z->params_offload && params_sharded(z, u)) return zero3_offload_read(z->params_offload, u);
+    return owned_params(z, u);
+}
+
+// The input of unit u's all-gather of shards: the resident shard, or (on disk) the record copied into
+// this rank's own place in the gathered buffer, which the all-gather then fills in place.
+static const void *gather_input(Zero3 *z, int u) {
+    const Zero3Unit *U = &z->units[u];
+    if (!z->params_offload) return owned_params(z, u);
+    void *mine = at(U->params_gathered, zero3_owned_begin(z, u), z->cfg.param_type);
+    z->be->copy(z->be->ctx, mine, gather_source(z, u), U->shard * zero3_dtype_size(z->cfg.param_type));
+    return mine;
 }
 
 // SHARDED -> GATHERING: the gather the policy gives unit u for `phase` starts into a pool buffer:
@@ -312,7 +341,7 @@ static void gather_start(Zero3 *z, int u, Zero3Phase phase) {
     size_t full_bytes = U->padded * zero3_dtype_size(z->cfg.param_type);
     U->params_gathered = pool_acquire(z, full_bytes);
     if (U->gather.how == ZERO3_GATHER_SHARDS)
-        U->gather_handle = issued(z, be->all_gather_start(be->ctx, owned_params(z, u), U->params_gathered, U->shard, z->cfg.param_type),
+        U->gather_handle = issued(z, be->all_gather_start(be->ctx, gather_input(z, u), U->params_gathered, U->shard, z->cfg.param_type),
                                   u, U->gather.kind, full_bytes);
     else
         U->gather_handle = zeropp_gather_start(z, u);
@@ -399,7 +428,6 @@ static void drop_unused_prefetches(Zero3 *z) {
 // 4. The gradients: the buffer the backward adds into, its reduction, the reductions in flight
 
 static void *grads_span(Zero3 *z, int u);
-static char *at(void *base, size_t elements, Zero3DType t);
 static void *solo_grads_in_place(Zero3 *z, int u);
 static void zeropp_reduce(Zero3 *z, int u);
 
@@ -867,7 +895,10 @@ void zero3_allocate(Zero3 *z) {
     z->resident.optim_numel = optim;
     size_t pbytes = zero3_dtype_size(z->cfg.param_type), gbytes = zero3_dtype_size(z->cfg.grad_type);
     size_t bytes = 0;
-    if (params_shard) { z->resident.params_shard = be->alloc(be->ctx, params_shard * pbytes); bytes += params_shard * pbytes; }
+    if (params_shard && z->cfg.params_medium != ZERO3_ON_DISK) {   // on disk: the params store's file and slots
+        z->resident.params_shard = be->alloc(be->ctx, params_shard * pbytes);
+        bytes += params_shard * pbytes;
+    }
     if (params_full) { z->resident.params_full = be->alloc(be->ctx, params_full * pbytes); bytes += params_full * pbytes; }
     bytes += zeropp_allocate(z);
     if (zero3_optimizer_medium(z) != ZERO3_ON_DISK) {   // on disk: zero3_offload_start's file and slots instead
@@ -884,15 +915,18 @@ void zero3_allocate(Zero3 *z) {
     if (!z->adam.segs) zero3_die("out of host memory");
 }
 
-int zero3_offload_start(Zero3 *z, const char *dir, char *err, size_t errlen) {
-    if (zero3_optimizer_medium(z) != ZERO3_ON_DISK) return 0;
-    z->offload = zero3_offload_open(z, dir, err, errlen);
-    return z->offload ? 0 : -1;
+int zero3_offload_start(Zero3 *z, Zero3Store what, const char *dir, char *err, size_t errlen) {
+    const Zero3Medium medium = what == ZERO3_STORE_PARAMS ? z->cfg.params_medium : zero3_optimizer_medium(z);
+    Zero3Offload **store = what == ZERO3_STORE_PARAMS ? &z->params_offload : &z->offload;
+    if (medium != ZERO3_ON_DISK) return 0;
+    *store = zero3_offload_open(z, what, dir, err, errlen);
+    return *store ? 0 : -1;
 }
 
 void zero3_free(Zero3 *z) {
     const Zero3Backend *be = z->be;
     zero3_offload_close(z->offload);
+    zero3_offload_close(z->params_offload);
     void *bufs[] = {z->resident.params_full, z->resident.params_shard, z->resident.grads_full, z->resident.grads_shard,
                     z->resident.params_secondary};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
@@ -925,9 +959,12 @@ static char *at(void *base, size_t elements, Zero3DType t) {
 
 size_t zero3_owned_begin(const Zero3 *z, int u) { return (size_t)z->rank * z->units[u].shard; }
 
-// The working params of the owned slice (the input of all-gathers, the output of AdamW).
+// The working params of the owned slice (the input of all-gathers, the output of AdamW). Where the
+// params shard is on disk (-op disk), the store's slot that holds the unit now (the cache brings it
+// in, marked changed); a gather reads the file itself (gather_source).
 static void *owned_params(Zero3 *z, int u) {
     const Zero3Unit *U = &z->units[u];
+    if (params_sharded(z, u) && z->params_offload) return zero3_offload_array(z->params_offload, u, 0);
     if (params_sharded(z, u)) return at(z->resident.params_shard, U->params_offset, z->cfg.param_type);
     return at(z->resident.params_full, U->params_offset + zero3_owned_begin(z, u), z->cfg.param_type);
 }
@@ -1125,15 +1162,22 @@ static void schedule_note_gather(Zero3 *z, int u, Zero3Phase phase) {
 static int solo(const Zero3 *z) { return z->world == 1; }
 
 // SHARDED -> GATHERED in place: the gathered unit is the shard itself.
+// On disk (-op disk) the shard is a record: read, and copied into a pool buffer, so no slot is held.
 static void solo_gather(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    U->params_gathered = owned_params(z, u);
+    if (z->params_offload) {
+        const size_t bytes = U->shard * zero3_dtype_size(z->cfg.param_type);
+        U->params_gathered = pool_acquire(z, bytes);
+        z->be->copy(z->be->ctx, U->params_gathered, gather_source(z, u), bytes);
+    } else {
+        U->params_gathered = owned_params(z, u);
+    }
     set_params_state(z, U, ZERO3_PARAMS_GATHERED);
 }
 
 // The gathered unit is the shard itself, not a pool buffer (nothing to give back).
 static int solo_shard_in_place(Zero3 *z, const Zero3Unit *U) {
-    return U->params_gathered == owned_params(z, (int)(U - z->units));
+    return !z->params_offload && U->params_gathered == owned_params(z, (int)(U - z->units));
 }
 
 // Grads SHARDED on one rank: the shard accumulates in place, as grads FULL do. NULL elsewhere.
@@ -1210,7 +1254,7 @@ static void *qw_gather_start(Zero3 *z, int u, Zero3Collective kind) {
     size_t packed = zero3_quant_bytes(U->shard);
     U->gather_packed = pool_acquire(z, packed * (size_t)z->world);
     char *mine = (char *)U->gather_packed + packed * (size_t)z->rank;
-    be->quantize(be->ctx, owned_params(z, u), z->cfg.param_type, U->shard, mine);
+    be->quantize(be->ctx, gather_source(z, u), z->cfg.param_type, U->shard, mine);
     if (solo(z)) return NULL;
     return issued(z, be->all_gather_start(be->ctx, mine, U->gather_packed, packed, ZERO3_I8), u, kind,
                   packed * (size_t)z->world);

@@ -50,8 +50,9 @@
 // in memory (the resident buffers), in the backend's host memory (ZERO3_IN_HOST, -oo host: a GPU's
 // pinned host memory, AdamW run there by the backend's host_adamw), or on disk
 // (Zero3Config.optimizer_medium = ZERO3_ON_DISK, -oo disk), where zero3_optimizer_step streams it
-// unit by unit through zero3_offload.c; zero3_offload.h draws the picture. zero3_optimizer_medium is
-// the one place that decides. The numbers are the same; only the memory that holds them changes.
+// unit by unit through zero3_offload.c; at stage 3 the params shard too (params_medium, -op disk),
+// read before each gather. zero3_offload.h draws the picture; zero3_optimizer_medium is the one
+// place that decides the optimizer's. The numbers are the same; only the memory that holds them changes.
 //
 // zero3.c holds no MPI and no CUDA: collectives, memory and shard math come from a Zero3Backend that
 // the trainer supplies (cpu/backend_cpu.c: MPI + C loops; gpu/backend_nccl.cuh: NCCL + CUDA kernels).
@@ -113,7 +114,8 @@ extern const Zero3StageLayout ZERO3_STAGE_LAYOUT[4];
 //   -----------+------------------------------------------------------+----------------------------
 //   RESIDENT   | params FULL (stages 0-2, persistent units): the unit  | - (never moves)
 //              | lives whole in params_full for the run                |
-//   SHARDED    | this rank's slice in params_shard; nothing else       | GATHERING; GATHERED (one rank)
+//   SHARDED    | this rank's slice in params_shard (-op disk: its      | GATHERING; GATHERED (one rank)
+//              |   record in the params file); nothing else            |
 //   GATHERING  | + a pool buffer (params_gathered) an all-gather is    | GATHERED
 //              |   filling (gather_handle; qwZ: gather_packed too)     |
 //   GATHERED   | + params_gathered holds the full unit; `holders`      | SHARDED (freed); KEPT
@@ -220,9 +222,10 @@ int zero3_add_unit(Zero3 *z, const char *name, int ntensors, const char *const *
 // Fixes the padding and allocates the resident buffers for the stage.
 void zero3_allocate(Zero3 *z);
 void zero3_free(Zero3 *z);
-// ZERO3_ON_DISK: after zero3_allocate, the file in dir reserved and its I/O thread started. 0, or -1
-// with err (nothing left on disk); before any use of the optimizer state.
-int zero3_offload_start(Zero3 *z, const char *dir, char *err, size_t errlen);
+// The store `what` on disk (cfg.optimizer_medium, cfg.params_medium ZERO3_ON_DISK): after
+// zero3_allocate, its file in dir reserved and its I/O thread started; nothing where that medium is
+// memory. 0, or -1 with err (nothing left on disk); before any use of the state it holds.
+int zero3_offload_start(Zero3 *z, Zero3Store what, const char *dir, char *err, size_t errlen);
 
 // ---- parameters: initialization and loading ----------------------------------------------------
 // Each rank fills the master copy of the slice it owns, in unit coordinates [r*S, (r+1)*S):
@@ -360,6 +363,10 @@ struct Zero3Config {
     // streamed unit by unit during the optimizer step; the trainer calls zero3_offload_start, naming
     // its folder, after zero3_allocate)
     Zero3Medium optimizer_medium;
+    // where the params shard (the units whose params are SHARDED: stage 3) lives between its gathers:
+    // ZERO3_IN_MEMORY (params_shard) or ZERO3_ON_DISK (a file, read before each gather, streamed in
+    // the optimizer step; zero3_offload_start with ZERO3_STORE_PARAMS)
+    Zero3Medium params_medium;
     void (*fail)(const char *msg);  // an I/O fault's one line: ends every rank (never returns); NULL: exit(1)
     const Zero3Observer *observer;  // what measures the engine (observe/zero3_observe.h's ZERO3_OBSERVER);
                                     // NULL = nothing measured, z->observe stays zero
@@ -721,6 +728,7 @@ struct Zero3 {
     Zero3Inflight inflight;    // reductions in flight
     Zero3AdamWork adam;        // the optimizer step's segments
     Zero3Offload *offload;     // ZERO3_ON_DISK: the optimizer state's file and slots; NULL in memory
+    Zero3Offload *params_offload;   // params_medium ZERO3_ON_DISK: the params shard's file and slots
     Zero3Observe observe;      // measurement only, written by cfg.observer: the ledger, the timeline
 };
 

@@ -1,6 +1,8 @@
-// zero3_offload.c: the optimizer shard on disk (zero3_offload.h draws the picture). In order: the
-// file and its records; the I/O thread and its requests; the slots (a cache outside the step, a
-// stream inside it); opening and closing.
+// zero3_offload.c: a rank's shards on disk (zero3_offload.h draws the picture). One store of per-unit
+// records serves both kinds (the optimizer state, -oo disk; the parameter shard, -op disk): they
+// differ only in what a record holds (Zero3Store's table below). In order: the file and its records;
+// the I/O thread and its requests; the slots (a cache outside the step, a read before a gather, a
+// stream inside the step); opening and closing.
 #define _GNU_SOURCE
 #include "zero3_offload.h"
 #include "zero3.h"
@@ -17,10 +19,11 @@
 #define BLOCK 4096   // O_DIRECT's alignment: of a record's offset and length, and of a slot
 #define SLOTS 3      // unit k-1 written back, k updated, k+1 read
 
-typedef enum { IO_NONE = 0, IO_READ, IO_WRITE } IoOp;
+// IO_FILL: a slot zeroed in place of a read (the bf16 params' stream: AdamW writes all of them)
+typedef enum { IO_NONE = 0, IO_READ, IO_WRITE, IO_FILL } IoOp;
 
 typedef struct {
-    float *buf;      // BLOCK-aligned, the largest record's bytes
+    char *buf;       // BLOCK-aligned, the largest record's bytes
     int unit;        // the unit it holds (or is reading, writing), -1 none
     int dirty;       // changed since it was read: to be written back before it takes another unit
     IoOp pending;    // the request queued or running on it
@@ -29,12 +32,16 @@ typedef struct {
 
 struct Zero3Offload {
     Zero3 *z;
+    Zero3Store what;
+    char dir[4096];               // the folder of every rank's file of this store
     char path[4200];
     int fd, direct;
-    int narrays;                  // 3 (master, m, v) or 2 (m, v: the fp32 params are the master)
+    int narrays;                  // optimizer: 3 (master, m, v) or 2 (m, v: the fp32 params are the master); params: 1
+    size_t elem_bytes;            // of an array's element: 4 (fp32 state) or the params' type
+    int stream_fills;             // the step's stream zeroes a slot instead of reading it (the bf16 params)
     size_t *record_at;            // per unit: the byte offset of its record
-    size_t *record_bytes;         // per unit: its length, a multiple of BLOCK
-    size_t *span;                 // per unit: the floats of one array (its optimizer span)
+    size_t *record_bytes;         // per unit: its length, a multiple of BLOCK (0: a unit the store does not hold)
+    size_t *span;                 // per unit: the elements of one array
     uint64_t *checksum;           // per unit: of its record as last written
     unsigned char *written;       // per unit: the record holds data (else it reads as zeros)
     size_t file_bytes;
@@ -54,10 +61,26 @@ static double seconds_now(void) {
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-// The run ends with one line naming the file: the trainer's hook (every rank taken down), else exit.
-// The scratch file goes first: the checkpoints, not it, hold the state to resume from.
+// What each store holds, by Zero3Store: its file's name and the words its messages use.
+static const char *const STORE_FILE[2] = {"optimizer", "params"};
+static const char *const STORE_WORDS[2] = {"optimizer state", "parameter shard"};
+
+// Every rank's file of store o in its folder: the ranks that share it (one node's) see them all.
+static void unlink_every_rank(const Zero3Offload *o) {
+    char path[4200];
+    for (int r = 0; r < o->z->be->world; r++) {
+        snprintf(path, sizeof path, "%s/%s_r%05d.bin", o->dir, STORE_FILE[o->what], r);
+        unlink(path);
+    }
+}
+
+// The run ends with one line naming the file: the trainer's hook (every rank taken down, killed
+// where they stand), else exit. The scratch files go first, this store's and the other's, every
+// rank's that this rank can see (the others are killed before they could remove theirs): the
+// checkpoints hold the state to resume from.
 static void offload_fail(Zero3Offload *o, const char *msg) {
-    unlink(o->path);
+    if (o->z->offload) unlink_every_rank(o->z->offload);
+    if (o->z->params_offload) unlink_every_rank(o->z->params_offload);
     if (o->z->cfg.fail) o->z->cfg.fail(msg);
     fprintf(stderr, "%s\n", msg);
     exit(1);
@@ -97,7 +120,7 @@ static int transfer(int fd, IoOp op, void *buf, size_t n, size_t offset) {
 static void run_request(Zero3Offload *o, Slot *s) {
     const int u = s->unit;
     const size_t bytes = o->record_bytes[u];
-    if (s->pending == IO_READ && !o->written[u]) { memset(s->buf, 0, bytes); return; }
+    if (s->pending == IO_FILL || (s->pending == IO_READ && !o->written[u])) { memset(s->buf, 0, bytes); return; }
     if (s->pending == IO_WRITE) o->checksum[u] = record_checksum(s->buf, bytes);
     double t0 = seconds_now();
     int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);
@@ -180,7 +203,7 @@ static int slot_of(const Zero3Offload *o, int u) {
     return -1;
 }
 
-float *zero3_offload_array(Zero3Offload *o, int u, int array) {
+void *zero3_offload_array(Zero3Offload *o, int u, int array) {
     int i = slot_of(o, u);
     if (i < 0) {
         i = u % SLOTS;   // the stream's slot for u: the cache and the stream agree on where a unit sits
@@ -189,9 +212,23 @@ float *zero3_offload_array(Zero3Offload *o, int u, int array) {
     }
     slot_wait(o, i);
     o->slot[i].dirty = 1;
-    int k = o->narrays == 3 ? array : array - 1;   // the record's arrays: master only when separate
+    // the record's arrays: the params' one; the optimizer's master only when separate
+    int k = o->what == ZERO3_STORE_PARAMS ? 0 : o->narrays == 3 ? array : array - 1;
     if (k < 0) zero3_die("zero3_offload_array: the fp32 master is the params, not offloaded");
-    return o->slot[i].buf + (size_t)k * o->span[u];
+    return o->slot[i].buf + (size_t)k * o->span[u] * o->elem_bytes;
+}
+
+// ---- the read before a gather -------------------------------------------------------------------------
+
+// Unit u's record read from the file now (its checksum checked), into its slot; what the slot held
+// is written back first if it changed. Always a read, even where a slot holds u already: a gather
+// sees the file, and the I/O is the same at every step. Valid until the slot's next request.
+const void *zero3_offload_read(Zero3Offload *o, int u) {
+    const int i = u % SLOTS;
+    slot_write_back(o, i);
+    slot_queue(o, i, IO_READ, u);
+    slot_wait(o, i);
+    return o->slot[i].buf;
 }
 
 void zero3_offload_flush(Zero3Offload *o) {
@@ -215,8 +252,11 @@ static void check_file_size(Zero3Offload *o) {
 static void stream_read(Zero3Offload *o, int u) {
     if (u >= o->z->nunits) return;
     const int i = u % SLOTS;
-    if (o->slot[i].unit == u) return;   // the cache holds it already (written back, clean)
-    slot_queue(o, i, IO_READ, u);
+    // the optimizer's cache may hold it already (written back, clean); the params' stream reads every
+    // record: its slots hold what the backward's gathers left, and a step's I/O is then the same for
+    // any pass order (the planner's count: one read of each record)
+    if (o->what == ZERO3_STORE_OPTIMIZER && o->slot[i].unit == u) return;
+    slot_queue(o, i, o->stream_fills ? IO_FILL : IO_READ, u);
 }
 
 void zero3_offload_stream_begin(Zero3Offload *o) {
@@ -242,16 +282,25 @@ void zero3_offload_stream_end(Zero3Offload *o) {
 
 static size_t round_block(size_t x) { return (x + BLOCK - 1) / BLOCK * BLOCK; }
 
-// The records' places: unit after unit, each its arrays over its optimizer span, BLOCK-padded.
+// The elements of one array of unit u's record: its optimizer span; for the params, its shard where
+// its params are SHARDED (a persistent unit's stay in memory: no record).
+static size_t record_span(const Zero3Offload *o, int u) {
+    const Zero3 *z = o->z;
+    size_t begin, count;
+    if (o->what == ZERO3_STORE_PARAMS) return z->units[u].layout.params == ZERO3_SHARDED ? z->units[u].shard : 0;
+    zero3_optimizer_range(z, u, &begin, &count);
+    return count;
+}
+
+// The records' places: unit after unit, each its arrays over its span, BLOCK-padded.
 static void lay_out_records(Zero3Offload *o) {
     Zero3 *z = o->z;
-    size_t at = 0, largest = 0;
+    size_t at = 0, largest = BLOCK;
     for (int u = 0; u < z->nunits; u++) {
-        size_t begin, count;
-        zero3_optimizer_range(z, u, &begin, &count);
+        const size_t count = record_span(o, u);
         o->span[u] = count;
         o->record_at[u] = at;
-        o->record_bytes[u] = round_block((size_t)o->narrays * count * sizeof(float));
+        o->record_bytes[u] = round_block((size_t)o->narrays * count * o->elem_bytes);
         at += o->record_bytes[u];
         if (o->record_bytes[u] > largest) largest = o->record_bytes[u];
     }
@@ -273,8 +322,8 @@ static int open_file(Zero3Offload *o, char *err, size_t errlen) {
     }
     int rc = o->file_bytes ? posix_fallocate(o->fd, 0, (off_t)o->file_bytes) : 0;
     if (rc) {
-        snprintf(err, errlen, "offload: %s: cannot reserve %.3f GB for this rank's optimizer state (%s)", o->path,
-                 o->file_bytes / 1e9, strerror(rc));
+        snprintf(err, errlen, "offload: %s: cannot reserve %.3f GB for this rank's %s (%s)", o->path,
+                 o->file_bytes / 1e9, STORE_WORDS[o->what], strerror(rc));
         close(o->fd);
         unlink(o->path);
         o->fd = -1;
@@ -289,16 +338,25 @@ static void free_store(Zero3Offload *o) {
     free(o);
 }
 
-Zero3Offload *zero3_offload_open(Zero3 *z, const char *dir, char *err, size_t errlen) {
+Zero3Offload *zero3_offload_open(Zero3 *z, Zero3Store what, const char *dir, char *err, size_t errlen) {
     Zero3Offload *o = (Zero3Offload *)calloc(1, sizeof(Zero3Offload));
     const size_t n = (size_t)z->nunits;
     if (!o) zero3_die("out of host memory");
     o->z = z;
-    o->narrays = z->resident.master_is_params ? 2 : 3;
+    o->what = what;
+    if (what == ZERO3_STORE_PARAMS) {
+        o->narrays = 1;
+        o->elem_bytes = zero3_dtype_size(z->cfg.param_type);
+        o->stream_fills = !z->resident.master_is_params;   // bf16: AdamW writes every param from the master
+    } else {
+        o->narrays = z->resident.master_is_params ? 2 : 3;
+        o->elem_bytes = sizeof(float);
+    }
     o->record_at = calloc(n, sizeof(size_t)); o->record_bytes = calloc(n, sizeof(size_t)); o->span = calloc(n, sizeof(size_t));
     o->checksum = calloc(n, sizeof(uint64_t)); o->written = calloc(n, 1);
     if (!o->record_at || !o->record_bytes || !o->span || !o->checksum || !o->written) zero3_die("out of host memory");
-    snprintf(o->path, sizeof o->path, "%s/optimizer_r%05d.bin", dir, z->be->rank);
+    snprintf(o->dir, sizeof o->dir, "%s", dir);
+    snprintf(o->path, sizeof o->path, "%s/%s_r%05d.bin", dir, STORE_FILE[what], z->be->rank);
     lay_out_records(o);
     if (open_file(o, err, errlen)) { free_store(o); return NULL; }
     o->stats.direct = o->direct;

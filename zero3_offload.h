@@ -1,31 +1,39 @@
-// zero3_offload.h: where the optimizer shard lives (ZeRO-Offload's and ZeRO-Infinity's ideas).
+// zero3_offload.h: where a rank's shards live (ZeRO-Offload's and ZeRO-Infinity's ideas).
 //
 // The stage table (zero3.h) says how much of the state a rank keeps: the whole, or its 1/N slice.
 // A placement says where that part sits. Offload is a placement, not a stage: the same slice, the
 // same AdamW, the same numbers; only the memory that holds them between steps changes.
 //
-//   state (this rank's)     | MEMORY (default)   | HOST (-oo host)          | DISK (-oo disk[:DIR])
-//   ------------------------+--------------------+--------------------------+---------------------------
-//   fp32 master (bf16 runs) | zero3.c's resident | the resident buffers in  | DIR/optimizer_r<rank>.bin,
-//   AdamW m, v              |   buffers, in the  |   the backend's pinned   |   one record per unit,
-//                           |   backend's memory |   host memory; updated   |   streamed through 3
-//                           |                    |   there (host_adamw)     |   unit-sized slots
-//   fp32 master (fp32 runs: | the working params | stays with the params    | stays with the params
-//     the params shard)     |                    |                          |
-//   params, gradients       | as the stage says  | as the stage says        | as the stage says
+//   state (this rank's)          | MEMORY (default)        | DISK
+//   -----------------------------+-------------------------+------------------------------------------
+//   fp32 master (bf16 runs)      | zero3.c's resident      | -oo disk[:DIR]: DIR/optimizer_r<rank>.bin,
+//   AdamW m, v                   |   buffers, for the run  |   one record per unit, streamed through 3
+//                                |                         |   unit-sized slots in the optimizer step
+//   params shard (stage 3: the   | params_shard, for the   | -op disk[:DIR]: DIR/params_r<rank>.bin, one
+//     units whose params are     |   run                   |   record per unit, read into a slot just
+//     SHARDED; persistent units  |                         |   before each gather (forward, backward)
+//     stay in memory)            |                         |   and streamed in the optimizer step
+//   fp32 master (fp32 runs: it   | the working params      | goes with the params (they are the master:
+//     is the params shard)       |                         |   the same record, read and written by AdamW)
+//   gradients                    | as the stage says       | as the stage says
 //
-// HOST is ZeRO-Offload's placement on a device (the GPU trainer): the step's gradients go to the
-// host, AdamW runs there (cpu/adamw.c, the CPU trainer's), the params come back; where the
+// HOST (-oo host) is ZeRO-Offload's placement on a device (the GPU trainer): the optimizer state sits
+// in the resident buffers, allocated in the backend's pinned host memory; the step's gradients go
+// to the host, AdamW runs there (cpu/adamw.c, the CPU trainer's), the params come back. Where the
 // backend's memory is the host's (the CPU trainer) it is MEMORY itself (zero3_optimizer_medium).
 // Its buffers are the resident ones, so nothing below concerns it: the rest of this file is DISK.
 //
-// A unit's record holds its optimizer span (zero3_optimizer_range), array after array (master when
-// it is separate, m, v), padded to a 4096-byte block so that every record starts and ends on one:
+// Both files are one kind of store (Zero3Store): a record per unit, the same slots, I/O thread and
+// checksums; they differ only in what a record holds. An optimizer record holds the unit's optimizer
+// span (zero3_optimizer_range), array after array (master when it is separate, m, v); a params record
+// the unit's params shard (param_type). Each is padded to a 4096-byte block so that every record
+// starts and ends on one:
 // the reads and writes are direct (O_DIRECT, past the page cache) from 4096-aligned slots. The file
 // is reserved whole at start (posix_fallocate): a disk without the room is refused before the first
 // step, and a disk that fills later cannot take the run's room.
 //
-// The optimizer step streams the units through the slots (slot = unit mod 3) on one I/O thread:
+// The optimizer step streams the units through the slots (slot = unit mod 3) on one I/O thread, each
+// store its own (with -oo disk -op disk, both side by side: unit k's m, v and its params shard):
 //
 //   stream_begin:  write back what the cache holds dirty; read unit 0 -> slot 0, unit 1 -> slot 1
 //   for each unit k:
@@ -35,7 +43,15 @@
 //   stream_end:    wait for every write-back
 //
 // So while unit k is updated, unit k-1 is written and unit k+1 (then k+2) is read: the disk and the
-// arithmetic overlap, and the step takes about max(compute, bytes / disk bandwidth).
+// arithmetic overlap, and the step takes about max(compute, bytes / disk bandwidth). The bf16 params'
+// stream zeroes its slots instead of reading them: AdamW writes every param of the span from the
+// fp32 master, so only the write-back moves bytes.
+//
+// The params between steps (-op disk): a gather (zero3.c's gather_source, for the forward and the
+// backward, prefetched or not) reads the unit's record into its slot (zero3_offload_read, always a
+// read of the file, its checksum checked) and copies the shard into its own place in the gathered
+// buffer; the all-gather then runs in place. The slot is free again as soon as the copy is done: no
+// shard is held, and the read happens where the gather is issued, so a prefetched gather reads ahead.
 //
 // Outside the step (the init filling the master, a checkpoint reading or loading the state, export)
 // the same slots act as a cache of three units: zero3_offload_array(u, a) brings unit u in (writing
@@ -44,9 +60,11 @@
 //
 // Faults: every record's checksum is kept in memory when it is written and checked when it is read
 // back; the file's size is checked at every step's start. A short read, a changed record, a failed
-// write end the run through cfg's fail hook with one line naming the file. The state files are
-// scratch: checkpoints hold the state (read through the cache), so a run killed mid-write resumes
-// from its last checkpoint, and the files are rewritten from it.
+// write end the run through cfg's fail hook with one line naming the file; the failing rank first
+// removes both stores' files of every rank in their folders (the hook kills the other ranks where
+// they stand, before they could remove their own). The state files are scratch: checkpoints hold
+// the state (read through the cache; with -op disk the params through the master), so a run killed
+// mid-write resumes from its last checkpoint, and the files are rewritten from it.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -65,19 +83,26 @@ typedef enum {
     ZERO3_ON_DISK = 2,     // a per-rank file, streamed unit by unit (above)
 } Zero3Medium;
 
-// The arrays of a record, in file order (master only where it is separate from the params).
+// What a store holds (its file: dir/optimizer_r<rank>.bin, dir/params_r<rank>.bin).
+typedef enum { ZERO3_STORE_OPTIMIZER = 0, ZERO3_STORE_PARAMS = 1 } Zero3Store;
+
+// The arrays of an optimizer record, in file order (master only where it is separate from the
+// params); a params record has one, array 0.
 enum { ZERO3_OFFLOAD_MASTER = 0, ZERO3_OFFLOAD_M = 1, ZERO3_OFFLOAD_V = 2 };
 
-// After zero3_allocate: creates dir/optimizer_r<rank>.bin and reserves it whole. NULL with a
-// message in err (nothing left on disk) when the folder or the disk will not take it.
-Zero3Offload *zero3_offload_open(Zero3 *z, const char *dir, char *err, size_t errlen);
+// After zero3_allocate: creates the store's file in dir and reserves it whole. NULL with a message
+// in err (nothing left on disk) when the folder or the disk will not take it.
+Zero3Offload *zero3_offload_open(Zero3 *z, Zero3Store what, const char *dir, char *err, size_t errlen);
 void zero3_offload_close(Zero3Offload *o);   // stops the I/O thread, removes the file
 const char *zero3_offload_path(const Zero3Offload *o);
 double zero3_offload_file_bytes(const Zero3Offload *o);   // the file's reserved size
 
-// The cache: unit u's array (ZERO3_OFFLOAD_M...) over its optimizer span, in a slot, marked changed.
-float *zero3_offload_array(Zero3Offload *o, int u, int array);
+// The cache: unit u's array (ZERO3_OFFLOAD_M...; 0 for the params) over its span, in a slot, marked
+// changed (float for the optimizer's, param_type for the params').
+void *zero3_offload_array(Zero3Offload *o, int u, int array);
 void zero3_offload_flush(Zero3Offload *o);   // every changed slot written back
+// The read before a gather: unit u's record from the file into its slot, unchanged (above).
+const void *zero3_offload_read(Zero3Offload *o, int u);
 
 // The optimizer step's stream (the pseudocode above).
 void zero3_offload_stream_begin(Zero3Offload *o);

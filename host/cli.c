@@ -335,7 +335,8 @@ const Flag ARGS_FLAGS[] = {
      .shown_def = "none"},
     {"-op", FLAG_CUSTOM, F(offload_params), NULL, 0, 0, .parse = parse_offload_params, .metavar = "none|disk[:DIR]",
      .help = "offload the parameter shard too (-z 3; with -p fp32 it is the master itself): a per-rank\n"
-             "file in DIR (default -o DIR/offload), read just before its gather and never held",
+             "file in DIR (default -o DIR/offload), read just before each gather, never held, and\n"
+             "written back by AdamW",
      .shown_def = "none"},
     {"-disk", FLAG_REAL, F(disk_gbps), "0.8", DISK_GBPS_MIN, DISK_GBPS_MAX, .metavar = "G",
      .help = "planner: GB/s of each rank's disk (reads and writes together), for -plan's I/O time of -oo disk, -op disk"},

@@ -397,7 +397,7 @@ typedef struct {
     double out;            // bytes moved out of the memory that computes (to host memory or a file)
     double host;           // -oo host: the optimizer part in host memory
     double disk;           // the per-rank files' bytes (records rounded to 4 KiB blocks: at most 4 KiB a unit more)
-    double slots;          // -oo disk: three staging slots of the largest unit's record, in memory
+    double slots;          // each file's three staging slots of the largest unit's record, in memory
     double read, write;    // I/O bytes per step
 } PlanOffload;
 
@@ -429,6 +429,7 @@ static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world
         o.disk += part[0];
         o.read += part[0] * gathers + (bf16 ? 0.0 : part[0]);   // fp32: AdamW reads the master it updates
         o.write += part[0];
+        if (largest > 0.0) o.slots += OFFLOAD_SLOTS * largest / world * (bf16 ? 2.0 : 4.0);   // its own slots
     }
     return o;
 }
@@ -493,8 +494,8 @@ static void print_offload(const Plan *p) {
     }
     printf("  (in parentheses: without offload. The optimizer part: %s, %g bytes a parameter, read and written\n"
            "   once a step; -op (stage 3 only): the %s param shard, %g bytes a parameter, read at each of its %.3g gathers\n"
-           "   a step and written once%s; slots: %d of the largest unit's optimizer record%s; the files' records round\n"
-           "   up to 4 KiB)\n",
+           "   a step and written once%s; slots: %d of the largest unit's record, for each file%s; the files' records\n"
+           "   round up to 4 KiB)\n",
            bf16 ? "fp32 master + m + v" : "m + v (the fp32 params are the master)", bf16 ? 12.0 : 8.0, bf16 ? "bf16" : "fp32",
            bf16 ? 2.0 : 4.0, gathers, bf16 ? "" : ", read once more by AdamW", OFFLOAD_SLOTS,
            p->have_units ? "" : " (a bare count: not counted)");

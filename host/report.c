@@ -260,12 +260,23 @@ static void trainer_print_process_memory(const Trainer *tr) {
            "(%lld bytes) the run's peak\n", p, b, d, peak - before);
 }
 
-// -oo disk (rank 0): what the offload moved over the run, read and written, and the rate while the I/O
-// thread was inside pread/pwrite: bytes / I/O seconds, the disk's rate as this run saw it (the disk's
-// own, measured by dd, is scripts/bench_offload.sh's).
+// -oo disk, -op disk (rank 0): what the offload moved over the run, both files together, read and
+// written, and the rate while the I/O threads were inside pread/pwrite: bytes / I/O seconds, the
+// disk's rate as this run saw it (the disk's own, measured by dd, is scripts/bench_offload.sh's).
 static void trainer_print_offload_io(const Trainer *tr) {
-    if (!tr->z.offload) return;
-    const Zero3OffloadStats st = zero3_offload_stats(tr->z.offload);
+    const Zero3Offload *stores[2] = {tr->z.offload, tr->z.params_offload};
+    Zero3OffloadStats st = {0};
+    int any = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!stores[i]) continue;
+        const Zero3OffloadStats s = zero3_offload_stats(stores[i]);
+        st.bytes_read += s.bytes_read;
+        st.bytes_written += s.bytes_written;
+        st.io_seconds += s.io_seconds;
+        st.direct = any ? st.direct && s.direct : s.direct;
+        any = 1;
+    }
+    if (!any) return;
     const double bytes = st.bytes_read + st.bytes_written;
     printf("offload I/O (rank 0, %s): %.3f GB read + %.3f GB written in %.3f s of I/O = %.3f GB/s\n",
            st.direct ? "direct" : "buffered", st.bytes_read / 1e9, st.bytes_written / 1e9, st.io_seconds,

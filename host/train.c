@@ -42,24 +42,40 @@ static void trainer_set_wrap(Trainer *tr) {
     tr->cfg.wrap = tr->args.wrap;
 }
 
-// -oo disk: the optimizer state's file, reserved whole before anything fills it. A rank that cannot
-// (an unwritable folder, a disk without the room) says so; every rank then removes its own file and
-// all exit together, so no file is left half-made.
+// -oo disk, -op disk: one store's file (its flag, its folder, what it holds), reserved whole before
+// anything fills it; err set where this rank cannot (an unwritable folder, a disk without the room).
+static void trainer_store_start(Trainer *tr, Zero3Store what, const char *flag, const char *dir_given, const char *words,
+                                char *err, size_t errlen) {
+    Zero3 *z = &tr->z;
+    char dir[OFFLOAD_DIR_MAX + 16];
+    if (dir_given[0]) snprintf(dir, sizeof dir, "%s", dir_given);
+    else {
+        fmt_path(dir, sizeof dir, "%s/offload", tr->args.out_dir);
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            set_err(err, errlen, "flag %s disk: cannot make the folder %s (%s)", flag, dir, strerror(errno));
+            return;
+        }
+    }
+    if (zero3_offload_start(z, what, dir, err, errlen) != 0) return;
+    const Zero3Offload *o = what == ZERO3_STORE_PARAMS ? z->params_offload : z->offload;
+    progress(tr, "offload: the %s in %s (%.3f GB a rank, %s I/O)\n", words, zero3_offload_path(o), zero3_offload_file_bytes(o) / 1e9,
+             zero3_offload_stats(o).direct ? "direct" : "buffered: the file system takes no O_DIRECT");
+}
+
+// The stores on disk, each reserved whole before anything fills it. A rank that cannot says so;
+// every rank then removes its own files and all exit together, so no file is left half-made.
 static void trainer_offload_start(Trainer *tr) {
     const TrainArgs *a = &tr->args;
-    if (a->offload_opt != OFFLOAD_DISK) return;
-    char dir[OFFLOAD_DIR_MAX + 16], err[4600] = "";
-    if (a->offload_opt_dir[0]) snprintf(dir, sizeof dir, "%s", a->offload_opt_dir);
-    else {
-        fmt_path(dir, sizeof dir, "%s/offload", a->out_dir);
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) set_err(err, sizeof err, "flag -oo disk: cannot make the folder %s (%s)", dir, strerror(errno));
-    }
-    if (!err[0] && zero3_offload_start(&tr->z, dir, err, sizeof err) == 0)
-        progress(tr, "offload: the optimizer state in %s (%.3f GB a rank, %s I/O)\n", zero3_offload_path(tr->z.offload),
-                 zero3_offload_file_bytes(tr->z.offload) / 1e9, zero3_offload_stats(tr->z.offload).direct ? "direct" : "buffered: the file system takes no O_DIRECT");
-    if (tr->be->all_reduce_scalar(tr->be->ctx, err[0] ? 1.0 : 0.0) > 0.0 && tr->z.offload) {
-        zero3_offload_close(tr->z.offload);   // another rank failed: this rank's file goes too
-        tr->z.offload = NULL;
+    char err[4600] = "";
+    if (a->offload_opt == OFFLOAD_DISK)
+        trainer_store_start(tr, ZERO3_STORE_OPTIMIZER, "-oo", a->offload_opt_dir, "optimizer state", err, sizeof err);
+    if (a->offload_params == OFFLOAD_DISK && !err[0])
+        trainer_store_start(tr, ZERO3_STORE_PARAMS, "-op", a->offload_params_dir, "parameter shard", err, sizeof err);
+    if (a->offload_opt != OFFLOAD_DISK && a->offload_params != OFFLOAD_DISK) return;
+    if (tr->be->all_reduce_scalar(tr->be->ctx, err[0] ? 1.0 : 0.0) > 0.0) {
+        zero3_offload_close(tr->z.offload);   // another rank failed (or the other store): this rank's files go too
+        zero3_offload_close(tr->z.params_offload);
+        tr->z.offload = tr->z.params_offload = NULL;
     }
     agree_or_exit(tr->be, err);
 }
@@ -166,8 +182,13 @@ static void trainer_offload_fault(const char *msg) { fatal_local("%s", msg); }
 // What -oo and -op ask of this build, before anything is allocated.
 static void trainer_check_offload(const Trainer *tr) {
     const TrainArgs *a = &tr->args;
-    if (a->offload_params == OFFLOAD_DISK)
-        fatal("flag -op disk: this trainer keeps the parameter shard in memory; -oo disk puts the optimizer shard on disk");
+    if (a->offload_params == OFFLOAD_DISK) {
+        if (!tr->build->state_in_host_memory)
+            fatal("flag -op disk: this build keeps the parameter shard in device memory; the CPU trainer reads it from disk");
+        if (a->clip_local)
+            fatal("flag -clip local with -op disk: its probe replays AdamW on the segments in memory; with -op disk the "
+                  "step streams them unit by unit (use -clip global)");
+    }
     // host: a device's backend gives pinned host memory and updates the state there (host_adamw);
     // where the engine's memory is the host's (the CPU's) it is that memory
     if (a->offload_opt == OFFLOAD_HOST && !tr->build->state_in_host_memory && !(tr->be->host_alloc && tr->be->host_adamw))
@@ -208,6 +229,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
                       .optimizer_medium = a->offload_opt == OFFLOAD_DISK   ? ZERO3_ON_DISK
                                           : a->offload_opt == OFFLOAD_HOST ? ZERO3_IN_HOST
                                                                            : ZERO3_IN_MEMORY,
+                      .params_medium = a->offload_params == OFFLOAD_DISK ? ZERO3_ON_DISK : ZERO3_IN_MEMORY,
                       .fail = trainer_offload_fault, .observer = &ZERO3_OBSERVER};
     zero3_init(&tr->z, be, &zc);
     tr->measure.resident_before = proc_status_bytes("VmRSS");   // the process before the run's memory: its baseline

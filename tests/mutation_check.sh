@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 81 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 82 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -127,6 +127,7 @@ MUTATIONS=(
 # the host AdamW, so the next forward may read the params of the step before (the emulator's streams
 # run that copy late), and -oo host's losses part from the run's without it
 "88|gpu/backend_nccl.cuh|    cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));|    (void)H->params_back;|train_gpt2_zero3|bash tests/test_emu_train.sh"
+"84|zero3_offload.c|        o->stream_fills = !z->resident.master_is_params;|        o->stream_fills = 1;|train_gpt2_zero3|bash tests/test_offload.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

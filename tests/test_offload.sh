@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# -oo disk (zero3_offload.h): the optimizer shard on disk is a placement, so a run with it gives the
-# same numbers as the same run without it. The reference is that run: log.csv's losses (the strings)
-# and the exported model.bin byte for byte, at stages 0-3, on 1, 2 and 3 ranks, with A=2, -p fp32
-# and bf16. Checkpoints hold the offloaded state: a run with -oo disk stopped by a NaN resumes on
-# another N and stage without it, and one without it resumes with it, both as the straight run.
+# -oo disk, -op disk (zero3_offload.h): the optimizer shard and (at stage 3) the parameter shard on
+# disk are placements, so a run with them gives the same numbers as the same run without them. The
+# reference is that run: log.csv's losses (the strings) and the exported model.bin byte for byte;
+# -oo disk at stages 0-3, -op disk at stage 3 (with and without -oo disk, -pd 2), on 1, 2 and 3 ranks,
+# with A=2 and 3, -p fp32 and bf16. Checkpoints hold the offloaded state: a run with -oo disk (or -op
+# disk) stopped by a NaN resumes on another N and stage without it, and one without it resumes with
+# it, all as the straight run. The planner's -op disk figures (the file, the I/O per step) are the
+# run's own, to the tolerance worked out below.
 # The faults (as root, on small tmpfs mounts): a disk too small for the state file is refused at
 # startup in one line with nothing left in the folder; a disk that the run's own checkpoints fill
 # mid-run stops it at the checkpoint with the state file's room untouched and the last complete
@@ -48,11 +51,41 @@ pair z0n2 2 -z 0 -p bf16
 pair z1n3 3 -z 1
 pair z2n2a2 2 -z 2 -d 128
 
+# -op disk (stage 3): the params shard read before every gather; against the runs above without it
+must_run straight32 2 "${M[@]}" -d 192 -z 3 -o "$work/straight32"   # A=3 on 2 ranks (and the checkpoints' reference)
+must_run z3n3a2_ref 3 "${M[@]}" -d 192 -z 3 -o "$work/z3n3a2_ref"   # A=2 on 3 ranks
+op_pair() {   # op_pair NAME NP REF ARGS...: the run with ARGS (-op disk among them) against REF's
+  local name=$1 np=$2 ref=$3; shift 3
+  must_run "$name" "$np" "${M[@]}" "$@" -o "$work/$name"
+  grep -q "^offload: the parameter shard in $work/$name/offload/params_r00000.bin" "$work/$name.out" \
+    || { cat "$work/$name.out"; fail "$name: the run does not say where its parameter shard is"; }
+  grep -q "^offload I/O (rank 0" "$work/$name.out" || fail "$name: no offload I/O line in the report"
+  [ -z "$(ls -A "$work/$name/offload")" ] || fail "$name: the files were left behind after the run"
+  same_run "$name ($*)" "$work/$ref" "$work/$name"
+  echo "ok   $name: np $np $*: the same losses and model.bin as without offload"
+}
+op_pair op_n1 1 z3n1_ref -z 3 -op disk
+op_pair op_n2bf16a3 2 z3n2bf16a3_ref -z 3 -p bf16 -d 192 -op disk
+op_pair op_n2bf16a3oo 2 z3n2bf16a3_ref -z 3 -p bf16 -d 192 -op disk -oo disk -pd 2
+op_pair op_n2a3oo 2 straight32 -z 3 -d 192 -op disk -oo disk
+op_pair op_n3a2pd2 3 z3n3a2_ref -z 3 -d 192 -op disk -pd 2
+# the variants of -z 3 that gather differently: ZeRO++'s three (the qwZ gather quantizes the record
+# read from the file; hpZ's backward gathers from the secondary shards, no read) and HSDP with the
+# sampler's forward passes (the samples' text, too)
+Z=(-z 3 -p bf16 -qw 8 -hp 2 -qg 8)
+must_run zpp_ref 4 "${M[@]}" "${Z[@]}" -o "$work/zpp_ref"
+op_pair op_zpp 4 zpp_ref "${Z[@]}" -op disk
+H=(-z 3 -hs 2 -s 3 -g 8)
+must_run hsdp_ref 4 "${M[@]}" "${H[@]}" -o "$work/hsdp_ref"
+op_pair op_hsdp 4 hsdp_ref "${H[@]}" -op disk
+samples() { grep -A1 '^---- sample' "$work/$1.out" | grep -v '^----'; }
+[ -n "$(samples hsdp_ref)" ] && [ "$(samples hsdp_ref)" = "$(samples op_hsdp)" ] || fail "-op disk -hs 2: the samples differ"
+echo "ok   -op disk with -hs 2: the same samples"
+
 # ---------------------------------------------------------------- checkpoints: on another N, with or without
 # on another N and stage as tests/test_checkpoint.sh does it: resharded there with no step run (-x 2:
 # read and written again), the steps then run on the first N (a sum over other N rounds otherwise)
-D=(-d 192)   # A=3 on 2 ranks, A=2 on 3
-must_run straight32 2 "${M[@]}" "${D[@]}" -z 3 -o "$work/straight32"
+D=(-d 192)   # A=3 on 2 ranks, A=2 on 3 (straight32 above: the run without a stop)
 ZERO3_INJECT_NAN_STEP=3 run stop_off 2 "${M[@]}" "${D[@]}" -z 3 -o "$work/resume_a" -oo disk \
   && fail "the NaN at step 3 should stop the run"
 must_run reshard_a 3 "${M[@]}" "${D[@]}" -z 1 -x 2 -o "$work/resume_a" -y 1 -oo disk
@@ -70,7 +103,43 @@ ZERO3_INJECT_NAN_STEP=3 run stop_bf16 2 "${M[@]}" -z 3 -p bf16 -d 192 -o "$work/
   && fail "the NaN at step 3 should stop the run"
 must_run resume_c 2 "${M[@]}" -z 3 -p bf16 -d 192 -o "$work/resume_c" -y 1 -oo disk
 same_run "-p bf16 -oo disk, resumed with it" "$work/z3n2bf16a3_ref" "$work/resume_c"
-echo "ok   checkpoints: with -oo disk resumed without it on another N and stage, the other way round, and bf16 with it"
+# -op disk (with -oo disk) on the way in, a stage that has no params shard (-z 1 on 3 ranks) between,
+# -op disk on the way out
+ZERO3_INJECT_NAN_STEP=3 run stop_op 2 "${M[@]}" "${D[@]}" -z 3 -o "$work/resume_d" -op disk -oo disk \
+  && fail "the NaN at step 3 should stop the run"
+must_run reshard_d 3 "${M[@]}" "${D[@]}" -z 1 -x 2 -o "$work/resume_d" -y 1
+must_run resume_d 2 "${M[@]}" "${D[@]}" -z 3 -o "$work/resume_d" -y 1 -op disk
+same_run "-op disk N=2 z3 -> N=3 z1 -> N=2 z3 with -op disk" "$work/straight32" "$work/resume_d"
+echo "ok   checkpoints: with -oo disk resumed without it on another N and stage, the other way round, and bf16 with it; the same with -op disk"
+
+# ---------------------------------------------------------------- the planner's -op disk figures
+# -plan 1's stage-3 row (disk GB, read GB/step, write GB/step) against the run's own: the file's size
+# it prints at startup, and one step's I/O, the difference of the offload I/O lines of a 5-step and a
+# 1-step run over 4 (the same start and end: the init's writes, the last checkpoint's and the
+# export's reads). fp32, one rank: a step reads every record at its forward and backward gather and
+# in AdamW (it is the master), and writes it once. A larger model than M's: the lines print GB to 3
+# decimals. The tolerance, in GB: the plan rounds to 0.0005; the run's file size to 0.0005; its step
+# is two totals rounded to 0.0005 each over 4 steps, 0.00025; and a record is its unit's shard
+# rounded up to a 4096-byte block, its tensors aligned to 64 elements (256 bytes, at most 16 tensors
+# a unit: 4096 bytes more), so each of the 4 units' records holds at most 8192 bytes more than its
+# parameters x 4, the planner's count: per step 3 reads of 4 records, 0.0001 GB, a write 0.00004.
+P=(-e d2c192h2t32 -b 2 -t 16 -v 0 -z 3 -op disk)
+row=$("$BIN" -plan 1 "${P[@]}" | grep -A5 '^offload (-oo none -op disk), fp32' | awk '$1 == 3 {print $8, $9, $10}')
+[ -n "$row" ] || fail "planner: no stage-3 row in -plan 1's offload table"
+must_run plan_x1 1 "${P[@]}" -x 1 -o "$work/plan_x1"
+must_run plan_x5 1 "${P[@]}" -x 5 -o "$work/plan_x5"
+io() { grep '^offload I/O' "$work/$1.out" | sed 's/.*: \([0-9.]*\) GB read + \([0-9.]*\) GB written.*/\1 \2/'; }
+file=$(grep -o 'parameter shard in .* (\([0-9.]*\) GB a rank' "$work/plan_x1.out" | sed 's/.*(\([0-9.]*\) GB.*/\1/')
+echo "$row $file $(io plan_x1) $(io plan_x5)" | awk '{
+  disk = $1; read = $2; write = $3; file = $4; r = ($7 - $5) / 4; w = ($8 - $6) / 4
+  printf "     planner: disk %.3f GB, read %.3f, write %.3f GB/step; the run: file %.3f GB, read %.5f, write %.5f GB/step\n", disk, read, write, file, r, w
+  bad = 0
+  if (file < disk - 0.001 || file > disk + 0.001 + 0.00004) bad = 1
+  if (r < read - 0.00075 || r > read + 0.00075 + 0.0001) bad = 1
+  if (w < write - 0.00075 || w > write + 0.00075 + 0.00004) bad = 1
+  if (r < 2.9 * w) bad = 1   # three reads a record, whatever the rounding
+  exit bad }' || fail "planner: -plan 1's -op disk figures differ from the run's beyond the rounding"
+echo "ok   planner: -op disk's file and I/O per step on paper are the run's own"
 
 # ---------------------------------------------------------------- faults
 # one_error WHAT NAME PATTERN: the run NAME failed with one 'error' line matching PATTERN
@@ -85,11 +154,11 @@ checked() { run "$@"; echo $? >"$work/$1.rc"; }
 
 # the state file truncated / changed while the run is paused: SIGSTOP, the change, SIGCONT, until the
 # run finds it (a change to a record the run then writes anew is not a fault: it tries again)
-tamper() {   # tamper NAME HOW: HOW is truncate or flip
+tamper() {   # tamper NAME HOW [FILE FLAG]: HOW is truncate or flip; the optimizer's file (-oo), or FILE (its FLAG)
   local name=$1 how=$2 dir=$work/$1 f pid i
-  "$BIN" "${M[@]}" -x 400 -n 0 -v 0 -o "$dir" -oo disk >"$work/$name.out" 2>"$work/$name.err" &
+  "$BIN" "${M[@]}" -x 400 -n 0 -v 0 -o "$dir" ${4:--oo} disk >"$work/$name.out" 2>"$work/$name.err" &
   pid=$!
-  f=$dir/offload/optimizer_r00000.bin
+  f=$dir/offload/${3:-optimizer}_r00000.bin
   for i in $(seq 1 600); do [ -s "$dir/log.csv" ] && [ "$(wc -l <"$dir/log.csv")" -ge 3 ] && break; sleep 0.05; done
   for i in $(seq 1 40); do
     kill -STOP $pid 2>/dev/null || break
@@ -106,7 +175,27 @@ tamper trunc truncate
 grep -q "truncated\|changed behind the run's back" "$work/trunc.err" || { cat "$work/trunc.err"; fail "truncate: the line does not say what happened"; }
 tamper flip flip
 grep -q "checksum mismatch\|changed behind" "$work/flip.err" || { cat "$work/flip.err"; fail "flip: the line does not say what happened"; }
-echo "ok   a state file truncated, or changed, behind the run's back: one line naming it, exit 1"
+tamper ptrunc truncate params -op
+grep -q "truncated\|changed behind the run's back" "$work/ptrunc.err" || { cat "$work/ptrunc.err"; fail "-op truncate: the line does not say what happened"; }
+tamper pflip flip params -op
+grep -q "checksum mismatch" "$work/pflip.err" || { cat "$work/pflip.err"; fail "-op flip: the line does not say what happened"; }
+echo "ok   a state file (-oo disk's, -op disk's) truncated, or changed, behind the run's back: one line naming it, exit 1"
+
+# on 2 ranks, rank 1's params file changed under the running job (no pause: a flip the step's write
+# covers again is tried again): one line naming it, every rank down, no hang, no file left
+timeout 120 mpirun -np 2 "$BIN" "${M[@]}" -z 3 -x 400 -n 0 -v 0 -o "$work/pflip2" -op disk >"$work/pflip2.out" 2>"$work/pflip2.err" &
+pid=$!
+f=$work/pflip2/offload/params_r00001.bin
+for i in $(seq 1 600); do [ -s "$work/pflip2/log.csv" ] && [ "$(wc -l <"$work/pflip2/log.csv")" -ge 3 ] && break; sleep 0.05; done
+for i in $(seq 1 100); do
+  kill -0 $pid 2>/dev/null || break
+  printf '\x55\x66\x77\x88' | dd of="$f" bs=1 seek=1000 conv=notrunc,nocreat status=none 2>/dev/null
+  sleep 0.1
+done
+wait $pid; echo $? >"$work/pflip2.rc"   # one_error: 124, the job still running after its timeout (a hang)
+one_error "-op flip on 2 ranks" pflip2 "offload: $f: .*checksum mismatch"
+[ -z "$(ls -A "$work/pflip2/offload")" ] || { ls -la "$work/pflip2/offload"; fail "-op flip on 2 ranks: files left"; }
+echo "ok   rank 1's params file changed under a 2-rank job: one line naming it, every rank down, no file left"
 
 # SIGTERM while the run streams: a complete checkpoint, resumed as the straight run
 "$BIN" "${M[@]}" -z 3 -x 6 -o "$work/term" -oo disk >"$work/term.out" 2>"$work/term.err" &
@@ -124,8 +213,8 @@ echo "ok   SIGTERM during a run with -oo disk: exit 143, a complete checkpoint, 
 if [ "$(id -u)" -ne 0 ] || ! command -v mount >/dev/null; then
   echo "skipped: the disk faults mount tmpfs, which needs root"; exit 0
 fi
-mnt=$work/mnt; mkdir -p "$mnt"/small "$mnt"/fill "$mnt"/ro
-trap 'umount "$mnt"/small "$mnt"/fill "$mnt"/ro 2>/dev/null; rm -rf "$work"' EXIT
+mnt=$work/mnt; mkdir -p "$mnt"/small "$mnt"/psmall "$mnt"/fill "$mnt"/ro
+trap 'umount "$mnt"/small "$mnt"/psmall "$mnt"/fill "$mnt"/ro 2>/dev/null; rm -rf "$work"' EXIT
 # the sizes of this model's state file and checkpoint (from the runs above), to size the disks
 state=$(grep -o '(0\.[0-9]* GB a rank' "$work/z3n1_off.out" | tr -dc '0-9.' | awk '{printf "%d", $1 * 1e9}')
 shard=$(stat -c %s "$work/z3n1_ref/$(cat "$work/z3n1_ref/latest")/shard_00000.bin")
@@ -134,6 +223,15 @@ checked small 2 "${M[@]}" -o "$work/small_out" -oo "disk:$mnt/small"
 one_error "a disk too small" small "optimizer_r0000[01].bin: cannot reserve .* GB for this rank's optimizer state \(No space left on device\)"
 [ -z "$(ls -A "$mnt/small")" ] || { ls -la "$mnt/small"; fail "a disk too small: a file was left on it"; }
 echo "ok   a disk too small for the state: refused at startup in one line, nothing left on it"
+# -op disk's file (here beside -oo disk's, which fits): refused before the first step, both files gone
+pstate=$(grep -o 'parameter shard in .* (0\.[0-9]* GB a rank' "$work/op_n1.out" | sed 's/.*(//' | tr -dc '0-9.' | awk '{printf "%d", $1 * 1e9}')
+mount -t tmpfs -o size=$((pstate / 2)) tmpfs "$mnt/psmall" || skip "mount -t tmpfs failed"
+checked psmall 2 "${M[@]}" -z 3 -o "$work/psmall_out" -oo disk -op "disk:$mnt/psmall"
+one_error "a disk too small for -op" psmall "params_r0000[01].bin: cannot reserve .* GB for this rank's parameter shard \(No space left on device\)"
+[ -z "$(ls -A "$mnt/psmall")" ] || { ls -la "$mnt/psmall"; fail "a disk too small for -op: a file was left on it"; }
+[ -z "$(ls -A "$work/psmall_out/offload" 2>/dev/null)" ] || { ls -la "$work/psmall_out/offload"; fail "a disk too small for -op: -oo's file was left"; }
+! grep -q "^step" "$work/psmall.out" || fail "a disk too small for -op: a step ran"
+echo "ok   a disk too small for the parameter shard: refused at startup in one line, nothing left"
 
 # the state file and the run's checkpoints on one disk with room for the file and one checkpoint and a
 # half: the second checkpoint fills it; the file's room was reserved, so only the checkpoint fails
