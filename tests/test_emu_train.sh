@@ -47,7 +47,9 @@ EOF
 
 # -p on the BF16 build: its default, the other value refused (one line, no output folder made), its own
 # value trained and recorded in meta.bin (word 30: 1 bf16, 0 fp32)
-"$work/train" -h | grep -qE '^ .* default bf16 \(built with PRECISION=BF16\)$' ||
+# (the help held in a variable, not piped: with pipefail, grep -q ending first fails the pipe)
+help=$("$work/train" -h)
+grep -qE '^ .* default bf16 \(built with PRECISION=BF16\)$' <<<"$help" ||
   { "$work/train" -h | grep -A2 -- '-p fp32'; fail "-h on the BF16 build does not give bf16 as -p's default"; }
 timeout -k 10 60 "$work/train" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 1 -v 0 -o "$work/p_fp32" -p fp32 >"$work/p_fp32.log" 2>&1 &&
   fail "-p fp32 on the BF16 build ran"
