@@ -704,14 +704,18 @@ static void adamw_table_upload(GpuBackend* g, const Zero3AdamSegment* segs, int 
     g->adamw_nchunks = nchunks;
 }
 
+// Params in a precision other than floatX would be written with the wrong width (params ==
+// master, fp32 builds, are skipped by the kernel): both AdamWs, device and host, refuse them.
+static void adamw_check_param_type(Zero3DType pt) {
+    if (pt != ZERO3_F32 && zero3_dtype_size(pt) != sizeof(floatX))
+        fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
+}
+
 // The whole step's AdamW in one kernel launch (gpu/shard_math.cuh: adamw_multi_kernel).
 static void gpu_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
                       float beta1, float beta2, float eps, float grad_scale, int t) {
     GpuBackend* g = (GpuBackend*)ctx;
-    // params in a precision other than floatX would be written with the wrong width (params ==
-    // master, fp32 builds, are skipped by the kernel)
-    if (pt != ZERO3_F32 && zero3_dtype_size(pt) != sizeof(floatX))
-        fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
+    adamw_check_param_type(pt);
     if (nsegs == 0) return;
     adamw_table_upload(g, segs, nsegs);
     const Zero3AdamSegment* d_segs = (const Zero3AdamSegment*)g->adamw_table_device;
@@ -781,8 +785,7 @@ static void host_stage(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs, s
 static void gpu_host_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
                            float beta1, float beta2, float eps, float grad_scale, int t) {
     GpuBackend* g = (GpuBackend*)ctx;
-    if (pt != ZERO3_F32 && zero3_dtype_size(pt) != sizeof(floatX))
-        fatal_local("adamw: params of %zu bytes in a %s build", zero3_dtype_size(pt), PRECISION_NAME);
+    adamw_check_param_type(pt);
     if (nsegs == 0) return;
     GpuHostState* H = &g->host;
     const size_t gsize = zero3_dtype_size(gt), psize = zero3_dtype_size(pt);
