@@ -293,7 +293,10 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$RUN/munge/munge.socket.2
+# a requeued job may start again once its revoked credential has expired (cred_expire, default 120 s;
+# one let start sooner, by scontrol update StartTime=now, can fail to launch on a node that still
+# holds the credential): 30 s here, so that the box's requeues run again on their own, soon
+AuthInfo=socket=$RUN/munge/munge.socket.2,cred_expire=30
 StateSaveLocation=$SLURM_DIR/state
 SlurmdSpoolDir=$SLURM_DIR/spool/%n
 SlurmctldPidFile=$SLURM_DIR/slurmctld.pid

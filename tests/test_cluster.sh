@@ -305,15 +305,10 @@ rq_why() { grep -E '^(error|warning|train\.sbatch|slurmstepd)' "$shared/rq.log" 
 for ((t = 0; t < 240; t++)); do rq_at3 && break; sleep 0.25; done
 rq_at3 || { rq_why; fail "the job to requeue wrote no checkpoint of step 3 in 60 s"; }
 scancel --batch --signal=USR1 "$j" || fail "scancel --batch --signal=USR1 $j failed"
-# a requeued job waits about two minutes before it may start again; a user can let it start at once,
-# once it is pending again (its old instance gone: on a busy machine that can take seconds)
-# (the stop, mpirun's end and the requeue take 30 s and more at load: 90 s here)
-for ((t = 0; t < 360; t++)); do
-  [ "$(squeue -h -j "$j" -o %T)" = PENDING ] && scontrol update jobid="$j" StartTime=now 2>/dev/null && break
-  sleep 0.25
-done
-[ $t -lt 360 ] || echo "note: the requeued job $j was not pending 90 s after its stop signal ($(squeue -h -j "$j" -o %T)): it starts after Slurm's delay"
-ec=$(wait_job "$j" 180)
+# the requeued job starts again on its own once its credential has expired (the box's cred_expire,
+# 30 s: letting it start sooner, StartTime=now, can fail its launch on a node that still holds the
+# revoked credential); the stop, mpirun's end and the requeue take 30 s and more at load
+ec=$(wait_job "$j" 240)
 [ "$ec" = ExitCode=0:0 ] || { rq_why; grep "JobId=$j[ ]" "$SLURM_DIR_LOG/slurmctld.log" | tail; fail "the requeued job ended with $ec"; }
 grep -q "^stopped by SIGUSR1 after step [0-9]* of 12: checkpoint [^ ]* is complete" "$shared/rq.log" || { rq_why; fail "SIGUSR1 to the batch script did not stop the ranks with a checkpoint"; }
 grep -q "^train.sbatch: requeueing job $j (scontrol requeue)" "$shared/rq.log" || { rq_why; fail "train.sbatch did not requeue its job after the stop"; }
