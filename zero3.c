@@ -73,6 +73,8 @@ static void zeropp_params_changed(Zero3 *z);
 void zero3_step_begin(Zero3 *z) {
     OBSERVE(z, step_begin);
     z->step.grads_complete = 0;
+    // state on disk: the optimizer step's first units are read under this step's forward and backward
+    if (z->offload) zero3_offload_read_ahead(z->offload);
     // gradients accumulate over the micro-steps of one step: start them at zero
     const Zero3Backend *be = z->be;
     size_t gbytes = zero3_dtype_size(z->cfg.grad_type);
@@ -190,7 +192,7 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
                       grad_scale, t);
             for (int i = 0; i < ndisk; i++) zero3_offload_give(disk[i], u);
         }
-        for (int i = 0; i < ndisk; i++) zero3_offload_stream_end(disk[i]);
+        // nothing waited for: the last units' write-backs run on under the next forward
         z->adam.count = 0;   // no segment outlives its slot
     } else {
         // in memory, or in host memory (-oo host: the backend's host_adamw brings the gradients to

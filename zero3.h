@@ -367,6 +367,9 @@ struct Zero3Config {
     // ZERO3_IN_MEMORY (params_shard) or ZERO3_ON_DISK (a file, read before each gather, streamed in
     // the optimizer step; zero3_offload_start with ZERO3_STORE_PARAMS)
     Zero3Medium params_medium;
+    // the unit-sized slots each file on disk stages in memory (at least 3; 0: 3). Past 3 the I/O of a
+    // step's last units and of the next step's first runs under the forward and backward
+    int offload_slots;
     void (*fail)(const char *msg);  // an I/O fault's one line: ends every rank (never returns); NULL: exit(1)
     const Zero3Observer *observer;  // what measures the engine (observe/zero3_observe.h's ZERO3_OBSERVER);
                                     // NULL = nothing measured, z->observe stays zero

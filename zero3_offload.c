@@ -16,19 +16,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BLOCK 4096   // O_DIRECT's alignment: of a record's offset and length, and of a slot
-#define SLOTS 3      // unit k-1 written back, k updated, k+1 read
+#define BLOCK 4096    // O_DIRECT's alignment: of a record's offset and length, and of a slot
+#define MIN_SLOTS 3   // unit k-1 written back, k updated, k+1 read
 
 // IO_FILL: a slot zeroed in place of a read (the bf16 params' stream: AdamW writes all of them)
 typedef enum { IO_NONE = 0, IO_READ, IO_WRITE, IO_FILL } IoOp;
 
 typedef struct {
-    char *buf;       // BLOCK-aligned, the largest record's bytes
-    int unit;        // the unit it holds (or is reading, writing), -1 none
-    int dirty;       // changed since it was read: to be written back before it takes another unit
-    IoOp pending;    // the request queued or running on it
-    int done;        // the I/O thread finished it
+    char *buf;         // BLOCK-aligned, the largest record's bytes
+    int unit;          // the unit it holds once its requests are done (-1 none)
+    int dirty;         // changed since it was read: to be written back before it takes another unit
+    uint64_t ticket;   // the number of its last request (0: none); done once o->completed reaches it
 } Slot;
+
+// A request to the I/O thread: its own copy of the slot's unit, as a slot may hold a write-back of
+// one unit and, queued behind it, the read of the next (the queue runs in order).
+typedef struct {
+    int slot, unit;
+    IoOp op;
+} Request;
 
 struct Zero3Offload {
     Zero3 *z;
@@ -45,12 +51,18 @@ struct Zero3Offload {
     uint64_t *checksum;           // per unit: of its record as last written
     unsigned char *written;       // per unit: the record holds data (else it reads as zeros)
     size_t file_bytes;
-    Slot slot[SLOTS];
-    // the I/O thread: one request at a time, slot order as queued
+    size_t slot_bytes;            // of each slot: the largest record
+    int nslots;                   // Zero3Config.offload_slots (at least MIN_SLOTS), at most one per unit
+    Slot *slot;
+    int read_ahead;               // the optimizer's first units are queued for the next stream
+    // the I/O thread: one request at a time, in the order queued (so request number k is done once
+    // completed >= k); at most two a slot are queued (a write-back, then the next unit's read)
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake, finished;
-    int queue[2 * SLOTS], qhead, qlen, quit;
+    Request *queue;
+    int qcap, qhead, qlen, quit;
+    uint64_t queued, completed;
     char error[4600];             // the first I/O failure, reported by the main thread
     Zero3OffloadStats stats;
 };
@@ -117,24 +129,26 @@ static int transfer(int fd, IoOp op, void *buf, size_t n, size_t offset) {
 
 // One request, on the I/O thread: unit s->unit's record between the slot and the file, with its
 // checksum taken (write) or checked (read). A unit never written reads as zeros.
-static void run_request(Zero3Offload *o, Slot *s) {
-    const int u = s->unit;
+static void run_request(Zero3Offload *o, const Request *r) {
+    const int u = r->unit;
+    const IoOp op = r->op;
+    char *buf = o->slot[r->slot].buf;
     const size_t bytes = o->record_bytes[u];
-    if (s->pending == IO_FILL || (s->pending == IO_READ && !o->written[u])) { memset(s->buf, 0, bytes); return; }
-    if (s->pending == IO_WRITE) o->checksum[u] = record_checksum(s->buf, bytes);
+    if (op == IO_FILL || (op == IO_READ && !o->written[u])) { memset(buf, 0, bytes); return; }
+    if (op == IO_WRITE) o->checksum[u] = record_checksum(buf, bytes);
     double t0 = seconds_now();
-    int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);
+    int rc = transfer(o->fd, op, buf, bytes, o->record_at[u]);
     double dt = seconds_now() - t0;
     pthread_mutex_lock(&o->mu);
     o->stats.io_seconds += dt;
-    if (s->pending == IO_READ) o->stats.bytes_read += (double)bytes; else o->stats.bytes_written += (double)bytes;
+    if (op == IO_READ) o->stats.bytes_read += (double)bytes; else o->stats.bytes_written += (double)bytes;
     pthread_mutex_unlock(&o->mu);
     char why[200] = "";
-    if (rc) snprintf(why, sizeof why, "%s of unit %s's record failed (%s)", s->pending == IO_READ ? "the read" : "the write",
+    if (rc) snprintf(why, sizeof why, "%s of unit %s's record failed (%s)", op == IO_READ ? "the read" : "the write",
                      o->z->units[u].name, rc == ENODATA ? "the file is shorter than the run made it: truncated" : strerror(rc));
-    else if (s->pending == IO_READ && record_checksum(s->buf, bytes) != o->checksum[u])
+    else if (op == IO_READ && record_checksum(buf, bytes) != o->checksum[u])
         snprintf(why, sizeof why, "unit %s's record changed since the run wrote it (checksum mismatch)", o->z->units[u].name);
-    else if (s->pending == IO_WRITE) o->written[u] = 1;
+    else if (op == IO_WRITE) o->written[u] = 1;
     if (why[0]) {
         pthread_mutex_lock(&o->mu);
         if (!o->error[0]) snprintf(o->error, sizeof o->error, "offload: %s: %s", o->path, why);
@@ -147,14 +161,14 @@ static void *io_thread(void *arg) {
     pthread_mutex_lock(&o->mu);
     for (;;) {
         while (o->qlen == 0 && !o->quit) pthread_cond_wait(&o->wake, &o->mu);
-        if (o->qlen == 0) break;
-        Slot *s = &o->slot[o->queue[o->qhead]];
+        if (o->quit) break;   // closing: what is still queued is of files about to be removed
+        const Request r = o->queue[o->qhead];
         pthread_mutex_unlock(&o->mu);
-        run_request(o, s);
+        run_request(o, &r);
         pthread_mutex_lock(&o->mu);
-        o->qhead = (o->qhead + 1) % (2 * SLOTS);
+        o->qhead = (o->qhead + 1) % o->qcap;
         o->qlen--;
-        s->done = 1;
+        o->completed++;
         pthread_cond_broadcast(&o->finished);
     }
     pthread_mutex_unlock(&o->mu);
@@ -163,29 +177,28 @@ static void *io_thread(void *arg) {
 
 // ---- requests, from the main thread ----------------------------------------------------------------
 
-// Waits for slot i's request, if any; a failure ends the run here, on the main thread.
+// Waits for slot i's requests, if any; a failure ends the run here, on the main thread.
 static void slot_wait(Zero3Offload *o, int i) {
-    Slot *s = &o->slot[i];
     pthread_mutex_lock(&o->mu);
-    while (s->pending != IO_NONE && !s->done) pthread_cond_wait(&o->finished, &o->mu);
-    s->pending = IO_NONE;
+    while (o->completed < o->slot[i].ticket) pthread_cond_wait(&o->finished, &o->mu);
     char error[4600];
     snprintf(error, sizeof error, "%s", o->error);
     pthread_mutex_unlock(&o->mu);
     if (error[0]) offload_fail(o, error);
 }
 
-// Queues op on slot i (for unit u); the slot's previous request is waited for first.
+// Queues op on slot i (for unit u), behind the slot's earlier requests: the queue runs in order,
+// so a read queued after a write-back of the same slot finds the write done. The main thread
+// touches a slot's buffer only once slot_wait has seen all of its requests done.
 static void slot_queue(Zero3Offload *o, int i, IoOp op, int u) {
-    slot_wait(o, i);
     Slot *s = &o->slot[i];
     pthread_mutex_lock(&o->mu);
-    s->unit = u;
-    s->pending = op;
-    s->done = 0;
-    s->dirty = 0;
-    o->queue[(o->qhead + o->qlen) % (2 * SLOTS)] = i;
+    while (o->qlen == o->qcap) pthread_cond_wait(&o->finished, &o->mu);
+    o->queue[(o->qhead + o->qlen) % o->qcap] = (Request){i, u, op};
     o->qlen++;
+    s->unit = u;
+    s->dirty = 0;
+    s->ticket = ++o->queued;
     pthread_cond_signal(&o->wake);
     pthread_mutex_unlock(&o->mu);
 }
@@ -198,7 +211,7 @@ static void slot_write_back(Zero3Offload *o, int i) {
 // ---- the cache, outside the step ---------------------------------------------------------------------
 
 static int slot_of(const Zero3Offload *o, int u) {
-    for (int i = 0; i < SLOTS; i++)
+    for (int i = 0; i < o->nslots; i++)
         if (o->slot[i].unit == u) return i;
     return -1;
 }
@@ -206,7 +219,7 @@ static int slot_of(const Zero3Offload *o, int u) {
 void *zero3_offload_array(Zero3Offload *o, int u, int array) {
     int i = slot_of(o, u);
     if (i < 0) {
-        i = u % SLOTS;   // the stream's slot for u: the cache and the stream agree on where a unit sits
+        i = u % o->nslots;   // the stream's slot for u: the cache and the stream agree on where a unit sits
         slot_write_back(o, i);
         slot_queue(o, i, IO_READ, u);
     }
@@ -224,7 +237,7 @@ void *zero3_offload_array(Zero3Offload *o, int u, int array) {
 // is written back first if it changed. Always a read, even where a slot holds u already: a gather
 // sees the file, and the I/O is the same at every step. Valid until the slot's next request.
 const void *zero3_offload_read(Zero3Offload *o, int u) {
-    const int i = u % SLOTS;
+    const int i = u % o->nslots;
     slot_write_back(o, i);
     slot_queue(o, i, IO_READ, u);
     slot_wait(o, i);
@@ -232,8 +245,12 @@ const void *zero3_offload_read(Zero3Offload *o, int u) {
 }
 
 void zero3_offload_flush(Zero3Offload *o) {
-    for (int i = 0; i < SLOTS; i++) slot_write_back(o, i);
-    for (int i = 0; i < SLOTS; i++) slot_wait(o, i);
+    for (int i = 0; i < o->nslots; i++) slot_write_back(o, i);
+    zero3_offload_drain(o);
+}
+
+void zero3_offload_drain(Zero3Offload *o) {
+    for (int i = 0; i < o->nslots; i++) slot_wait(o, i);
 }
 
 // ---- the stream, inside the optimizer step ---------------------------------------------------------
@@ -249,34 +266,44 @@ static void check_file_size(Zero3Offload *o) {
     }
 }
 
+// Every record is read once a stream, whatever a slot holds: a step's I/O is the same at every
+// step and for any number of slots (the planner's count).
 static void stream_read(Zero3Offload *o, int u) {
     if (u >= o->z->nunits) return;
-    const int i = u % SLOTS;
-    // the optimizer's cache may hold it already (written back, clean); the params' stream reads every
-    // record: its slots hold what the backward's gathers left, and a step's I/O is then the same for
-    // any pass order (the planner's count: one read of each record)
-    if (o->what == ZERO3_STORE_OPTIMIZER && o->slot[i].unit == u) return;
-    slot_queue(o, i, o->stream_fills ? IO_FILL : IO_READ, u);
+    slot_queue(o, u % o->nslots, o->stream_fills ? IO_FILL : IO_READ, u);
+}
+
+// The optimizer's first units, 0 .. nslots-2, each into its slot (behind the last stream's
+// write-back of that slot), queued at the step's start: they are read under its forward and
+// backward (their m and v change only in the step). The params' are not read ahead: the forward's
+// gathers read each record where they are issued.
+void zero3_offload_read_ahead(Zero3Offload *o) {
+    if (o->what != ZERO3_STORE_OPTIMIZER || o->read_ahead) return;
+    for (int u = 0; u < o->nslots - 1; u++) {
+        slot_write_back(o, u);   // what the cache changed there since
+        stream_read(o, u);
+    }
+    o->read_ahead = 1;
 }
 
 void zero3_offload_stream_begin(Zero3Offload *o) {
     check_file_size(o);
-    zero3_offload_flush(o);
-    stream_read(o, 0);
-    stream_read(o, 1);
+    for (int i = 0; i < o->nslots; i++) slot_write_back(o, i);   // what the cache changed; not waited for
+    // the first units, where the step's start did not read them ahead (or the cache took their slot since)
+    for (int u = 0; u < o->nslots - 1; u++)
+        if (!(o->read_ahead && o->slot[u].unit == u)) stream_read(o, u);
+    o->read_ahead = 0;
 }
 
-void zero3_offload_take(Zero3Offload *o, int u) { slot_wait(o, u % SLOTS); }
+void zero3_offload_take(Zero3Offload *o, int u) { slot_wait(o, u % o->nslots); }
 
 void zero3_offload_give(Zero3Offload *o, int u) {
-    o->slot[u % SLOTS].dirty = 1;
-    slot_write_back(o, u % SLOTS);
-    stream_read(o, u + 2);   // into unit u-1's slot, once its write-back is done
+    const int i = u % o->nslots;
+    o->slot[i].dirty = 1;   // AdamW changed it
+    slot_write_back(o, i);
+    stream_read(o, u + o->nslots - 1);   // into unit u-1's slot, behind its write-back
 }
 
-void zero3_offload_stream_end(Zero3Offload *o) {
-    for (int i = 0; i < SLOTS; i++) slot_wait(o, i);
-}
 
 // ---- opening and closing --------------------------------------------------------------------------
 
@@ -305,7 +332,8 @@ static void lay_out_records(Zero3Offload *o) {
         if (o->record_bytes[u] > largest) largest = o->record_bytes[u];
     }
     o->file_bytes = at;
-    for (int i = 0; i < SLOTS; i++) {
+    o->slot_bytes = largest;
+    for (int i = 0; i < o->nslots; i++) {
         if (posix_memalign((void **)&o->slot[i].buf, BLOCK, largest)) zero3_die("out of host memory");
         o->slot[i].unit = -1;
     }
@@ -333,7 +361,8 @@ static int open_file(Zero3Offload *o, char *err, size_t errlen) {
 }
 
 static void free_store(Zero3Offload *o) {
-    for (int i = 0; i < SLOTS; i++) free(o->slot[i].buf);
+    for (int i = 0; i < o->nslots; i++) free(o->slot[i].buf);
+    free(o->slot); free(o->queue);
     free(o->record_at); free(o->record_bytes); free(o->span); free(o->checksum); free(o->written);
     free(o);
 }
@@ -355,6 +384,11 @@ Zero3Offload *zero3_offload_open(Zero3 *z, Zero3Store what, const char *dir, cha
     o->record_at = calloc(n, sizeof(size_t)); o->record_bytes = calloc(n, sizeof(size_t)); o->span = calloc(n, sizeof(size_t));
     o->checksum = calloc(n, sizeof(uint64_t)); o->written = calloc(n, 1);
     if (!o->record_at || !o->record_bytes || !o->span || !o->checksum || !o->written) zero3_die("out of host memory");
+    const int asked = z->cfg.offload_slots > MIN_SLOTS ? z->cfg.offload_slots : MIN_SLOTS;
+    o->nslots = asked > z->nunits ? z->nunits : asked;   // a slot a unit at most (the trainer refuses more)
+    o->qcap = 2 * o->nslots;
+    o->slot = calloc((size_t)o->nslots, sizeof(Slot)); o->queue = calloc((size_t)o->qcap, sizeof(Request));
+    if (!o->slot || !o->queue) zero3_die("out of host memory");
     snprintf(o->dir, sizeof o->dir, "%s", dir);
     snprintf(o->path, sizeof o->path, "%s/%s_r%05d.bin", dir, STORE_FILE[what], z->be->rank);
     lay_out_records(o);
@@ -381,5 +415,7 @@ void zero3_offload_close(Zero3Offload *o) {
 
 const char *zero3_offload_path(const Zero3Offload *o) { return o->path; }
 double zero3_offload_file_bytes(const Zero3Offload *o) { return (double)o->file_bytes; }
+int zero3_offload_slots(const Zero3Offload *o) { return o->nslots; }
+double zero3_offload_slot_bytes(const Zero3Offload *o) { return (double)o->slot_bytes; }
 
 Zero3OffloadStats zero3_offload_stats(const Zero3Offload *o) { return o->stats; }

@@ -7,8 +7,8 @@
 //   state (this rank's)          | MEMORY (default)        | DISK
 //   -----------------------------+-------------------------+------------------------------------------
 //   fp32 master (bf16 runs)      | zero3.c's resident      | -oo disk[:DIR]: DIR/optimizer_r<rank>.bin,
-//   AdamW m, v                   |   buffers, for the run  |   one record per unit, streamed through 3
-//                                |                         |   unit-sized slots in the optimizer step
+//   AdamW m, v                   |   buffers, for the run  |   one record per unit, streamed through S
+//                                |                         |   unit-sized slots (-os S, default 3)
 //   params shard (stage 3: the   | params_shard, for the   | -op disk[:DIR]: DIR/params_r<rank>.bin, one
 //     units whose params are     |   run                   |   record per unit, read into a slot just
 //     SHARDED; persistent units  |                         |   before each gather (forward, backward)
@@ -32,20 +32,27 @@
 // is reserved whole at start (posix_fallocate): a disk without the room is refused before the first
 // step, and a disk that fills later cannot take the run's room.
 //
-// The optimizer step streams the units through the slots (slot = unit mod 3) on one I/O thread, each
-// store its own (with -oo disk -op disk, both side by side: unit k's m, v and its params shard):
+// The optimizer step streams the units through S slots (slot = unit mod S) on one I/O thread, each
+// store its own (with -oo disk -op disk, both side by side: unit k's m, v and its params shard). The
+// I/O thread runs its queue in order, so a read queued behind a slot's write-back finds it done, and
+// the main thread waits only where it needs a slot's bytes:
 //
-//   stream_begin:  write back what the cache holds dirty; read unit 0 -> slot 0, unit 1 -> slot 1
+//   step begin:    queue the reads of units 0 .. S-2 (the optimizer's: read_ahead), each behind
+//                  its slot's last write-back: they run under the forward and backward
+//   stream_begin:  queue what the cache changed, and the first reads not queued yet
 //   for each unit k:
 //     take(k):     wait for k's read (its checksum checked on the I/O thread)
 //     AdamW on k   (zero3.c: the unit's segments, pointing into the slot)
-//     give(k):     queue k's write-back; wait for k-1's write-back; queue k+2's read into that slot
-//   stream_end:    wait for every write-back
+//     give(k):     queue k's write-back, then k+S-1's read into k-1's slot (behind k-1's write-back)
+//   (no wait at the end: the last write-backs run on under the next step's forward)
 //
-// So while unit k is updated, unit k-1 is written and unit k+1 (then k+2) is read: the disk and the
-// arithmetic overlap, and the step takes about max(compute, bytes / disk bandwidth). The bf16 params'
-// stream zeroes its slots instead of reading them: AdamW writes every param of the span from the
-// fp32 master, so only the write-back moves bytes.
+// So while unit k is updated, units before it are written and units after it read: the disk and
+// AdamW overlap within the step, and with S above 3 the disk also works through the forward and
+// backward (the last S write-backs, then the next S-1 reads), which the step otherwise leaves it
+// idle in. The step takes about max(compute + AdamW, bytes / disk bandwidth) once the slots hold
+// what the disk moves in the compute's time; every record is still read and written once a step.
+// The bf16 params' stream zeroes its slots instead of reading them: AdamW writes every param of the
+// span from the fp32 master, so only the write-back moves bytes.
 //
 // The params between steps (-op disk): a gather (zero3.c's gather_source, for the forward and the
 // backward, prefetched or not) reads the unit's record into its slot (zero3_offload_read, always a
@@ -54,7 +61,7 @@
 // shard is held, and the read happens where the gather is issued, so a prefetched gather reads ahead.
 //
 // Outside the step (the init filling the master, a checkpoint reading or loading the state, export)
-// the same slots act as a cache of three units: zero3_offload_array(u, a) brings unit u in (writing
+// the same slots act as a cache of S units: zero3_offload_array(u, a) brings unit u in (writing
 // back the slot's last unit if it changed) and hands out its array. A caller uses one unit at a time,
 // as those loops do. A unit never written yet (a fresh run's m and v) reads as zeros.
 //
@@ -96,6 +103,8 @@ Zero3Offload *zero3_offload_open(Zero3 *z, Zero3Store what, const char *dir, cha
 void zero3_offload_close(Zero3Offload *o);   // stops the I/O thread, removes the file
 const char *zero3_offload_path(const Zero3Offload *o);
 double zero3_offload_file_bytes(const Zero3Offload *o);   // the file's reserved size
+int zero3_offload_slots(const Zero3Offload *o);           // its staging slots in memory
+double zero3_offload_slot_bytes(const Zero3Offload *o);   // of one slot: the largest record
 
 // The cache: unit u's array (ZERO3_OFFLOAD_M...; 0 for the params) over its span, in a slot, marked
 // changed (float for the optimizer's, param_type for the params').
@@ -105,10 +114,12 @@ void zero3_offload_flush(Zero3Offload *o);   // every changed slot written back
 const void *zero3_offload_read(Zero3Offload *o, int u);
 
 // The optimizer step's stream (the pseudocode above).
+void zero3_offload_read_ahead(Zero3Offload *o);   // at the step's start (zero3_step_begin)
 void zero3_offload_stream_begin(Zero3Offload *o);
 void zero3_offload_take(Zero3Offload *o, int u);
 void zero3_offload_give(Zero3Offload *o, int u);
-void zero3_offload_stream_end(Zero3Offload *o);
+// Waits for every request queued (the last step's write-backs): before the I/O is counted.
+void zero3_offload_drain(Zero3Offload *o);
 
 // What the offload moved and the I/O thread's seconds inside pread/pwrite, over the run.
 typedef struct { double bytes_read, bytes_written, io_seconds; int direct; } Zero3OffloadStats;

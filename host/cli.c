@@ -338,6 +338,10 @@ const Flag ARGS_FLAGS[] = {
              "file in DIR (default -o DIR/offload), read just before each gather, never held, and\n"
              "written back by AdamW",
      .shown_def = "none"},
+    {"-os", FLAG_INT, F(offload_slots), "3", 3, 4096, .metavar = "S",
+     .help = "offload slots: how many units' records each file of -oo disk, -op disk stages in memory\n"
+             "(3: unit k+1 read, k updated, k-1 written back); more let the disk work through the\n"
+             "forward and backward too (the last units' write-backs, the next step's first reads)"},
     {"-disk", FLAG_REAL, F(disk_gbps), "0.8", DISK_GBPS_MIN, DISK_GBPS_MAX, .metavar = "G",
      .help = "planner: GB/s of each rank's disk (reads and writes together), for -plan's I/O time of -oo disk, -op disk"},
     // the watchdog
@@ -556,6 +560,8 @@ static void check_offload(const TrainArgs *a) {
               "holds them whole", a->stage);
     check_offload_dir(a, "-oo", a->offload_opt, a->offload_opt_dir);
     check_offload_dir(a, "-op", a->offload_params, a->offload_params_dir);
+    if (args_flag_given(args_flag("-os"), a) && a->offload_opt != OFFLOAD_DISK && a->offload_params != OFFLOAD_DISK)
+        fatal("flag -os: the slots stage the files on disk, and this run has none: give -oo disk or -op disk");
 }
 
 // Flags that contradict each other or the build, whatever the number of ranks: one error line each.
@@ -579,6 +585,14 @@ static void check_flags(const TrainArgs *a) {
         fatal("flag -linkx: links across nodes need nodes: give -rpn R (ranks per node) or HSDP groups (-hs G)");
     check_zeropp(a);
     check_offload(a);
+}
+
+// -os against the model's units (known once it is laid out: the run's, the planner's): a slot holds
+// one unit's record, so more slots than units would hold nothing.
+void args_check_offload_slots(const TrainArgs *a, int units) {
+    if ((a->offload_opt == OFFLOAD_DISK || a->offload_params == OFFLOAD_DISK) && a->offload_slots > units)
+        fatal("flag -os: %d slots for a model of %d units: a slot holds one unit's record, so at most %d", a->offload_slots,
+              units, units);
 }
 
 void args_print_plan_leaves_out(const TrainArgs *a) {

@@ -70,6 +70,7 @@ typedef struct {
     char offload_opt_dir[OFFLOAD_DIR_MAX];      // -oo disk:DIR: its folder ("": the run's -o DIR/offload)
     int offload_params;                   // -op: the parameter shard too (-z 3): OFFLOAD_NONE or OFFLOAD_DISK
     char offload_params_dir[OFFLOAD_DIR_MAX];   // -op disk:DIR: its folder ("": the run's -o DIR/offload)
+    int offload_slots;                    // -os: the unit-sized slots each file on disk stages in memory
     double disk_gbps;                     // -disk: the disk's GB/s, for the planner's I/O time
     int world;                            // not a flag: the N ranks args_validate checked the flags against
     ArgsBuild build;                      // what the binary fixes: the DDP build's stage, a built-in precision
@@ -124,6 +125,7 @@ extern const Flag ARGS_FLAGS[];
 extern const int ARGS_NFLAGS;
 // The flag named name, or NULL.
 const Flag *args_flag(const char *name);
+void args_check_offload_slots(const TrainArgs *a, int units);   // -os at most the model's units
 // A flag's value in a: integers exactly (FLAG_INT, FLAG_COUNT, FLAG_SEED, FLAG_CUSTOM's ints),
 // reals as doubles (FLAG_FLOAT, FLAG_REAL). args_flag_is_real says which one holds it.
 int args_flag_is_real(const Flag *f);

@@ -388,7 +388,7 @@ static void print_peak(const Plan *p) {
 //   gradients                                memory     memory                memory                 memory
 //   optimizer: master (-p bf16), m, v        memory     host memory (the      a file, streamed       (with -p fp32 the master is the
 //                                                       CPU trainer: the      unit by unit through   params: it goes with them)
-//                                                       same memory)          three staging slots
+//                                                       same memory)          -os staging slots
 //
 // Per step on disk: -oo disk reads and writes the optimizer part once (the AdamW stream); -op disk reads
 // the param shard at every gather (forward and backward, each micro-step) and writes it once after AdamW
@@ -397,11 +397,9 @@ typedef struct {
     double out;            // bytes moved out of the memory that computes (to host memory or a file)
     double host;           // -oo host: the optimizer part in host memory
     double disk;           // the per-rank files' bytes (records rounded to 4 KiB blocks: at most 4 KiB a unit more)
-    double slots;          // each file's three staging slots of the largest unit's record, in memory
+    double slots;          // each file's -os staging slots of the largest unit's record, in memory
     double read, write;    // I/O bytes per step
 } PlanOffload;
-
-#define OFFLOAD_SLOTS 3   // the stream's depth: unit k+1 read, unit k updated, unit k-1 written back
 
 // Stage s's placement for a rank whose shard group holds `world` ranks: psi parameters, `gathers` the
 // gathers each parameter makes per step (A x (forward + backward)), `largest` the largest unit's
@@ -421,7 +419,7 @@ static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world
         o.write += part[2];
         if (largest > 0.0) {
             const double span = ZERO3_STAGE_LAYOUT[s].optimizer == ZERO3_SHARDED ? largest / world : largest;
-            o.slots = OFFLOAD_SLOTS * span * opt_per_param;
+            o.slots = a->offload_slots * span * opt_per_param;
         }
     }
     if (a->offload_params == OFFLOAD_DISK && s == 3) {
@@ -429,7 +427,7 @@ static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world
         o.disk += part[0];
         o.read += part[0] * gathers + (bf16 ? 0.0 : part[0]);   // fp32: AdamW reads the master it updates
         o.write += part[0];
-        if (largest > 0.0) o.slots += OFFLOAD_SLOTS * largest / world * (bf16 ? 2.0 : 4.0);   // its own slots
+        if (largest > 0.0) o.slots += a->offload_slots * largest / world * (bf16 ? 2.0 : 4.0);   // its own slots
     }
     return o;
 }
@@ -494,10 +492,10 @@ static void print_offload(const Plan *p) {
     }
     printf("  (in parentheses: without offload. The optimizer part: %s, %g bytes a parameter, read and written\n"
            "   once a step; -op (stage 3 only): the %s param shard, %g bytes a parameter, read at each of its %.3g gathers\n"
-           "   a step and written once%s; slots: %d of the largest unit's record, for each file%s; the files' records\n"
+           "   a step and written once%s; slots: %d of the largest unit's record, for each file (-os)%s; the files' records\n"
            "   round up to 4 KiB)\n",
            bf16 ? "fp32 master + m + v" : "m + v (the fp32 params are the master)", bf16 ? 12.0 : 8.0, bf16 ? "bf16" : "fp32",
-           bf16 ? 2.0 : 4.0, gathers, bf16 ? "" : ", read once more by AdamW", OFFLOAD_SLOTS,
+           bf16 ? 2.0 : 4.0, gathers, bf16 ? "" : ", read once more by AdamW", a->offload_slots,
            p->have_units ? "" : " (a bare count: not counted)");
 }
 
@@ -612,6 +610,7 @@ int plan_main(const TrainArgs *a, int align) {
     plan_read_model(&p);
     plan_shape(&p);
     plan_layout(&p, align);
+    if (p.have_units) args_check_offload_slots(p.a, p.z.nunits);
     if (proc_rank() == 0) {
         print_model(&p);
         plan_ledgers(&p);

@@ -263,12 +263,14 @@ static void trainer_print_process_memory(const Trainer *tr) {
 // -oo disk, -op disk (rank 0): what the offload moved over the run, both files together, read and
 // written, and the rate while the I/O threads were inside pread/pwrite: bytes / I/O seconds, the
 // disk's rate as this run saw it (the disk's own, measured by dd, is scripts/bench_offload.sh's).
+// The last step's write-backs are waited for first: every step's I/O is counted.
 static void trainer_print_offload_io(const Trainer *tr) {
-    const Zero3Offload *stores[2] = {tr->z.offload, tr->z.params_offload};
+    Zero3Offload *stores[2] = {tr->z.offload, tr->z.params_offload};
     Zero3OffloadStats st = {0};
     int any = 0;
     for (int i = 0; i < 2; i++) {
         if (!stores[i]) continue;
+        zero3_offload_drain(stores[i]);
         const Zero3OffloadStats s = zero3_offload_stats(stores[i]);
         st.bytes_read += s.bytes_read;
         st.bytes_written += s.bytes_written;

@@ -58,7 +58,8 @@ static void trainer_store_start(Trainer *tr, Zero3Store what, const char *flag, 
     }
     if (zero3_offload_start(z, what, dir, err, errlen) != 0) return;
     const Zero3Offload *o = what == ZERO3_STORE_PARAMS ? z->params_offload : z->offload;
-    progress(tr, "offload: the %s in %s (%.3f GB a rank, %s I/O)\n", words, zero3_offload_path(o), zero3_offload_file_bytes(o) / 1e9,
+    progress(tr, "offload: the %s in %s (%.3f GB a rank, %d slots of %.3f GB in memory, %s I/O)\n", words,
+             zero3_offload_path(o), zero3_offload_file_bytes(o) / 1e9, zero3_offload_slots(o), zero3_offload_slot_bytes(o) / 1e9,
              zero3_offload_stats(o).direct ? "direct" : "buffered: the file system takes no O_DIRECT");
 }
 
@@ -67,6 +68,7 @@ static void trainer_store_start(Trainer *tr, Zero3Store what, const char *flag, 
 static void trainer_offload_start(Trainer *tr) {
     const TrainArgs *a = &tr->args;
     char err[4600] = "";
+    args_check_offload_slots(a, tr->z.nunits);
     if (a->offload_opt == OFFLOAD_DISK)
         trainer_store_start(tr, ZERO3_STORE_OPTIMIZER, "-oo", a->offload_opt_dir, "optimizer state", err, sizeof err);
     if (a->offload_params == OFFLOAD_DISK && !err[0])
@@ -230,6 +232,7 @@ static void trainer_setup(Trainer *tr, const Zero3Backend *be) {
                                           : a->offload_opt == OFFLOAD_HOST ? ZERO3_IN_HOST
                                                                            : ZERO3_IN_MEMORY,
                       .params_medium = a->offload_params == OFFLOAD_DISK ? ZERO3_ON_DISK : ZERO3_IN_MEMORY,
+                      .offload_slots = a->offload_slots,
                       .fail = trainer_offload_fault, .observer = &ZERO3_OBSERVER};
     zero3_init(&tr->z, be, &zc);
     tr->measure.resident_before = proc_status_bytes("VmRSS");   // the process before the run's memory: its baseline

@@ -10,8 +10,9 @@
 #   zeropp    exact against -qw 8 -hp 2 -qg 8, d2c64h2t64, 4     2 nodes, -linkx 0.01GB/s     step, A / B
 #   tuning    -wrap half -pd 1, then -pd 4 (prefetch first) or   -link 1GB/s,50ms            two ratios of step
 #             -wrap 2 -pd 1 (granularity first), d4c64h2t64
+#   offload   in memory against -oo disk, d6c384h6t64, 1 rank     the machine's disk           (compute + I/O) / step
 #
-#   scripts/lessons.sh prefetch|pitfall2|ex6|hsdp|zeropp|tuning|all [-r PAIRS] [--quick]
+#   scripts/lessons.sh prefetch|pitfall2|ex6|hsdp|zeropp|tuning|offload|all [-r PAIRS] [--quick]
 #   scripts/lessons.sh verdict NAME WHAT RATIO RATIO...    the verdict rule alone, on given ratios
 #
 # The configurations run interleaved, A B A B ... (PAIRS times, default 3; --quick: 2 pairs of shorter
@@ -26,14 +27,17 @@
 # else
 #   verdict NAME: not shown: the machine is too noisy (spread LO-HIx over K pairs)
 # tuning runs three configurations a round and shows its order only when the lowest speed-up of -wrap 2
-# is above 1.10 and above the highest of -pd 4.
+# is above 1.10 and above the highest of -pd 4. offload's ratio is the step the two would take one
+# after the other (compute alone: the run in memory; I/O alone: the step's bytes at the rate the
+# offload run's own I/O line measured) over the offload run's step: above 1 the disk works under
+# the compute; 1 is no overlap at all.
 # The docs quote the shown figures (<!-- lesson: NAME ratio R -->, checked by tests/test_lessons.sh).
 # Nothing is written outside a temporary folder, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-USAGE="usage: $0 prefetch|pitfall2|ex6|hsdp|zeropp|tuning|all [-r PAIRS] [--quick], or $0 verdict NAME WHAT RATIO RATIO..."
-LESSONS="prefetch pitfall2 ex6 hsdp zeropp tuning"
+USAGE="usage: $0 prefetch|pitfall2|ex6|hsdp|zeropp|tuning|offload|all [-r PAIRS] [--quick], or $0 verdict NAME WHAT RATIO RATIO..."
+LESSONS="prefetch pitfall2 ex6 hsdp zeropp tuning offload"
 # summary RATIOS...: "median lo hi" of the ratios
 summary() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
   printf "%.2f %.2f %.2f\n", m, v[1], v[NR]}'; }
@@ -167,6 +171,28 @@ lesson_tuning() {
   else
     echo "verdict tuning: not shown: the machine is too noisy (spread $lo_g-${hi_g}x for -wrap 2, $lo_p-${hi_p}x for -pd 4 over $PAIRS rounds)"
   fi
+}
+
+# offload: does the disk work while the cores compute? The step's state (m and v, fp32) on disk, one
+# rank, where the disk's time for a step's bytes is of the order of the compute's: the run in memory
+# is the compute alone; the step's bytes (the planner's read + write per step) at the rate the
+# offload run measured is the I/O alone; the offload run's step against their sum.
+lesson_offload() {
+  local common="-e d6c384h6t64 -b 1 -t 32 -z 3" k c o rate io gb ratios=()
+  gb=$(./train_gpt2_zero3 -plan 1 $common -oo disk | awk '/^offload \(/ {on = 1} on && $1 == 3 {print $8 + $9; exit}')
+  echo "offload: GPT-2 d6c384h6t64 -b 1 -t 32, 1 rank, fp32: m and v on disk (-oo disk), $gb GB read and written a step"
+  for k in $(seq "$PAIRS"); do
+    # shellcheck disable=SC2086
+    c=$(figure_of step 1 $common)
+    # shellcheck disable=SC2086
+    o=$(figure_of step 1 $common -oo disk -o "$tmp/off")
+    rate=$(grep '^offload I/O' "$tmp/run.out" | sed -E 's/.*= ([0-9.]+) GB\/s$/\1/')
+    io=$(awk -v g="$gb" -v r="$rate" 'BEGIN {printf "%.1f", 1000 * g / r}')
+    rm -rf "$tmp/off"
+    printf '  pair %d: compute alone %8.1f ms | I/O alone %8.1f ms (%s GB/s) | -oo disk step %8.1f ms\n' "$k" "$c" "$io" "$rate" "$o"
+    ratios+=("$(awk -v c="$c" -v i="$io" -v s="$o" 'BEGIN {printf "%.4f", (c + i) / s}')")
+  done
+  verdict offload "compute + I/O one after the other would take longer than the -oo disk step" "${ratios[@]}"
 }
 
 [ "$WHICH" = all ] && set -- $LESSONS || set -- "$WHICH"

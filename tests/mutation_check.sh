@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 82 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 83 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -120,14 +120,17 @@ MUTATIONS=(
 "76|host/stop.c|    if (g_stop_signal) {   // the second one|    if (g_stop_signal >= 0) {   // the second one|train_gpt2_zero3|bash tests/test_edges.sh"
 # the engine's -bp post prefetching before the unit's compute, as pre: the measured peaks (test_peak)
 "77|zero3.c|    if (!prefetch_after_compute(z, phase)) prefetch(z);|    prefetch(z);|train_gpt2_zero3|bash tests/test_peak.sh"
-"81|zero3_offload.c|    o->slot[u % SLOTS].dirty = 1;|    o->slot[u % SLOTS].dirty = 0;|train_gpt2_zero3|bash tests/test_offload.sh"
-"82|zero3_offload.c|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u]);|int rc = transfer(o->fd, s->pending, s->buf, bytes, o->record_at[u > 0 ? u - 1 : 0]);|train_gpt2_zero3|bash tests/test_offload.sh"
-"83|zero3_offload.c|    else if (s->pending == IO_READ && record_checksum(s->buf, bytes) != o->checksum[u])|    else if (0)|train_gpt2_zero3|bash tests/test_offload.sh"
+"81|zero3_offload.c|    o->slot[i].dirty = 1;   // AdamW changed it|    o->slot[i].dirty = 0;   // AdamW changed it|train_gpt2_zero3|bash tests/test_offload.sh"
+"82|zero3_offload.c|int rc = transfer(o->fd, op, buf, bytes, o->record_at[u]);|int rc = transfer(o->fd, op, buf, bytes, o->record_at[u > 0 ? u - 1 : 0]);|train_gpt2_zero3|bash tests/test_offload.sh"
+"83|zero3_offload.c|    else if (op == IO_READ && record_checksum(buf, bytes) != o->checksum[u])|    else if (0)|train_gpt2_zero3|bash tests/test_offload.sh"
 # 88: -oo host on the GPU trainer: the compute stream no longer waits for the params' copies back from
 # the host AdamW, so the next forward may read the params of the step before (the emulator's streams
 # run that copy late), and -oo host's losses part from the run's without it
 "88|gpu/backend_nccl.cuh|    cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));|    (void)H->params_back;|train_gpt2_zero3|bash tests/test_emu_train.sh"
 "84|zero3_offload.c|        o->stream_fills = !z->resident.master_is_params;|        o->stream_fills = 1;|train_gpt2_zero3|bash tests/test_offload.sh"
+# 89: the stream's look-ahead one unit short: give(k) reads unit k+S-2 (read already) in place of
+# k+S-1, so a later unit's AdamW runs on the slot's old record, and -oo disk's losses leave the run's without it
+"89|zero3_offload.c|    stream_read(o, u + o->nslots - 1);   // into unit u-1's slot|    stream_read(o, u + o->nslots - 2);   // into unit u-1's slot|train_gpt2_zero3|bash tests/test_offload.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

@@ -40,6 +40,7 @@ context() {
     -mem:*) echo "-plan 2 -e d2c64h2t64" ;;                    # a shape to grow (a bare count has none)
     -n:*|-y:*) echo "-plan 2 -e 1M -o $work/o" ;;
     -linkx:*) echo "-plan 4 -e 1M -rpn 2" ;;                   # two nodes
+    -os:*) echo "-plan 2 -e 1M -oo disk" ;;                   # a file on disk to stage (a bare count: no units to bound it)
     *) echo "-plan 2 -e 1M" ;;
   esac
 }

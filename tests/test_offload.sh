@@ -82,6 +82,43 @@ samples() { grep -A1 '^---- sample' "$work/$1.out" | grep -v '^----'; }
 [ -n "$(samples hsdp_ref)" ] && [ "$(samples hsdp_ref)" = "$(samples op_hsdp)" ] || fail "-op disk -hs 2: the samples differ"
 echo "ok   -op disk with -hs 2: the same samples"
 
+# -os S: more staging slots, the same numbers. The stream then reads the step's first S-1 units at
+# the step's start and leaves its last write-backs to run under the next forward; M's model has 4
+# units, so -os 4 gives every unit its own slot (the edge: each record still read and written once a
+# step), and a step of bf16 -op disk beside it, -pd 2
+op_pair os4_n2bf16a3 2 z3n2bf16a3_ref -z 3 -p bf16 -d 192 -oo disk -op disk -pd 2 -os 4
+must_run os4_n3z1 3 "${M[@]}" -z 1 -oo disk -os 4 -o "$work/os4_n3z1"
+same_run "-z 1 -oo disk -os 4 on 3 ranks" "$work/z1n3_ref" "$work/os4_n3z1"
+grep -q "^offload: the optimizer state in .* (.* GB a rank, 4 slots of " "$work/os4_n3z1.out" || { grep ^offload "$work/os4_n3z1.out"; fail "-os 4: the startup line does not name its 4 slots"; }
+# the planner's slots column against the run's slots: S x the largest record (a record rounds up to
+# 4 KiB and its tensors' 64-element alignment: at most 8 KiB a slot more than the planner's count),
+# both files, fp32 on one rank (M's model, -oo disk -op disk -os 4; the planner prints GiB to 3
+# decimals: 0.0005 GiB, and the run's slot GB to 3: 0.0005 GB a slot)
+S=(-e d2c48h2t32 -b 2 -t 16 -v 0 -z 3 -oo disk -op disk -os 4)
+pslots=$("$BIN" -plan 1 "${S[@]}" | grep -A5 '^offload (-oo disk -op disk), fp32' | awk '$1 == 3 {print $7}')
+must_run os_slots 1 "${S[@]}" -x 1 -o "$work/os_slots"
+rslots=$(grep '^offload: the ' "$work/os_slots.out" | sed 's/.*, \([0-9]*\) slots of \([0-9.]*\) GB in memory.*/\1 \2/' | awk '{t += $1 * $2} END {print t}')
+echo "$pslots $rslots" | awk '{ p = $1 * 1073741824 / 1e9; r = $2
+  printf "     planner: slots %.4f GB; the run: %.4f GB (-os 4, both files)\n", p, r
+  exit !(r >= p - 0.0006 - 8 * 0.0005 && r <= p + 0.0006 + 8 * (0.0005 + 8192e-9)) }' || fail "planner: -os 4's slots ($pslots GiB) are not the run's ($rslots GB)"
+# a checkpoint written with -os 4 resumes with the default 3 (slots are memory, not state)
+ZERO3_INJECT_NAN_STEP=3 run stop_os 2 "${M[@]}" -z 3 -p bf16 -d 192 -o "$work/resume_os" -oo disk -os 4 \
+  && fail "the NaN at step 3 should stop the run"
+must_run resume_os 2 "${M[@]}" -z 3 -p bf16 -d 192 -o "$work/resume_os" -y 1 -oo disk
+same_run "-os 4, resumed with -os 3" "$work/z3n2bf16a3_ref" "$work/resume_os"
+# the flag's bad values: one line each, nothing run
+os_bad() {   # os_bad PATTERN ARGS...
+  local pat=$1; shift
+  timeout 60 "$BIN" "${M[@]}" -x 1 -o "$work/os_bad" "$@" >"$work/os_bad.out" 2>"$work/os_bad.err" && fail "-os: $* ran"
+  [ "$(grep -c '^error' "$work/os_bad.err")" -eq 1 ] && grep -q -- "$pat" "$work/os_bad.err" || { cat "$work/os_bad.err"; fail "-os: $*: want one line matching /$pat/"; }
+  ! grep -q '^step' "$work/os_bad.out" || fail "-os: $*: a step ran"
+}
+os_bad "flag -os: 2 is out of range" -oo disk -os 2
+os_bad "flag -os: the slots stage the files on disk, and this run has none" -os 4
+os_bad "flag -os: 5 slots for a model of 4 units" -oo disk -os 5
+os_bad "flag -os: expected" -oo disk -os four
+echo "ok   -os: 4 slots give the same numbers (bf16 -op -pd 2 on 2 ranks, -z 1 on 3), the planner's slots, a resume with 3, bad values refused"
+
 # ---------------------------------------------------------------- checkpoints: on another N, with or without
 # on another N and stage as tests/test_checkpoint.sh does it: resharded there with no step run (-x 2:
 # read and written again), the steps then run on the first N (a sum over other N rounds otherwise)

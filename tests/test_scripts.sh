@@ -86,7 +86,8 @@ bad scripts/bench_time.sh arg "^error: -n: 0 is out of range" scripts/bench_time
 bad scripts/bench_time.sh input "truncated.bin: too short" scripts/bench_time.sh -e "$keep/truncated.bin"
 bad scripts/bench_offload.sh arg "^error: -g: expected the dd test's size in GB" scripts/bench_offload.sh -g 0 -d "$work/bo_arg"
 bad scripts/bench_offload.sh input "truncated.bin: too short" scripts/bench_offload.sh -e "$keep/truncated.bin" -d "$work/bo_input"
-[ ! -e "$work/bo_arg" ] && [ ! -e "$work/bo_input" ] || fail "bench_offload.sh: a refused run left its folder behind"
+bad scripts/bench_offload.sh arg "^error: flag -os: 9 slots for a model of 4 units" scripts/bench_offload.sh -e d2c48h2t32 -t 32 -s 9 -d "$work/bo_slots"
+[ ! -e "$work/bo_arg" ] && [ ! -e "$work/bo_input" ] && [ ! -e "$work/bo_slots" ] || fail "bench_offload.sh: a refused run left its folder behind"
 bad scripts/wire_bytes.sh arg "^error: -x: 1 is out of range" scripts/wire_bytes.sh -x 1
 bad scripts/wire_bytes.sh input "truncated.bin: too short" scripts/wire_bytes.sh -e "$keep/truncated.bin"
 bad scripts/bench_variants.sh arg "^error: -n: expected an integer" scripts/bench_variants.sh -n x
