@@ -36,9 +36,10 @@ auto_wrap_policy wraps the root only; forward_prefetch False), listed under `ass
 DeepSpeed's offload blocks: offload_optimizer device cpu -> -oo host, nvme -> -oo disk:NVME_PATH (no
 nvme_path: -oo disk, the run's -o DIR/offload; the legacy cpu_offload true is device cpu);
 offload_param device nvme -> -op disk:NVME_PATH (stage 3 only: at another stage the config is refused),
-cpu has no flag (-op takes disk only). Their other knobs (pin_memory, buffer_count, buffer_size,
-max_in_cpu, pipeline_read/write, fast_init, ratio) are type-checked and each gets a line saying why it
-has no meaning here; an nvme_path that exists and is not a folder is refused. FSDP's
+cpu has no flag (-op takes disk only). An nvme block's buffer_count -> -os (the slots each file
+stages; the larger of the two blocks', at least 3). Their other knobs (pin_memory, buffer_size,
+max_in_cpu, pipeline_read/write, fast_init, ratio; buffer_count for cpu) are type-checked and each gets a
+line saying why it has no meaning here; an nvme_path that exists and is not a folder is refused. FSDP's
 cpu_offload=CPUOffload(offload_params=True) -> -oo host, with a line for the parameter and gradient
 shards, which stay where they compute.
 
@@ -398,7 +399,7 @@ OFFLOAD_KEYS = {
 OFFLOAD_KNOBS = {
     "pin_memory": "the GPU trainer's -oo host always pins the optimizer shard; the CPU trainer's memory is host memory, "
                   "and its disk slots are 4 KiB-aligned buffers for direct I/O",
-    "buffer_count": "the disk stream holds three unit-sized slots (unit k+1 read, k updated, k-1 written back)",
+    "buffer_count": "host memory needs no staging buffers (device cpu); for nvme it is -os, the slots each file stages",
     "buffer_size": "a slot is one unit's record: -wrap K sets its size",
     "max_in_cpu": "a parameter shard offloaded to disk is read just before its gather and never held in between",
     "pipeline": "the disk stream always overlaps the reads, the update and the write-backs",
@@ -410,7 +411,8 @@ OFFLOAD_KNOBS = {
 
 
 def offload_block(t, zero, key):
-    """One offload block: its device ("none" when left out) and, for nvme, its nvme_path (None when left out)."""
+    """One offload block: its device ("none" when left out), for nvme its nvme_path (None when left out) and its
+    buffer_count (None when left out: deepspeed_offload makes it -os)."""
     block = section(zero, key, "zero_optimization.")
     where = f"zero_optimization.{key}"
     unknown = sorted(set(block) - OFFLOAD_KEYS[key])
@@ -428,17 +430,22 @@ def offload_block(t, zero, key):
             raise BadInput(f"{where}.nvme_path: expected a folder name, got {show(path)}")
         if os.path.exists(path) and not os.path.isdir(path):
             raise BadInput(f"{where}.nvme_path: {name_of(path)} is not a folder")
+    buffers = None
     for knob in sorted(set(block) - {"device", "nvme_path"}):
         v = block[knob]
         if knob in ("pin_memory", "pipeline", "pipeline_read", "pipeline_write", "fast_init"):
             boolean(f"{where}.{knob}", v)
         else:
-            number(f"{where}.{knob}", v, "a number", integer=knob in ("buffer_count",))
-        if device != "none":
+            v = number(f"{where}.{knob}", v, "a number", integer=knob in ("buffer_count",))
+        if knob == "buffer_count" and device == "nvme":
+            if v < 1:
+                raise BadInput(f"{where}.buffer_count: expected at least 1 buffer, got {show(v)}")
+            buffers = int(v)
+        elif device != "none":
             t.missing(f"{key}.{knob} {show(v)}", OFFLOAD_KNOBS[knob])
     if path is not None and device != "nvme":
         t.missing(f"{key}.nvme_path", f"DeepSpeed reads it for device nvme only; this block's device is {device}")
-    return device, path
+    return device, path, buffers
 
 
 def offload_place(device, path):
@@ -449,7 +456,7 @@ def offload_place(device, path):
 
 
 def deepspeed_offload(t, zero):
-    device, path = offload_block(t, zero, "offload_optimizer")
+    device, path, buffers = offload_block(t, zero, "offload_optimizer")
     legacy = boolean("zero_optimization.cpu_offload", zero.get("cpu_offload", False))
     if legacy and device == "none":
         device = "cpu"
@@ -460,7 +467,7 @@ def deepspeed_offload(t, zero):
                "the optimizer shard in a per-rank file, streamed unit by unit in the step" +
                ("" if path else "; no nvme_path: the run's -o DIR/offload"))
         t.set(knob, "-oo", offload_place(device, path), why)
-    pdevice, ppath = offload_block(t, zero, "offload_param")
+    pdevice, ppath, pbuffers = offload_block(t, zero, "offload_param")
     if pdevice != "none" and t.stage != 3:
         raise BadInput(f"zero_optimization.offload_param: DeepSpeed offloads parameters at stage 3 only; this config is "
                        f"stage {t.stage}")
@@ -471,6 +478,16 @@ def deepspeed_offload(t, zero):
         t.set("offload_param.device nvme", "-op", offload_place(pdevice, ppath),
               "the parameter shard in a per-rank file, read just before its gather" + ("" if ppath else
               "; no nvme_path: the run's -o DIR/offload"))
+    # DeepSpeed's buffers stage its NVMe reads and writes; here each file stages its units through -os
+    # slots (at least 3: unit k+1 read, k updated, k-1 written back), one number for both files
+    counts = {k: n for k, n in (("offload_optimizer", buffers), ("offload_param", pbuffers if pdevice == "nvme" else None))
+              if n is not None}
+    if counts:
+        slots = max(3, max(counts.values()))
+        knob = " and ".join(f"{k}.buffer_count {n}" for k, n in counts.items())
+        t.set(knob, "-os", slots, "the unit-sized slots each file stages in memory" +
+              (" (at least 3 here)" if slots > max(counts.values()) else "") +
+              ("; one number for both files: the larger" if len(counts) > 1 else ""))
     if "sub_group_size" in zero:
         n = number("zero_optimization.sub_group_size", zero["sub_group_size"], "a number of parameters")
         t.missing(f"sub_group_size {show(n)}", "AdamW steps the whole shard in one call; sub-groups bound offloaded "

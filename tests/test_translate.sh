@@ -69,12 +69,13 @@ EOF
 expect "ZeRO++ and accumulation, 124M on 2" "-z 3 -b 4 -t 32 -d 512 -pd 8 -pt 100000 -hp 2 -qw 8 -qg 8 -oo host" \
   --model 124M --ranks 2 --seq-len 32 "$work/zpp.json"
 # offload: device cpu -> -oo host (above; the template's offload_param cpu has no flag: -op takes disk);
-# ZeRO-Infinity's nvme for both -> -oo disk:PATH -op disk:PATH; bf16, B 1; 5e7 / 201,379,840 -> -pd 1
-expect "ZeRO-Infinity, 7.5B on 8" "-z 3 -p bf16 -b 1 -pd 1 -pt 100000 -oo disk:/local_nvme -op disk:/local_nvme" \
+# ZeRO-Infinity's nvme for both -> -oo disk:PATH -op disk:PATH; bf16, B 1; 5e7 / 201,379,840 -> -pd 1;
+# buffer_count 4 and 5 -> the larger as the files' slots, -os 5
+expect "ZeRO-Infinity, 7.5B on 8" "-z 3 -p bf16 -b 1 -pd 1 -pt 100000 -oo disk:/local_nvme -op disk:/local_nvme -os 5" \
   --model 7.5B --ranks 8 tests/translate/ds_zero_infinity.json
 inf=$($PY $X --model 7.5B --ranks 8 tests/translate/ds_zero_infinity.json)
-for knob in offload_optimizer.pin_memory offload_optimizer.buffer_count offload_optimizer.pipeline_read offload_optimizer.fast_init \
-            offload_param.buffer_size offload_param.max_in_cpu offload_param.buffer_count; do
+for knob in offload_optimizer.pin_memory offload_optimizer.pipeline_read offload_optimizer.fast_init \
+            offload_param.buffer_size offload_param.max_in_cpu; do
   grep -q "^  $knob [^:]*: ." <<<"$inf" || { echo "$inf"; fail "ZeRO-Infinity: no line saying why $knob has no meaning here"; }
 done
 grep -q "^  offload_param.device cpu: no parameters in host memory" <<<"$hf" || { echo "$hf"; fail "offload_param cpu: no line"; }
@@ -180,6 +181,8 @@ wrong 'nvme_path a file' "^error: zero_optimization.offload_optimizer.nvme_path:
 wrong 'nvme_path a number' '^error: zero_optimization.offload_param.nvme_path: expected a folder name, got 5' "{$Z, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": 5}}}"
 wrong 'offload_param at stage 2' '^error: zero_optimization.offload_param: DeepSpeed offloads parameters at stage 3 only; this config is stage 2' '{"zero_optimization": {"stage": 2, "offload_param": {"device": "nvme", "nvme_path": "/x"}}}'
 wrong 'pin_memory "yes"' '^error: zero_optimization.offload_optimizer.pin_memory: expected true or false, got "yes"' "{$Z, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": \"yes\"}}}"
+wrong 'buffer_count 0' '^error: zero_optimization.offload_optimizer.buffer_count: expected at least 1 buffer, got 0' "{$Z, \"offload_optimizer\": {\"device\": \"nvme\", \"buffer_count\": 0}}}"
+wrong 'buffer_count 100 on 124M' '^error: offload_optimizer.buffer_count 100 -> -os 100: the trainer refuses it: flag -os: 100 slots for a model of 14 units' "{$Z, \"offload_optimizer\": {\"device\": \"nvme\", \"buffer_count\": 100}}}"
 wrong 'an offload key misspelt' '^error: zero_optimization.offload_optimizer.nvme_pth: not a key of' "{$Z, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_pth\": \"/x\"}}}"
 bad "FSDP CPUOffload misspelt" "^error: --fsdp: cpu_offload=CPUOffload\(offload_param=True\): expected" --model 124M --fsdp "cpu_offload=CPUOffload(offload_param=True)"
 # 3.0 is the integer 3 (as DeepSpeed's pydantic reads it): printed as 3, and -d as an integer
