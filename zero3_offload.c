@@ -23,7 +23,7 @@
 typedef enum { IO_NONE = 0, IO_READ, IO_WRITE, IO_FILL } IoOp;
 
 typedef struct {
-    char *buf;         // BLOCK-aligned, the largest record's bytes
+    char *buf;         // BLOCK-aligned, the largest record of the units it takes (unit mod S = its index)
     int unit;          // the unit it holds once its requests are done (-1 none)
     int dirty;         // changed since it was read: to be written back before it takes another unit
     uint64_t ticket;   // the number of its last request (0: none); done once o->completed reaches it
@@ -51,7 +51,7 @@ struct Zero3Offload {
     uint64_t *checksum;           // per unit: of its record as last written
     unsigned char *written;       // per unit: the record holds data (else it reads as zeros)
     size_t file_bytes;
-    size_t slot_bytes;            // of each slot: the largest record
+    size_t slots_bytes;           // of all the slots together
     int nslots;                   // Zero3Config.offload_slots (at least MIN_SLOTS), at most one per unit
     Slot *slot;
     int read_ahead;               // the optimizer's first units are queued for the next stream
@@ -319,23 +319,28 @@ static size_t record_span(const Zero3Offload *o, int u) {
     return count;
 }
 
-// The records' places: unit after unit, each its arrays over its span, BLOCK-padded.
+// The records' places: unit after unit, each its arrays over its span, BLOCK-padded. Slot i takes
+// the units u = i mod S (the stream's, the cache's and the gathers' rule alike), so it is as large as
+// the largest of their records: the one slot that takes the embedding need not make every slot its size.
 static void lay_out_records(Zero3Offload *o) {
     Zero3 *z = o->z;
-    size_t at = 0, largest = BLOCK;
+    size_t at = 0;
     for (int u = 0; u < z->nunits; u++) {
         const size_t count = record_span(o, u);
         o->span[u] = count;
         o->record_at[u] = at;
         o->record_bytes[u] = round_block((size_t)o->narrays * count * o->elem_bytes);
         at += o->record_bytes[u];
-        if (o->record_bytes[u] > largest) largest = o->record_bytes[u];
     }
     o->file_bytes = at;
-    o->slot_bytes = largest;
+    o->slots_bytes = 0;
     for (int i = 0; i < o->nslots; i++) {
+        size_t largest = BLOCK;
+        for (int u = i; u < z->nunits; u += o->nslots)
+            if (o->record_bytes[u] > largest) largest = o->record_bytes[u];
         if (posix_memalign((void **)&o->slot[i].buf, BLOCK, largest)) zero3_die("out of host memory");
         o->slot[i].unit = -1;
+        o->slots_bytes += largest;
     }
 }
 
@@ -416,6 +421,6 @@ void zero3_offload_close(Zero3Offload *o) {
 const char *zero3_offload_path(const Zero3Offload *o) { return o->path; }
 double zero3_offload_file_bytes(const Zero3Offload *o) { return (double)o->file_bytes; }
 int zero3_offload_slots(const Zero3Offload *o) { return o->nslots; }
-double zero3_offload_slot_bytes(const Zero3Offload *o) { return (double)o->slot_bytes; }
+double zero3_offload_slots_bytes(const Zero3Offload *o) { return (double)o->slots_bytes; }
 
 Zero3OffloadStats zero3_offload_stats(const Zero3Offload *o) { return o->stats; }

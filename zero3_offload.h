@@ -103,8 +103,8 @@ Zero3Offload *zero3_offload_open(Zero3 *z, Zero3Store what, const char *dir, cha
 void zero3_offload_close(Zero3Offload *o);   // stops the I/O thread, removes the file
 const char *zero3_offload_path(const Zero3Offload *o);
 double zero3_offload_file_bytes(const Zero3Offload *o);   // the file's reserved size
-int zero3_offload_slots(const Zero3Offload *o);           // its staging slots in memory
-double zero3_offload_slot_bytes(const Zero3Offload *o);   // of one slot: the largest record
+int zero3_offload_slots(const Zero3Offload *o);            // its staging slots in memory
+double zero3_offload_slots_bytes(const Zero3Offload *o);   // their bytes together
 
 // The cache: unit u's array (ZERO3_OFFLOAD_M...; 0 for the params) over its span, in a slot, marked
 // changed (float for the optimizer's, param_type for the params').

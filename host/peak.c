@@ -140,6 +140,21 @@ double peak_largest_unit(const GPT2Config *c) {
     return fmax(s.emb, fmax(s.block, s.head));
 }
 
+// The elements S staging slots of an offload file hold: slot i takes the units u = i mod S
+// (zero3_offload.c), so it is the size of the largest of them; the units in order: the embedding,
+// the block units (-wrap half: each the larger half), the final layernorm.
+double peak_slot_elements(const GPT2Config *c, int slots) {
+    const PeakShapes s = peak_shapes(c);
+    const int n = s.block_units + 2;
+    double total = 0.0;
+    for (int i = 0; i < slots && i < n; i++) {
+        double largest = 0.0;
+        for (int u = i; u < n; u += slots) largest = fmax(largest, u == 0 ? s.emb : u == n - 1 ? s.head : s.block);
+        total += largest;
+    }
+    return total;
+}
+
 PeakBytes peak_bytes(const PeakRun *r) {
     PeakBytes out;
     memset(&out, 0, sizeof out);

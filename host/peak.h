@@ -55,6 +55,7 @@ PeakBytes peak_bytes(const PeakRun *r);
 // The largest unit's parameters (the embedding, or a -wrap K unit of blocks): the size of each of the
 // staging buffers a stream of units through memory holds (-oo disk).
 double peak_largest_unit(const GPT2Config *c);
+double peak_slot_elements(const GPT2Config *c, int slots);   // what -os slots hold, in elements
 // The activations the CPU trainer keeps for the backward (fp32), with -rc recompute or without.
 double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute);
 

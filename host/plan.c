@@ -397,14 +397,14 @@ typedef struct {
     double out;            // bytes moved out of the memory that computes (to host memory or a file)
     double host;           // -oo host: the optimizer part in host memory
     double disk;           // the per-rank files' bytes (records rounded to 4 KiB blocks: at most 4 KiB a unit more)
-    double slots;          // each file's -os staging slots of the largest unit's record, in memory
+    double slots;          // each file's -os staging slots, in memory (slot i as large as the largest unit i mod S)
     double read, write;    // I/O bytes per step
 } PlanOffload;
 
 // Stage s's placement for a rank whose shard group holds `world` ranks: psi parameters, `gathers` the
-// gathers each parameter makes per step (A x (forward + backward)), `largest` the largest unit's
-// parameters (0: unknown, a bare count, whose slots are then not counted).
-static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world, int bf16, double gathers, double largest) {
+// gathers each parameter makes per step (A x (forward + backward)), `slot_params` the parameters the
+// -os slots hold whole (peak_slot_elements; 0: unknown, a bare count, whose slots are then not counted).
+static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world, int bf16, double gathers, double slot_params) {
     PlanOffload o;
     memset(&o, 0, sizeof o);
     const Zero3DType t = bf16 ? ZERO3_BF16 : ZERO3_F32;
@@ -417,9 +417,9 @@ static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world
         o.disk += part[2];
         o.read += part[2];
         o.write += part[2];
-        if (largest > 0.0) {
-            const double span = ZERO3_STAGE_LAYOUT[s].optimizer == ZERO3_SHARDED ? largest / world : largest;
-            o.slots = a->offload_slots * span * opt_per_param;
+        if (slot_params > 0.0) {
+            const double span = ZERO3_STAGE_LAYOUT[s].optimizer == ZERO3_SHARDED ? slot_params / world : slot_params;
+            o.slots = span * opt_per_param;
         }
     }
     if (a->offload_params == OFFLOAD_DISK && s == 3) {
@@ -427,7 +427,7 @@ static PlanOffload plan_offload(const TrainArgs *a, int s, double psi, int world
         o.disk += part[0];
         o.read += part[0] * gathers + (bf16 ? 0.0 : part[0]);   // fp32: AdamW reads the master it updates
         o.write += part[0];
-        if (largest > 0.0) o.slots += a->offload_slots * largest / world * (bf16 ? 2.0 : 4.0);   // its own slots
+        if (slot_params > 0.0) o.slots += slot_params / world * (bf16 ? 2.0 : 4.0);   // its own slots
     }
     return o;
 }
@@ -450,7 +450,7 @@ static int offload_given(const TrainArgs *a) { return a->offload_opt != OFFLOAD_
 static double peak_with_offload(const TrainArgs *a, const PeakRun *r, double gathers) {
     const PeakBytes b = peak_bytes(r);
     const PlanOffload o = plan_offload(a, r->stage, (double)gpt2_num_parameters(&r->cfg), r->world, r->param_bytes == 2,
-                                       gathers, peak_largest_unit(&r->cfg));
+                                       gathers, peak_slot_elements(&r->cfg, a->offload_slots));
     return b.total - o.out + o.slots;
 }
 
@@ -471,14 +471,14 @@ static void print_offload(const Plan *p) {
         return;
     }
     const int bf16 = a->bf16;
-    const double gathers = plan_gathers_per_param(p), largest = p->have_units ? peak_largest_unit(&p->cfg) : 0.0;
+    const double gathers = plan_gathers_per_param(p), slot_params = p->have_units ? peak_slot_elements(&p->cfg, a->offload_slots) : 0.0;
     char words[300];
     offload_words(a, words, sizeof words);
     printf("offload (%s), %s, per rank; I/O time at -disk %g GB/s a rank:\n", words, PRECISION_NAMES[bf16], a->disk_gbps);
     printf("  stage  %-20s %10s %11s %11s %11s %13s %13s %10s\n", p->have_units ? "peak GiB (without)" : "state GiB (without)",
            "out GiB", "host GiB", "slots GiB", "disk GB", "read GB/step", "write GB/step", "I/O s/step");
     for (int s = 0; s <= 3; s++) {
-        const PlanOffload o = plan_offload(a, s, p->psi, p->G, bf16, gathers, largest);
+        const PlanOffload o = plan_offload(a, s, p->psi, p->G, bf16, gathers, slot_params);
         const Zero3DType t = bf16 ? ZERO3_BF16 : ZERO3_F32;
         double before = zero3_theory_state_bytes(s, p->psi, p->G, t, t);
         if (p->have_units) {
@@ -492,10 +492,10 @@ static void print_offload(const Plan *p) {
     }
     printf("  (in parentheses: without offload. The optimizer part: %s, %g bytes a parameter, read and written\n"
            "   once a step; -op (stage 3 only): the %s param shard, %g bytes a parameter, read at each of its %.3g gathers\n"
-           "   a step and written once%s; slots: %d of the largest unit's record, for each file (-os)%s; the files' records\n"
+           "   a step and written once%s; slots: %d for each file (-os), slot i the size of the largest unit i mod %d%s; records\n"
            "   round up to 4 KiB)\n",
            bf16 ? "fp32 master + m + v" : "m + v (the fp32 params are the master)", bf16 ? 12.0 : 8.0, bf16 ? "bf16" : "fp32",
-           bf16 ? 2.0 : 4.0, gathers, bf16 ? "" : ", read once more by AdamW", a->offload_slots,
+           bf16 ? 2.0 : 4.0, gathers, bf16 ? "" : ", read once more by AdamW", a->offload_slots, a->offload_slots,
            p->have_units ? "" : " (a bare count: not counted)");
 }
 
@@ -653,7 +653,8 @@ void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
     GPT2Config c = *cfg;
     const PeakRun r = peak_run_of(a, &c, G, R, a->stage, a->bf16);
     const PeakBytes b = peak_bytes(&r);
-    const PlanOffload o = plan_offload(a, a->stage, (double)gpt2_num_parameters(cfg), G, a->bf16, 0.0, peak_largest_unit(&r.cfg));
+    const PlanOffload o = plan_offload(a, a->stage, (double)gpt2_num_parameters(cfg), G, a->bf16, 0.0,
+                                       peak_slot_elements(&r.cfg, a->offload_slots));
     const int gpu = a->build.precision != ARGS_PRECISION_EITHER;   // the GPU trainer's peak is the GPU's
     const double per_rank = gpu ? o.host : b.total - o.out + o.slots;
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

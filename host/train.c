@@ -59,7 +59,7 @@ static void trainer_store_start(Trainer *tr, Zero3Store what, const char *flag, 
     if (zero3_offload_start(z, what, dir, err, errlen) != 0) return;
     const Zero3Offload *o = what == ZERO3_STORE_PARAMS ? z->params_offload : z->offload;
     progress(tr, "offload: the %s in %s (%.3f GB a rank, %d slots of %.3f GB in memory, %s I/O)\n", words,
-             zero3_offload_path(o), zero3_offload_file_bytes(o) / 1e9, zero3_offload_slots(o), zero3_offload_slot_bytes(o) / 1e9,
+             zero3_offload_path(o), zero3_offload_file_bytes(o) / 1e9, zero3_offload_slots(o), zero3_offload_slots_bytes(o) / 1e9,
              zero3_offload_stats(o).direct ? "direct" : "buffered: the file system takes no O_DIRECT");
 }
 

@@ -8,10 +8,12 @@
 # It prints, in order:
 #  1. the same command without offload, which the trainer must refuse up front (the plan's memory
 #     against the machine's); a run that is not refused is stopped and said so;
-#  2. the disk's bandwidth, measured here with dd (oflag=direct, then iflag=direct) on -g GB in DIR;
+#  2. the disk's bandwidth, measured here with dd (oflag=direct, then iflag=direct, in 64 MiB requests:
+#     the run's records are of that order and larger) on -g GB in DIR;
 #  3. the run with -p bf16 -oo disk:DIR: its peak resident memory (VmHWM), its step time (the mean of
 #     the steps after the first), the state file's size, and the floor: the bytes a step moves (the
-#     file read once and written once) over the disk's bandwidth; the step's ratio to it.
+#     file read once and written once) over the disk's bandwidth; the step's ratio to it; and the
+#     same bytes at the rate the run's own I/O thread measured (its offload I/O line), the I/O alone.
 # A smoke check on a small model: scripts/bench_offload.sh -e d2c48h2t32 -t 32 -x 3 -g 0.1
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,12 +50,12 @@ fi
 rm -rf "$DIR/no_offload"
 
 # 2. the disk, by dd: direct writes, then direct reads, of GB gigabytes (the page cache bypassed)
-count=$(awk -v g="$GB" 'BEGIN { printf "%d", g * 1e9 / 1048576 + 0.5 }')
-write_bps=$( { dd if=/dev/zero of="$DIR/dd.bin" bs=1M count="$count" oflag=direct 2>&1 >/dev/null || true; } | awk '/copied/ { gsub(",", "", $0); for (i = 1; i <= NF; i++) if ($i == "s") s = $(i - 1); print $1 / s }')
-read_bps=$( { dd if="$DIR/dd.bin" of=/dev/null bs=1M count="$count" iflag=direct 2>&1 >/dev/null || true; } | awk '/copied/ { gsub(",", "", $0); for (i = 1; i <= NF; i++) if ($i == "s") s = $(i - 1); print $1 / s }')
+count=$(awk -v g="$GB" 'BEGIN { c = int(g * 1e9 / 67108864 + 0.5); printf "%d", c < 1 ? 1 : c }')
+write_bps=$( { dd if=/dev/zero of="$DIR/dd.bin" bs=64M count="$count" oflag=direct 2>&1 >/dev/null || true; } | awk '/copied/ { gsub(",", "", $0); for (i = 1; i <= NF; i++) if ($i == "s") s = $(i - 1); print $1 / s }')
+read_bps=$( { dd if="$DIR/dd.bin" of=/dev/null bs=64M count="$count" iflag=direct 2>&1 >/dev/null || true; } | awk '/copied/ { gsub(",", "", $0); for (i = 1; i <= NF; i++) if ($i == "s") s = $(i - 1); print $1 / s }')
 rm -f "$DIR/dd.bin"
 [ -n "$write_bps" ] && [ -n "$read_bps" ] || die "$DIR: dd with oflag=direct / iflag=direct gave no rate (a file system without direct I/O?)"
-printf "disk (dd, %s GB, direct): write %.3f GB/s, read %.3f GB/s\n" "$GB" "$(awk -v x="$write_bps" 'BEGIN { print x / 1e9 }')" \
+printf "disk (dd, %s GB in 64 MiB requests, direct): write %.3f GB/s, read %.3f GB/s\n" "$GB" "$(awk -v x="$write_bps" 'BEGIN { print x / 1e9 }')" \
   "$(awk -v x="$read_bps" 'BEGIN { print x / 1e9 }')"
 
 # 3. the run on disk
@@ -71,4 +73,7 @@ echo "  losses: $losses"
 echo "  ${io:-offload I/O: no line}"
 awk -v ms="$step_ms" -v f="$floor_s" -v g="$state_gb" 'BEGIN {
   printf "  disk floor: %.3f GB read + %.3f GB written a step at dd'"'"'s rates = %.3f s; the step is %.2fx the floor\n", g, g, f, ms / 1000 / f }'
+rate=$(sed -n 's/^offload I\/O .* = \([0-9.]*\) GB\/s$/\1/p' "$DIR/run.out")
+[ -z "$rate" ] || awk -v ms="$step_ms" -v g="$state_gb" -v r="$rate" 'BEGIN {
+  printf "  the I/O alone: %.3f GB a step at the run'"'"'s own %.3f GB/s = %.3f s; the step is %.2fx that\n", 2 * g, r, 2 * g / r, ms / 1000 / (2 * g / r) }'
 rm -rf "$DIR/run/offload"
