@@ -6,7 +6,8 @@ The measured peak is the kernel's: at the end of a run rank 0 prints its peak re
 library and their buffers). Every buffer a step uses is written in the step (the state, the
 activations, the pool's buffers, MPI's scratch), so after two steps (the second prefetches) the
 difference is the memory the run itself needed at once, counted by the kernel page by page: nothing
-the planner computes goes into it. Each run's planned peak (same flags, -plan N) must be within 10%.
+the planner computes goes into it. Each run's planned peak (same flags, -plan N) must be within 10%;
+runs with their state on disk (-oo disk, -op disk, -os) against the peak of the planner's offload table.
 
 Then -bp pre against -bp post by hand: on a model whose blocks outweigh its embedding, the busiest
 moment is a block's backward, where pre holds the block and the -pd blocks gathered ahead, post one
@@ -17,7 +18,7 @@ Then -mem M on one rank, where the peak is model state + activations alone, agai
 worked out by hand from GPT-2's shapes.
 Prints a table; exit status 0 when every row holds.
 """
-import argparse, os, re, subprocess, sys
+import argparse, os, re, shutil, subprocess, sys, tempfile
 
 SMALL, WIDE = "d2c64h2t64", "d2c128h4t64"
 COMMON = ["-x", "2", "-v", "0"]
@@ -43,6 +44,15 @@ CASES = [
     (3, SMALL, ["-b", "2", "-t", "64", "-z", "3", "-pd", "2", "-bp", "post"]),
     (3, SMALL, ["-b", "1", "-t", "16", "-z", "3", "-p", "bf16"]),
     (4, SMALL, ["-b", "1", "-t", "16", "-z", "3", "-hs", "2", "-p", "bf16"]),
+]
+# the state on disk (-oo disk, -op disk, -os): the planner's offload table, peak less what left the
+# memory plus the staging slots (each as large as the largest unit it takes), against the run's
+# measured peak; DIR is a temporary folder for the files. A 4-block model, so -os 3 and 5 leave
+# slots that take a block where the embedding's slot is larger.
+OFFLOAD_CASES = [
+    (1, WIDE, ["-b", "2", "-t", "64", "-z", "3", "-oo", "disk:DIR"]),
+    (2, "d4c128h4t64", ["-b", "1", "-t", "64", "-z", "3", "-oo", "disk:DIR", "-op", "disk:DIR", "-os", "5"]),
+    (2, "d4c128h4t64", ["-b", "1", "-t", "64", "-z", "1", "-oo", "disk:DIR", "-os", "3", "-p", "bf16"]),
 ]
 TOLERANCE = 0.10
 # bf16's bound, tighter and one-sided: its plan leaves out the bf16 matmuls' packed operands (a few MiB,
@@ -75,6 +85,14 @@ def planned_peak(binary, n, model, flags):
     plan_flags = [f for i, f in enumerate(flags) if f != "-p" and (i == 0 or flags[i - 1] != "-p")]
     stage = plan_flags[plan_flags.index("-z") + 1]
     plan_flags = plan_flags[:plan_flags.index("-z")] + plan_flags[plan_flags.index("-z") + 2:]
+    if "-oo" in flags or "-op" in flags:   # the offload table's peak column, in GiB (of the run's -p alone)
+        at = flags.index("-z")
+        out = run([binary, "-plan", str(n), "-e", model] + COMMON + flags[:at] + flags[at + 2:])
+        for line in out.split("\noffload (")[1].splitlines()[2:]:
+            cells = line.split()
+            if cells and cells[0] == stage:
+                return float(cells[2 if cells[1] == "DDP" else 1]) * 2.0 ** 30
+        sys.exit(f"no stage {stage} row in the plan's offload table:\n{out[-1500:]}")
     out = run([binary, "-plan", str(n), "-e", model] + COMMON + plan_flags)
     table = out.split("  bf16 (-p bf16), MiB per rank:" if bf16 else "  fp32, MiB per rank:")[1]
     for line in table.splitlines():
@@ -155,7 +173,9 @@ def main():
     args = ap.parse_args()
     print(f"  {'N':>2} {'model':<12} {'flags':<46} {'measured MiB':>13} {'planned MiB':>12} {'off':>7}")
     bad = 0
-    for n, model, flags in CASES:
+    folder = tempfile.mkdtemp()
+    cases = CASES + [(n, m, [f.replace("DIR", folder) for f in flags]) for n, m, flags in OFFLOAD_CASES]
+    for n, model, flags in cases:
         measured = measured_peak(args.binary, n, model, flags)
         planned = planned_peak(args.binary, n, model, flags)
         off = planned / measured - 1.0
@@ -163,8 +183,9 @@ def main():
         if "bf16" in flags:
             ok = -BF16_UNDER <= off <= BF16_OVER
         bad += not ok
-        print(f"  {n:>2} {model:<12} {' '.join(flags):<46} {measured / 2**20:>13.2f} {planned / 2**20:>12.2f} "
-              f"{100 * off:>+6.1f}%{'' if ok else '  FAIL'}")
+        print(f"  {n:>2} {model:<12} {' '.join(flags).replace(folder, 'DIR'):<46} {measured / 2**20:>13.2f} "
+              f"{planned / 2**20:>12.2f} {100 * off:>+6.1f}%{'' if ok else '  FAIL'}")
+    shutil.rmtree(folder, ignore_errors=True)
     for cmd, why in (([args.binary, "-e", SMALL, "-mem", "1"], "give it with -plan N"),
                      ([args.binary, "-plan", "2", "-e", "1M", "-mem", "1"], "has no shape to grow")):
         p = subprocess.run(cmd, capture_output=True, text=True)
