@@ -94,21 +94,26 @@ typedef struct {
 } GpuWatch;
 
 // -oo host: the optimizer state (fp32 master where separate, m, v) in pinned host memory, and what
-// the step moves between it and the device (gpu_host_adamw): the ranges at host_alloc, the stream,
-// events and staging at the first step (none of it without -oo host).
+// the step moves between it and the device (gpu_host_adamw): the ranges at host_alloc, the streams,
+// events and staging at the first step (none of it without -oo host). The step works in pieces: a
+// segment, or a part of one of at most `piece` elements, each with its own event.
 #define GPU_HOST_RANGES 4   // host_alloc's buffers: master, m, v (and one to spare)
+#define GPU_HOST_PIECE (1 << 20)   // a piece's elements by default: 4 MiB of fp32 gradients, 2 of bf16
 typedef struct {
     void* range[GPU_HOST_RANGES];     // host_alloc's buffers and their bytes (gpu_zero tells them apart)
     size_t range_bytes[GPU_HOST_RANGES];
-    cudaStream_t stream;        // the step's copies: gradients out, params back (its own stream)
+    cudaStream_t out;           // the gradients' copies to the host, piece after piece
+    cudaStream_t back;          // the params' copies back to the device (beside out: both directions at once)
     cudaEvent_t compute_done;   // recorded on compute: the gradients are reduced
-    cudaEvent_t grads_out;      // recorded on stream after the gradients' copies out
-    cudaEvent_t params_back;    // recorded on stream after the params' copies back
-    char* grads;                // pinned: the step's gradient segments, back to back (grad_type)
-    char* params;               // pinned: the params segments the host AdamW writes (param_type)
+    cudaEvent_t* piece_out;     // [piece]: recorded on out after that piece's copies to the host
+    cudaEvent_t params_back;    // recorded on back after the last piece's copy back
+    char* grads;                // pinned: the step's gradient pieces, back to back (grad_type)
+    char* params;               // pinned: the params pieces the host AdamW writes (param_type)
     size_t grads_cap, params_cap;
-    Zero3AdamSegment* segs;     // the segments as the host AdamW sees them (pointing into the above)
-    int segs_cap;
+    size_t piece;               // elements a piece at most (ZERO3_GPU_HOST_PIECE; 0: whole segments)
+    Zero3AdamSegment* host_pieces;     // [piece] as the host AdamW sees them (pointing into the above)
+    Zero3AdamSegment* device_pieces;   // [piece] the same elements on the device (grad, params)
+    int pieces_cap;             // the arrays' length and the events made
 } GpuHostState;
 
 // The backend's state, reached through every function's ctx (Zero3Backend.ctx); nothing of it is
@@ -727,32 +732,50 @@ static void gpu_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3D
 
 // -oo host: AdamW on the host, on the optimizer state in pinned host memory (ZeRO-Offload). The
 // engine hands the step's segments as for gpu_adamw, their m, v (and the master, bf16 runs) in
-// host_alloc's memory, grad and params on the device. The order is the step's:
+// host_alloc's memory, grad and params on the device. The step cuts them into pieces (host_stage:
+// each segment, or its parts of at most H->piece elements) and pipelines them, as ZeRO-Offload does:
 //
 //   compute stream:  ... the last reduce-scatter waited on, the norm read back (clipping's coefficient
 //                    is grad_scale: the norm comes before the update) -> record compute_done
-//   host stream:     wait compute_done; every segment's gradients -> host.grads (and, fp32 runs, its
-//                    params, which are the master, -> host.params); record grads_out
-//   host thread:     wait grads_out; the CPU trainer's AdamW (cpu/adamw.c) on every segment, writing
-//                    m, v, the master and host.params
-//   host stream:     host.params -> every segment's params on the device; record params_back
+//   out stream:      wait compute_done; for each piece p: its gradients -> host.grads (and, fp32 runs,
+//                    its params, which are the master, -> host.params); record piece_out[p]
+//   host thread:     for each piece p: wait piece_out[p]; the CPU trainer's AdamW (cpu/adamw.c) on p
+//                    alone, writing m, v, the master and host.params; queue p's params on back
+//   back stream:     host.params of piece p -> its params on the device, as the host queues them;
+//                    after the last piece, record params_back
 //   compute stream:  wait params_back (the next forward reads the new params)
 //
-// The gradients leave at the step, all at once, as the engine hands them over then (not unit by unit
-// as each reduce-scatter completes). Bit for bit the device kernel's update: the bias corrections are
-// adamw_hyper's (double, rounded once to fp32), and the host runs ADAMW_UNFUSED, the order of
-// operations adamw_element spells out with explicitly rounded intrinsics.
-// The host AdamW's view of the segments, and the staging buffers sized to them (grown after the
-// copies of the last step are done with them: cudaFreeHost synchronizes the device).
-static void host_stage(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs, size_t gsize, size_t psize) {
+// So while the host updates piece p, the out stream copies p+1.. to the host and the back stream
+// copies ..p-1 to the device: the two directions and the host's arithmetic overlap, and only the first
+// piece's copy out and the last one's copy back stand alone. The back stream waits for no event: a
+// piece's copy is queued only after the host saw piece_out[p] (compute_done, and the D2H of p's
+// fp32 params, before it) and wrote p's params. The gradients leave at the step, as the engine hands
+// them over then (not unit by unit as each reduce-scatter completes). Bit for bit the device
+// kernel's update: AdamW is per element, so a piece is updated as in the whole; the bias corrections
+// are adamw_hyper's (double, rounded once to fp32), and the host runs ADAMW_UNFUSED, the order of
+// operations adamw_element spells out with explicitly rounded intrinsics, in whatever lanes a
+// piece's length gives it.
+// A segment of n elements cut in pieces of at most H->piece (0: whole, an empty one too)
+static size_t pieces_of(const GpuHostState* H, size_t n) {
+    return H->piece && n > H->piece ? (n + H->piece - 1) / H->piece : 1;
+}
+
+// The step's pieces, in both views, and the staging buffers sized to them (grown after the copies of
+// the last step are done with them: cudaFreeHost synchronizes the device). Returns the pieces.
+static int host_stage(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs, size_t gsize, size_t psize) {
     GpuHostState* H = &g->host;
-    size_t gbytes = 0, pbytes = 0;
-    for (int s = 0; s < nsegs; s++) { gbytes += segs[s].n * gsize; pbytes += segs[s].n * psize; }
-    if (!H->stream) {
-        cudaCheck(cudaStreamCreateWithFlags(&H->stream, cudaStreamNonBlocking));
+    if (!H->out) {
+        cudaCheck(cudaStreamCreateWithFlags(&H->out, cudaStreamNonBlocking));
+        cudaCheck(cudaStreamCreateWithFlags(&H->back, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&H->compute_done, cudaEventDisableTiming));
-        cudaCheck(cudaEventCreateWithFlags(&H->grads_out, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&H->params_back, cudaEventDisableTiming));
+    }
+    size_t gbytes = 0, pbytes = 0;
+    int npieces = 0;
+    for (int s = 0; s < nsegs; s++) {
+        gbytes += segs[s].n * gsize;
+        pbytes += segs[s].n * psize;
+        npieces += (int)pieces_of(H, segs[s].n);
     }
     if (gbytes > H->grads_cap) {
         cudaCheck(cudaFreeHost(H->grads));
@@ -764,22 +787,42 @@ static void host_stage(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs, s
         cudaCheck(cudaMallocHost((void**)&H->params, pbytes));
         H->params_cap = pbytes;
     }
-    if (nsegs > H->segs_cap) {
-        free(H->segs);
-        H->segs = (Zero3AdamSegment*)xmalloc((size_t)nsegs * sizeof(Zero3AdamSegment));
-        H->segs_cap = nsegs;
+    if (npieces > H->pieces_cap) {
+        free(H->host_pieces);
+        free(H->device_pieces);
+        H->host_pieces = (Zero3AdamSegment*)xmalloc((size_t)npieces * sizeof(Zero3AdamSegment));
+        H->device_pieces = (Zero3AdamSegment*)xmalloc((size_t)npieces * sizeof(Zero3AdamSegment));
+        cudaEvent_t* events = (cudaEvent_t*)xmalloc((size_t)npieces * sizeof(cudaEvent_t));   // the old ones kept
+        for (int p = 0; p < npieces; p++)
+            if (p < H->pieces_cap) events[p] = H->piece_out[p];
+            else cudaCheck(cudaEventCreateWithFlags(&events[p], cudaEventDisableTiming));
+        free(H->piece_out);
+        H->piece_out = events;
+        H->pieces_cap = npieces;
     }
     size_t go = 0, po = 0;
+    int p = 0;
     for (int s = 0; s < nsegs; s++) {
-        Zero3AdamSegment h = segs[s];
         const int master_is_params = segs[s].params == (void*)segs[s].master;
-        h.grad = H->grads + go;
-        h.params = H->params + po;
-        if (master_is_params) h.master = (float*)h.params;   // fp32: the master is the params, staged
-        H->segs[s] = h;
-        go += segs[s].n * gsize;
-        po += segs[s].n * psize;
+        for (size_t k = 0, i0 = 0; k < pieces_of(H, segs[s].n); k++, i0 += H->piece) {
+            Zero3AdamSegment d = segs[s];   // the device view: elements i0.. of the segment, weight decay its
+            d.n = H->piece && segs[s].n - i0 > H->piece ? H->piece : segs[s].n - i0;
+            d.master += i0;
+            d.m += i0;
+            d.v += i0;
+            d.grad = (const char*)d.grad + i0 * gsize;
+            d.params = (char*)d.params + i0 * psize;
+            Zero3AdamSegment h = d;         // the host's: m, v (and a bf16 run's master) in place, the rest staged
+            h.grad = H->grads + go;
+            h.params = H->params + po;
+            if (master_is_params) h.master = (float*)h.params;   // fp32: the master is the params, staged
+            H->device_pieces[p] = d;
+            H->host_pieces[p++] = h;
+            go += d.n * gsize;
+            po += d.n * psize;
+        }
     }
+    return p;
 }
 
 static void gpu_host_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3DType gt, Zero3DType pt, float lr,
@@ -789,25 +832,28 @@ static void gpu_host_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Z
     if (nsegs == 0) return;
     GpuHostState* H = &g->host;
     const size_t gsize = zero3_dtype_size(gt), psize = zero3_dtype_size(pt);
-    host_stage(g, segs, nsegs, gsize, psize);
-    // the gradients out (and the fp32 master, where it is the params), once the compute stream has them
+    const int npieces = host_stage(g, segs, nsegs, gsize, psize);
+    const Zero3AdamSegment *dev = H->device_pieces, *host = H->host_pieces;
+    // every piece's gradients out (and the fp32 master, where it is the params), once the compute
+    // stream has them, an event after each
     cudaCheck(cudaEventRecord(H->compute_done, g->compute));
-    cudaCheck(cudaStreamWaitEvent(H->stream, H->compute_done, 0));
-    for (int s = 0; s < nsegs; s++) {
-        cudaCheck(cudaMemcpyAsync((void*)H->segs[s].grad, segs[s].grad, segs[s].n * gsize, cudaMemcpyDeviceToHost, H->stream));
-        if (segs[s].params == (void*)segs[s].master)
-            cudaCheck(cudaMemcpyAsync(H->segs[s].params, segs[s].params, segs[s].n * psize, cudaMemcpyDeviceToHost, H->stream));
+    cudaCheck(cudaStreamWaitEvent(H->out, H->compute_done, 0));
+    for (int p = 0; p < npieces; p++) {
+        cudaCheck(cudaMemcpyAsync((void*)host[p].grad, dev[p].grad, dev[p].n * gsize, cudaMemcpyDeviceToHost, H->out));
+        if (dev[p].params == (void*)dev[p].master)
+            cudaCheck(cudaMemcpyAsync(host[p].params, dev[p].params, dev[p].n * psize, cudaMemcpyDeviceToHost, H->out));
+        cudaCheck(cudaEventRecord(H->piece_out[p], H->out));
     }
-    cudaCheck(cudaEventRecord(H->grads_out, H->stream));
-    cudaCheck(cudaEventSynchronize(H->grads_out));
-    // the update on the host, bit for bit the kernel's
+    // piece by piece as each lands: the update on the host, bit for bit the kernel's, then its params back
     const AdamwHyper h = adamw_hyper(lr, beta1, beta2, t, eps, grad_scale);
     const AdamwStep step = {lr, beta1, beta2, eps, grad_scale, h.bias_correction1, h.bias_correction2};
-    adamw_host(H->segs, nsegs, gt, pt, &step, ADAMW_UNFUSED);
-    // the params back; the compute stream's next kernels wait for them
-    for (int s = 0; s < nsegs; s++)
-        cudaCheck(cudaMemcpyAsync(segs[s].params, H->segs[s].params, segs[s].n * psize, cudaMemcpyHostToDevice, H->stream));
-    cudaCheck(cudaEventRecord(H->params_back, H->stream));
+    for (int p = 0; p < npieces; p++) {
+        cudaCheck(cudaEventSynchronize(H->piece_out[p]));
+        adamw_host(&host[p], 1, gt, pt, &step, ADAMW_UNFUSED);
+        cudaCheck(cudaMemcpyAsync(dev[p].params, host[p].params, dev[p].n * psize, cudaMemcpyHostToDevice, H->back));
+    }
+    // the compute stream's next kernels wait for the last piece back
+    cudaCheck(cudaEventRecord(H->params_back, H->back));
     cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));
 }
 
@@ -1081,6 +1127,7 @@ static void gpu_backend_init(Zero3Backend* be, int* argc, char*** argv) {
     GpuBackend* g = (GpuBackend*)xcalloc(1, sizeof(GpuBackend));
     pthread_mutex_init(&g->watch.mu, NULL);
     gpu_find_rank(g, argc, argv);
+    g->host.piece = (size_t)env_int("ZERO3_GPU_HOST_PIECE", GPU_HOST_PIECE);   // -oo host's pieces (read here: a bad one ends the run before it starts)
     gpu_open_device(g);
     gpu_connect(g);
     gpu_fill_table(be, g);
@@ -1109,14 +1156,17 @@ static void gpu_backend_finish(Zero3Backend* be) {
     cudaCheck(cudaFreeHost(g->adamw_table_host));
     cudaCheck(cudaFree(g->adamw_table_device));
     cudaCheck(cudaEventDestroy(g->adamw_uploaded));
-    if (g->host.stream) {   // -oo host ran a step
+    if (g->host.out) {   // -oo host ran a step
         cudaCheck(cudaFreeHost(g->host.grads));
         cudaCheck(cudaFreeHost(g->host.params));
-        free(g->host.segs);
+        for (int p = 0; p < g->host.pieces_cap; p++) cudaCheck(cudaEventDestroy(g->host.piece_out[p]));
+        free(g->host.piece_out);
+        free(g->host.host_pieces);
+        free(g->host.device_pieces);
         cudaCheck(cudaEventDestroy(g->host.compute_done));
-        cudaCheck(cudaEventDestroy(g->host.grads_out));
         cudaCheck(cudaEventDestroy(g->host.params_back));
-        cudaCheck(cudaStreamDestroy(g->host.stream));
+        cudaCheck(cudaStreamDestroy(g->host.out));
+        cudaCheck(cudaStreamDestroy(g->host.back));
     }
     cudaCheck(cudaStreamDestroy(g->compute));
     cudaCheck(cudaStreamDestroy(g->comm_stream));

@@ -127,6 +127,11 @@ MUTATIONS=(
 # the host AdamW, so the next forward may read the params of the step before (the emulator's streams
 # run that copy late), and -oo host's losses part from the run's without it
 "88|gpu/backend_nccl.cuh|    cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));|    (void)H->params_back;|train_gpt2_zero3|bash tests/test_emu_train.sh"
+# 89: -oo host's pipeline: the host AdamW on a piece after waiting for the event of the piece before
+# it, so it may read the piece's staging before its gradients landed (the emulator's streams run
+# that copy late): the gradients of the step before, or none, and -oo host's model parts from the
+# run's without it
+"89|gpu/backend_nccl.cuh|        cudaCheck(cudaEventSynchronize(H->piece_out[p]));|        cudaCheck(cudaEventSynchronize(H->piece_out[p > 0 ? p - 1 : 0]));|train_gpt2_zero3|bash tests/test_emu_train.sh"
 "84|zero3_offload.c|        o->stream_fills = !z->resident.master_is_params;|        o->stream_fills = 1;|train_gpt2_zero3|bash tests/test_offload.sh"
 # 89: the stream's look-ahead one unit short: give(k) reads unit k+S-2 (read already) in place of
 # k+S-1, so a later unit's AdamW runs on the slot's old record, and -oo disk's losses leave the run's without it

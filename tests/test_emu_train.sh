@@ -25,7 +25,8 @@
 #     the report's host bytes, 12 (bf16) or 8 (fp32) a parameter of the shard, and the plan's figure
 #     for them the model's 267912 parameters (by hand) times that, over the ranks that shard it;
 #     a checkpoint written without it resumed with it as the straight run; -clip local's probe line
-#     the same with it (~2 minutes).
+#     the same with it; the step's pipeline in pieces of 1000 elements (BF16 1 rank, FP32 2 ranks)
+#     and in whole segments (ZERO3_GPU_HOST_PIECE) bitwise too, a malformed piece refused (~2 minutes).
 #   - scripts/launch.sh ends its ranks when one fails, SIGKILLing those alive 10 s after SIGTERM.
 . "$(dirname "$0")/lib.sh"
 command -v g++ >/dev/null || { echo "SKIP: no g++ for the emulator"; exit 0; }
@@ -103,6 +104,29 @@ EOF
   echo "ok   -oo host, $what: stages 0-3 bitwise the runs without it (model.bin, shards, losses); device state down by the host's $per bytes a parameter of the shard = the plan's + padding"
 }
 host_offload "BF16, 1 rank" 12 1 "$work/train"
+# the step's pipeline in other pieces (ZERO3_GPU_HOST_PIECE elements at most; the default, 2^20, leaves
+# this model's segments whole): 1000, which cuts a segment mid-way and off the host AdamW's 2048-lane
+# stretches, and 0 (whole segments), each bitwise host_offload's -z 3 run without -oo host:
+# host_pieces WHAT BYTES_A_PARAM RANKS PIECE LAUNCH...
+host_pieces() {
+  local what=$1 per=$2 ranks=$3 piece=$4; shift 4
+  local a="$work/oo_${ranks}_${per}_z3_none" b="$work/oo_${ranks}_${per}_z3_piece$piece" f
+  ZERO3_GPU_HOST_PIECE=$piece timeout -k 10 300 "$@" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 3 -v 0 -z 3 -oo host -o "$b" \
+    >"$b.log" 2>&1 || { tail -20 "$b.log"; fail "$what -z 3 -oo host, pieces of $piece: exit $?"; }
+  for f in model.bin $(cd "$a" && ls ckpt_*/shard_*.bin); do
+    cmp -s "$a/$f" "$b/$f" || fail "$what -z 3 -oo host, pieces of $piece: $f differs from the run's without -oo host"
+  done
+  [ "$(cut -d, -f2 "$a/log.csv")" = "$(cut -d, -f2 "$b/log.csv")" ] || fail "$what -oo host, pieces of $piece: log.csv's losses differ"
+  echo "ok   -oo host, $what, pieces of $piece elements: bitwise the run without it (model.bin, shards, losses)"
+}
+host_pieces "BF16, 1 rank" 12 1 1000 "$work/train"
+host_pieces "BF16, 1 rank" 12 1 0 "$work/train"
+# a malformed piece: one error line naming the variable, before any output
+ZERO3_GPU_HOST_PIECE=4k timeout -k 10 60 "$work/train" -e "$MODEL" -i "$TOKENS" -x 1 -v 0 -oo host -o "$work/piece_bad" \
+  >"$work/piece_bad.log" 2>&1 && fail "ZERO3_GPU_HOST_PIECE=4k ran"
+[ "$(grep -c '^error: .*ZERO3_GPU_HOST_PIECE' "$work/piece_bad.log")" = 1 ] && [ ! -e "$work/piece_bad" ] ||
+  { cat "$work/piece_bad.log"; fail "ZERO3_GPU_HOST_PIECE=4k: want one error line naming it and no output folder"; }
+echo "ok   ZERO3_GPU_HOST_PIECE=4k refused in one line naming it, no output folder"
 # a checkpoint written without -oo host, resumed with it (the state loaded into host memory): the
 # straight run's model.bin (4 steps without it)
 RES=(-e "$MODEL" -i "$TOKENS" -b 2 -t 32 -v 0 -z 2)
@@ -203,6 +227,7 @@ EOF
   # through device memory); -clip local's probe reads the moments in host memory through the copies
   host_offload "FP32, 1 rank" 8 1 mpirun -np 1 "$work/train_mpi"
   host_offload "FP32, 2 ranks" 8 2 mpirun -np 2 "$work/train_mpi"
+  host_pieces "FP32, 2 ranks" 8 2 1000 mpirun -np 2 "$work/train_mpi"   # the master is the params: staged piece by piece
   tools/emu/build.sh "$work/train_mpi_bf16" train_gpt2_zero3.cu -DENABLE_BF16 -DUSE_MPI --library >"$work/build_mpi_bf16.log" 2>&1 ||
     { tail -20 "$work/build_mpi_bf16.log"; fail "emulator build of the BF16 trainer with MPI"; }
   host_offload "BF16, 2 ranks" 12 2 mpirun -np 2 "$work/train_mpi_bf16"
