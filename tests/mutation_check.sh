@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 83 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 84 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -133,9 +133,9 @@ MUTATIONS=(
 # run's without it
 "89|gpu/backend_nccl.cuh|        cudaCheck(cudaEventSynchronize(H->piece_out[p]));|        cudaCheck(cudaEventSynchronize(H->piece_out[p > 0 ? p - 1 : 0]));|train_gpt2_zero3|bash tests/test_emu_train.sh"
 "84|zero3_offload.c|        o->stream_fills = !z->resident.master_is_params;|        o->stream_fills = 1;|train_gpt2_zero3|bash tests/test_offload.sh"
-# 89: the stream's look-ahead one unit short: give(k) reads unit k+S-2 (read already) in place of
+# 90: the stream's look-ahead one unit short: give(k) reads unit k+S-2 (read already) in place of
 # k+S-1, so a later unit's AdamW runs on the slot's old record, and -oo disk's losses leave the run's without it
-"89|zero3_offload.c|    stream_read(o, u + o->nslots - 1);   // into unit u-1's slot|    stream_read(o, u + o->nslots - 2);   // into unit u-1's slot|train_gpt2_zero3|bash tests/test_offload.sh"
+"90|zero3_offload.c|    stream_read(o, u + o->nslots - 1);   // into unit u-1's slot|    stream_read(o, u + o->nslots - 2);   // into unit u-1's slot|train_gpt2_zero3|bash tests/test_offload.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE
