@@ -10,7 +10,7 @@
 #   zeropp    exact against -qw 8 -hp 2 -qg 8, d2c64h2t64, 4     2 nodes, -linkx 0.01GB/s     step, A / B
 #   tuning    -wrap half -pd 1, then -pd 4 (prefetch first) or   -link 1GB/s,50ms            two ratios of step
 #             -wrap 2 -pd 1 (granularity first), d4c64h2t64
-#   offload   in memory against -oo disk, d6c384h6t64, 1 rank     the machine's disk           (compute + I/O) / step
+#   offload   in memory against -oo disk -os 8, d6c384h6t64, 1    the machine's disk           (compute + I/O) / step
 #
 #   scripts/lessons.sh prefetch|pitfall2|ex6|hsdp|zeropp|tuning|offload|all [-r PAIRS] [--quick]
 #   scripts/lessons.sh verdict NAME WHAT RATIO RATIO...    the verdict rule alone, on given ratios
@@ -176,23 +176,29 @@ lesson_tuning() {
 # offload: does the disk work while the cores compute? The step's state (m and v, fp32) on disk, one
 # rank, where the disk's time for a step's bytes is of the order of the compute's: the run in memory
 # is the compute alone; the step's bytes (the planner's read + write per step) at the rate the
-# offload run measured is the I/O alone; the offload run's step against their sum.
+# offload run measured is the I/O alone; the offload run's step against their sum. Each round also
+# runs the default 3 slots beside -os 8 (a slot a unit: the whole step's I/O free to run under the
+# compute), to show what the slots add.
 lesson_offload() {
-  local common="-e d6c384h6t64 -b 1 -t 32 -z 3" k c o rate io gb ratios=()
+  local common="-e d6c384h6t64 -b 1 -t 32 -z 3" k c o3 o rate io gb ratios=()
   gb=$(./train_gpt2_zero3 -plan 1 $common -oo disk | awk '/^offload \(/ {on = 1} on && $1 == 3 {print $8 + $9; exit}')
-  echo "offload: GPT-2 d6c384h6t64 -b 1 -t 32, 1 rank, fp32: m and v on disk (-oo disk), $gb GB read and written a step"
+  echo "offload: GPT-2 d6c384h6t64 -b 1 -t 32, 1 rank, fp32: m and v on disk (-oo disk -os 8), $gb GB read and written a step"
   for k in $(seq "$PAIRS"); do
     # shellcheck disable=SC2086
     c=$(figure_of step 1 $common)
     # shellcheck disable=SC2086
-    o=$(figure_of step 1 $common -oo disk -o "$tmp/off")
+    o3=$(figure_of step 1 $common -oo disk -o "$tmp/off")
+    rm -rf "$tmp/off"
+    # shellcheck disable=SC2086
+    o=$(figure_of step 1 $common -oo disk -os 8 -o "$tmp/off")
     rate=$(grep '^offload I/O' "$tmp/run.out" | sed -E 's/.*= ([0-9.]+) GB\/s$/\1/')
     io=$(awk -v g="$gb" -v r="$rate" 'BEGIN {printf "%.1f", 1000 * g / r}')
     rm -rf "$tmp/off"
-    printf '  pair %d: compute alone %8.1f ms | I/O alone %8.1f ms (%s GB/s) | -oo disk step %8.1f ms\n' "$k" "$c" "$io" "$rate" "$o"
+    printf '  pair %d: compute alone %7.1f ms | I/O alone %7.1f ms (%s GB/s) | step -os 8 %7.1f ms (-os 3: %.1f)\n' \
+      "$k" "$c" "$io" "$rate" "$o" "$o3"
     ratios+=("$(awk -v c="$c" -v i="$io" -v s="$o" 'BEGIN {printf "%.4f", (c + i) / s}')")
   done
-  verdict offload "compute + I/O one after the other would take longer than the -oo disk step" "${ratios[@]}"
+  verdict offload "compute + I/O one after the other would take longer than the -oo disk -os 8 step" "${ratios[@]}"
 }
 
 [ "$WHICH" = all ] && set -- $LESSONS || set -- "$WHICH"
