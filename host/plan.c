@@ -643,12 +643,7 @@ static double meminfo_bytes(const char *path, const char **which) {
     return avail > 0.0 ? avail : total;
 }
 
-void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
-    const char *skip = getenv("ZERO3_MEM_CHECK");
-    if (skip && !strcmp(skip, "0")) return;
-    const char *fake = getenv("ZERO3_MEMINFO"), *path = fake && fake[0] ? fake : "/proc/meminfo", *which = "";
-    const double have = meminfo_bytes(path, &which);
-    if (have <= 0.0 || world < 1) return;   // no figure to hold the plan against (not Linux), or no ranks checked yet
+PlanRunPeak plan_run_peak(const TrainArgs *a, const GPT2Config *cfg, int world) {
     const int G = a->shard_group ? a->shard_group : world, R = world / G;
     GPT2Config c = *cfg;
     const PeakRun r = peak_run_of(a, &c, G, R, a->stage, a->bf16);
@@ -656,7 +651,17 @@ void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
     const PlanOffload o = plan_offload(a, a->stage, (double)gpt2_num_parameters(cfg), G, a->bf16, 0.0,
                                        peak_slot_elements(&r.cfg, a->offload_slots));
     const int gpu = a->build.precision != ARGS_PRECISION_EITHER;   // the GPU trainer's peak is the GPU's
-    const double per_rank = gpu ? o.host : b.total - o.out + o.slots;
+    return (PlanRunPeak){gpu ? o.host : b.total - o.out + o.slots, b.total, o.out, o.slots};
+}
+
+void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
+    const char *skip = getenv("ZERO3_MEM_CHECK");
+    if (skip && !strcmp(skip, "0")) return;
+    const char *fake = getenv("ZERO3_MEMINFO"), *path = fake && fake[0] ? fake : "/proc/meminfo", *which = "";
+    const double have = meminfo_bytes(path, &which);
+    if (have <= 0.0 || world < 1) return;   // no figure to hold the plan against (not Linux), or no ranks checked yet
+    const PlanRunPeak p = plan_run_peak(a, cfg, world);
+    const double per_rank = p.per_rank;
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     const int here = local && atoi(local) > 0 ? atoi(local) : world;
     const double need = per_rank * here, gib = 1073741824.0;
@@ -667,5 +672,5 @@ void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
           "(-e %s -z %d -p %s %s: peak %.2f GiB, %.2f GiB of it moved out, %.2f GiB of staging slots); offload the "
           "optimizer state (-oo disk), shard over more ranks or machines, or set ZERO3_MEM_CHECK=0 to start anyway",
           need / gib, which, have / gib, path, here, here > 1 ? "s" : "", per_rank / gib, a->init, a->stage,
-          a->bf16 ? "bf16" : "fp32", words, b.total / gib, o.out / gib, o.slots / gib);
+          a->bf16 ? "bf16" : "fp32", words, p.without / gib, p.out / gib, p.slots / gib);
 }

@@ -23,6 +23,11 @@ int plan_main(const TrainArgs *a, int align);
 // plan's peak is an estimate; a run that knows better may start anyway); ZERO3_MEMINFO=FILE reads
 // FILE instead of /proc/meminfo (a test hook: a planted limit).
 void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world);
+// The figures it holds against the machine: the peak per rank in host memory (the CPU trainer's
+// whole peak; the GPU trainer's -oo host state), and the peak without offload, what offload moves
+// out and the staging slots it adds (bytes).
+typedef struct { double per_rank, without, out, slots; } PlanRunPeak;
+PlanRunPeak plan_run_peak(const TrainArgs *a, const GPT2Config *cfg, int world);
 
 // ---- the time model: one step on paper -----------------------------------------------------------
 // What it takes: the compute of a step, split into the passes that can hide communication, and the

@@ -5,6 +5,7 @@
 #include "trainer.h"
 #include "../observe/zero3_observe.h"
 #include "zeropp.h"
+#include "plan.h"   // plan_run_peak
 
 void format_bytes(char *buf, size_t n, double bytes) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -249,15 +250,22 @@ static void trainer_print_pool(const Trainer *tr) {
 // Every buffer the run allocates is written in a step (the state, the activations, the pool), so
 // after one step the difference is the run's peak: model state, activations, transient buffers, the
 // pool's reserve and whatever the MPI library allocates for its collectives, counted by no one here.
+// Beside it, on the CPU trainer (whose peak is all in host memory), the plan's peak per rank, the
+// figure the startup check held against the machine (-o's last checkpoint and export are not in it).
 static void trainer_print_process_memory(const Trainer *tr) {
     long long peak = proc_status_bytes("VmHWM"), before = tr->measure.resident_before;
     if (peak < 0 || before < 0) return;
-    char p[32], b[32], d[32];
+    char p[32], b[32], d[32], planned[80] = "";
     format_bytes(p, sizeof p, (double)peak);
     format_bytes(b, sizeof b, (double)before);
     format_bytes(d, sizeof d, (double)(peak - before));
+    if (tr->args.build.precision == ARGS_PRECISION_EITHER) {
+        char q[32];
+        format_bytes(q, sizeof q, plan_run_peak(&tr->args, &tr->cfg, tr->be->world).per_rank);
+        snprintf(planned, sizeof planned, "; the plan's %s", q);
+    }
     printf("process memory (rank 0, the kernel's count): peak resident %s (VmHWM) - %s before the model state = %s "
-           "(%lld bytes) the run's peak\n", p, b, d, peak - before);
+           "(%lld bytes) the run's peak%s\n", p, b, d, peak - before, planned);
 }
 
 // -oo disk, -op disk (rank 0): what the offload moved over the run, both files together, read and
