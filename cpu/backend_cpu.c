@@ -66,8 +66,9 @@
 // peers' nodes) and calls MPI_Abort; a rank the launcher cannot reach (its link is down) ends by
 // itself (cpu_abort_all).
 // Slow is not down: the deadline is -ct seconds with no byte moved. While a collective waits, drive
-// samples the bytes this process has moved (io_bytes: Open MPI's TCP transport reads and writes
-// its messages with readv and writev, counted in /proc/self/io), and every byte moved pushes the
+// samples the bytes this thread has moved (proc_thread_io_bytes: Open MPI's TCP transport reads and
+// writes its messages with readv and writev in the thread that drives it, this one, counted in
+// /proc/thread-self/io; the offload's disk thread has its own count), and every byte moved pushes the
 // deadline to that moment plus -ct. A link that is down moves none, and ends the run -ct seconds
 // after its last byte; a slow one never does. When a collective that waited completes:
 //   it paused (no byte for longer than outage_s:   | one stall line, at once (an outage: the link
@@ -421,34 +422,18 @@ static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause)
 // writes a few bytes (its wake-up pipes) while a link is down; 16 KiB a look is 80 KB/s
 #define PROGRESS_MIN_BYTES 16384.0
 
-// The bytes this process has passed through read and write calls (rchar + wchar of /proc/self/io),
-// or -1 where the file cannot be read (then no byte counts as moved: the deadline stays its start's).
-static double io_bytes(void) {
-    FILE *f = fopen("/proc/self/io", "r");
-    if (!f) return -1.0;
-    char line[128];
-    double sum = 0.0;
-    int found = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long v;
-        if (sscanf(line, "rchar: %llu", &v) == 1 || sscanf(line, "wchar: %llu", &v) == 1) { sum += (double)v; found++; }
-    }
-    fclose(f);
-    return found == 2 ? sum : -1.0;
-}
-
 static double deadline_of(const CpuOp *o) { double d; __atomic_load(&o->deadline, &d, __ATOMIC_ACQUIRE); return d; }
 
 static void drive(const CpuBackend *b, CpuOp *o, MPI_Request *req) {
     const CpuComm *c = &b->comm;
     double last = now_seconds(), not_running = 0.0;
-    double bytes = io_bytes(), moved_at = last, next_sample = last + PROGRESS_SAMPLE_S;
+    double bytes = proc_thread_io_bytes(), moved_at = last, next_sample = last + PROGRESS_SAMPLE_S;
     for (;;) {
         int flag = 1;
         if (*req != MPI_REQUEST_NULL) check_mpi(MPI_Test(req, &flag, MPI_STATUS_IGNORE), "test");
         const double now = now_seconds();
         if (flag || now >= next_sample) {   // bytes moved since the last look: the deadline moves on
-            const double at = io_bytes();
+            const double at = proc_thread_io_bytes();
             if (now - moved_at > o->idle_max) o->idle_max = now - moved_at;
             if (at >= bytes + PROGRESS_MIN_BYTES && bytes >= 0.0) {
                 moved_at = now;

@@ -242,6 +242,20 @@ long long proc_status_bytes(const char *field) {
 // /proc/self/net/dev, not /sys/class/net: sysfs shows the interfaces of the network namespace that
 // mounted it, /proc/self/net those of this process's own (a node of scripts/cluster.sh is one). A line
 // is "  eth0: RX bytes packets errs drop fifo frame compressed multicast TX bytes ...".
+double proc_thread_io_bytes(void) {
+    FILE *f = fopen("/proc/thread-self/io", "r");
+    if (!f) return -1.0;
+    char line[128];
+    double sum = 0.0;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long v;
+        if (sscanf(line, "rchar: %llu", &v) == 1 || sscanf(line, "wchar: %llu", &v) == 1) { sum += (double)v; found++; }
+    }
+    fclose(f);
+    return found == 2 ? sum : -1.0;
+}
+
 double proc_node_tx_bytes(void) {
     FILE *f = fopen("/proc/self/net/dev", "r");
     if (!f) return -1.0;

@@ -120,6 +120,11 @@ long long proc_status_bytes(const char *field);
 // A node's ranks share it: every frame its NICs sent, TCP/IP's headers and acknowledgements included.
 double proc_node_tx_bytes(void);
 
+// The bytes the calling thread has passed through read and write calls, its own (rchar + wchar of
+// /proc/thread-self/io: no other thread's, so a disk thread's pread/pwrite are not in it); -1 where
+// not readable.
+double proc_thread_io_bytes(void);
+
 #ifdef __cplusplus
 }
 #endif
