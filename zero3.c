@@ -466,8 +466,22 @@ void *zero3_grads(Zero3 *z, int u) {
 }
 
 // REDUCING -> IDLE for the oldest reduction in flight; a pool gradient buffer returns to the pool.
+// -oo host: a unit's gradient shard is final once the last micro-step's reduce-scatter is done,
+// where nothing reduces it further (HSDP's replicas all-reduce it at the step's end): the backend may
+// send it to the host under the rest of the backward (Zero3Backend.grads_final).
+static void announce_final_grads(Zero3 *z, int u) {
+    const Zero3Backend *be = z->be;
+    if (!be->grads_final || zero3_optimizer_medium(z) != ZERO3_IN_HOST || !grads_sharded(z, u) || z->replicas > 1 ||
+        z->step.micro != z->step.micro_steps - 1)
+        return;
+    const Zero3Unit *U = &z->units[u];
+    be->grads_final(be->ctx, at(z->resident.grads_shard, U->grads_offset, z->cfg.grad_type),
+                    U->shard * zero3_dtype_size(z->cfg.grad_type));
+}
+
 static void retire_oldest_reduction(Zero3 *z) {
     wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);
+    announce_final_grads(z, z->inflight.unit[0]);
     Zero3Unit *U = &z->units[z->inflight.unit[0]];
     if (grads_sharded(z, z->inflight.unit[0])) pool_release(z, U->grads_buffer);
     U->grads_buffer = NULL;

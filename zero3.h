@@ -459,6 +459,10 @@ struct Zero3Backend {
     void (*host_free)(void *ctx, void *ptr);
     void (*host_adamw)(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3DType grad_type,
                        Zero3DType param_type, float lr, float beta1, float beta2, float eps, float grad_scale, int t);
+    // Optional, with host_adamw: a unit's gradient shard (grads, bytes, in alloc's memory) is final
+    // for this step, its last reduction done and nothing to reduce it further; the backend may start
+    // its copy to the host now, under the rest of the backward, where host_adamw would make it.
+    void (*grads_final)(void *ctx, const void *grads, size_t bytes);
     // time (optional: when `stamp` is NULL nothing is timed and the exposed communication reads 0).
     // A stamp is a point on this rank's timeline, kept by the backend under an index (0, 1, ...):
     //   stamp        marks "now" on the compute side: the host clock on the CPU, an event recorded on

@@ -114,6 +114,14 @@ typedef struct {
     Zero3AdamSegment* host_pieces;     // [piece] as the host AdamW sees them (pointing into the above)
     Zero3AdamSegment* device_pieces;   // [piece] the same elements on the device (grad, params)
     int pieces_cap;             // the arrays' length and the events made
+    int npieces;                // the last step's pieces: the layout the next backward's early copies use
+    size_t grad_size;           // and their gradients' element size
+    cudaEvent_t grads_final;    // recorded on compute at gpu_grads_final: a unit's shard is reduced
+    // [piece] its gradients already on their way out (gpu_grads_final, during the backward): the
+    // device and host addresses and length they went with, so the step copies only what did not
+    const void** early_grad;
+    const void** early_host;
+    size_t* early_n;
 } GpuHostState;
 
 // The backend's state, reached through every function's ctx (Zero3Backend.ctx); nothing of it is
@@ -735,10 +743,16 @@ static void gpu_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3D
 // host_alloc's memory, grad and params on the device. The step cuts them into pieces (host_stage:
 // each segment, or its parts of at most H->piece elements) and pipelines them, as ZeRO-Offload does:
 //
+//   during the backward (gpu_grads_final, from the second step: the pieces' layout is the last step's)
+//   compute stream:  a unit's reduce-scatter waited on -> record grads_final
+//   out stream:      wait grads_final; each piece in the unit's shard: its gradients -> host.grads;
+//                    record piece_out[p]
+//   at the step
 //   compute stream:  ... the last reduce-scatter waited on, the norm read back (clipping's coefficient
 //                    is grad_scale: the norm comes before the update) -> record compute_done
-//   out stream:      wait compute_done; for each piece p: its gradients -> host.grads (and, fp32 runs,
-//                    its params, which are the master, -> host.params); record piece_out[p]
+//   out stream:      wait compute_done; for each piece p: its gradients -> host.grads unless they left
+//                    already (and, fp32 runs, its params, which are the master, -> host.params);
+//                    record piece_out[p]
 //   host thread:     for each piece p: wait piece_out[p]; the CPU trainer's AdamW (cpu/adamw.c) on p
 //                    alone, writing m, v, the master and host.params; queue p's params on back
 //   back stream:     host.params of piece p -> its params on the device, as the host queues them;
@@ -749,8 +763,9 @@ static void gpu_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Zero3D
 // copies ..p-1 to the device: the two directions and the host's arithmetic overlap, and only the first
 // piece's copy out and the last one's copy back stand alone. The back stream waits for no event: a
 // piece's copy is queued only after the host saw piece_out[p] (compute_done, and the D2H of p's
-// fp32 params, before it) and wrote p's params. The gradients leave at the step, as the engine hands
-// them over then (not unit by unit as each reduce-scatter completes). Bit for bit the device
+// fp32 params, before it) and wrote p's params. Where the engine says a unit's shard is final
+// (stages 2-3 without HSDP's replicas: Zero3Backend.grads_final) its gradients leave under the rest
+// of the backward; the others (stages 0-1, HSDP, qgZ, one rank) leave at the step. Bit for bit the device
 // kernel's update: AdamW is per element, so a piece is updated as in the whole; the bias corrections
 // are adamw_hyper's (double, rounded once to fp32), and the host runs ADAMW_UNFUSED, the order of
 // operations adamw_element spells out with explicitly rounded intrinsics, in whatever lanes a
@@ -769,6 +784,7 @@ static int host_stage(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs, si
         cudaCheck(cudaStreamCreateWithFlags(&H->back, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&H->compute_done, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&H->params_back, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&H->grads_final, cudaEventDisableTiming));
     }
     size_t gbytes = 0, pbytes = 0;
     int npieces = 0;
@@ -790,8 +806,13 @@ static int host_stage(GpuBackend* g, const Zero3AdamSegment* segs, int nsegs, si
     if (npieces > H->pieces_cap) {
         free(H->host_pieces);
         free(H->device_pieces);
+        free(H->early_grad); free(H->early_host); free(H->early_n);
         H->host_pieces = (Zero3AdamSegment*)xmalloc((size_t)npieces * sizeof(Zero3AdamSegment));
         H->device_pieces = (Zero3AdamSegment*)xmalloc((size_t)npieces * sizeof(Zero3AdamSegment));
+        H->early_grad = (const void**)calloc((size_t)npieces, sizeof(void*));   // none early
+        H->early_host = (const void**)calloc((size_t)npieces, sizeof(void*));
+        H->early_n = (size_t*)calloc((size_t)npieces, sizeof(size_t));
+        if (!H->early_grad || !H->early_host || !H->early_n) fatal("out of host memory");
         cudaEvent_t* events = (cudaEvent_t*)xmalloc((size_t)npieces * sizeof(cudaEvent_t));   // the old ones kept
         for (int p = 0; p < npieces; p++)
             if (p < H->pieces_cap) events[p] = H->piece_out[p];
@@ -839,7 +860,10 @@ static void gpu_host_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Z
     cudaCheck(cudaEventRecord(H->compute_done, g->compute));
     cudaCheck(cudaStreamWaitEvent(H->out, H->compute_done, 0));
     for (int p = 0; p < npieces; p++) {
-        cudaCheck(cudaMemcpyAsync((void*)host[p].grad, dev[p].grad, dev[p].n * gsize, cudaMemcpyDeviceToHost, H->out));
+        // a piece whose gradients left during the backward, to where they go now: its event stands
+        const int early = H->early_grad[p] == dev[p].grad && H->early_host[p] == host[p].grad && H->early_n[p] == dev[p].n;
+        if (!early)
+            cudaCheck(cudaMemcpyAsync((void*)host[p].grad, dev[p].grad, dev[p].n * gsize, cudaMemcpyDeviceToHost, H->out));
         if (dev[p].params == (void*)dev[p].master)
             cudaCheck(cudaMemcpyAsync(host[p].params, dev[p].params, dev[p].n * psize, cudaMemcpyDeviceToHost, H->out));
         cudaCheck(cudaEventRecord(H->piece_out[p], H->out));
@@ -851,10 +875,42 @@ static void gpu_host_adamw(void* ctx, const Zero3AdamSegment* segs, int nsegs, Z
         cudaCheck(cudaEventSynchronize(H->piece_out[p]));
         adamw_host(&host[p], 1, gt, pt, &step, ADAMW_UNFUSED);
         cudaCheck(cudaMemcpyAsync(dev[p].params, host[p].params, dev[p].n * psize, cudaMemcpyHostToDevice, H->back));
+        H->early_grad[p] = NULL;   // the next step's pieces leave afresh
     }
+    H->npieces = npieces;
+    H->grad_size = gsize;
     // the compute stream's next kernels wait for the last piece back
     cudaCheck(cudaEventRecord(H->params_back, H->back));
     cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));
+}
+
+// -oo host, during the backward (Zero3Backend.grads_final): a unit's gradient shard is reduced, so
+// the pieces of the last step's layout that lie in it leave for the host now, on the out stream,
+// behind the compute stream's wait for the reduce-scatter; each records its piece_out as the step's
+// copy would, and gpu_host_adamw copies only the pieces that did not leave (the same segments come
+// every step: a layout that changed leaves nothing early). The first step has no layout yet: its
+// gradients leave at the step.
+static void gpu_grads_final(void* ctx, const void* grads, size_t bytes) {
+    GpuBackend* g = (GpuBackend*)ctx;
+    GpuHostState* H = &g->host;
+    if (!H->npieces) return;
+    const char *begin = (const char*)grads, *end = begin + bytes;
+    int recorded = 0;
+    for (int p = 0; p < H->npieces; p++) {
+        const Zero3AdamSegment *d = &H->device_pieces[p], *h = &H->host_pieces[p];
+        const char* at = (const char*)d->grad;
+        if (at < begin || at + d->n * H->grad_size > end || H->early_grad[p]) continue;
+        if (!recorded) {
+            cudaCheck(cudaEventRecord(H->grads_final, g->compute));
+            cudaCheck(cudaStreamWaitEvent(H->out, H->grads_final, 0));
+            recorded = 1;
+        }
+        cudaCheck(cudaMemcpyAsync((void*)h->grad, d->grad, d->n * H->grad_size, cudaMemcpyDeviceToHost, H->out));
+        cudaCheck(cudaEventRecord(H->piece_out[p], H->out));
+        H->early_grad[p] = d->grad;
+        H->early_host[p] = h->grad;
+        H->early_n[p] = d->n;
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1112,6 +1168,7 @@ static void gpu_fill_table(Zero3Backend* be, GpuBackend* g) {
     be->host_alloc = gpu_host_alloc;
     be->host_free = gpu_host_free;
     be->host_adamw = gpu_host_adamw;
+    be->grads_final = gpu_grads_final;
     be->stamp = gpu_stamp;
     be->comm_stamps = gpu_comm_stamps;
     be->stamps_read = gpu_stamps_read;

@@ -8,7 +8,7 @@
 # start from one built copy (every make target the chosen mutations name, built once from the
 # unmutated code): the mutated file is newer than its objects, so make rebuilds what it reaches.
 #
-#   bash tests/mutation_check.sh            all 84 mutations (nightly: `make mutations`; the run prints its time)
+#   bash tests/mutation_check.sh            all 85 mutations (nightly: `make mutations`; the run prints its time)
 #   bash tests/mutation_check.sh 3 6        only mutations 3 and 6 (CI: tests/test_mutations.sh runs 1-11 and 45)
 #   bash tests/mutation_check.sh --dry-run  only check that every mutation's text is in the code once
 # Ends with "N of M mutations caught (P%) in Ts"; a mutation whose text is not found once is an ERROR
@@ -127,6 +127,10 @@ MUTATIONS=(
 # the host AdamW, so the next forward may read the params of the step before (the emulator's streams
 # run that copy late), and -oo host's losses part from the run's without it
 "88|gpu/backend_nccl.cuh|    cudaCheck(cudaStreamWaitEvent(g->compute, H->params_back, 0));|    (void)H->params_back;|train_gpt2_zero3|bash tests/test_emu_train.sh"
+# 91: -oo host's early copies: a unit's gradients leave for the host during the backward without
+# waiting for its reduce-scatter (the emulator's streams run that copy first), so the host AdamW
+# updates with the gradients before the reduction, and -oo host's model parts from the run's without it
+"91|gpu/backend_nccl.cuh|            cudaCheck(cudaStreamWaitEvent(H->out, H->grads_final, 0));|            (void)H->grads_final;|train_gpt2_zero3|bash tests/test_emu_train.sh"
 # 89: -oo host's pipeline: the host AdamW on a piece after waiting for the event of the piece before
 # it, so it may read the piece's staging before its gradients landed (the emulator's streams run
 # that copy late): the gradients of the step before, or none, and -oo host's model parts from the
