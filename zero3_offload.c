@@ -304,7 +304,6 @@ void zero3_offload_give(Zero3Offload *o, int u) {
     stream_read(o, u + o->nslots - 1);   // into unit u-1's slot, behind its write-back
 }
 
-
 // ---- opening and closing --------------------------------------------------------------------------
 
 static size_t round_block(size_t x) { return (x + BLOCK - 1) / BLOCK * BLOCK; }
