@@ -54,20 +54,21 @@ assert abs(need - want) < 0.01, (need, want)
 print(f"  XL without offload: the refusal's {need} GiB = 16 x {psi:,} + activations {act / 2**30:.2f} GiB = {want:.2f} GiB by hand")
 PY
 echo "startup check: GPT-2 XL (-p bf16) without offload refused on a planted 24 GiB in ${secs%???????} s, before it allocates"
-# -oo disk: the plan moves 12 bytes a parameter out (fp32 master, m, v) and holds 3 slots of the
-# largest unit's (the embedding's) 12 bytes a parameter; that fits in 24 GiB
+# -oo disk: the plan moves 12 bytes a parameter out (fp32 master, m, v) and holds 3 slots, slot i
+# as large as the largest of the units i mod 3 (the embedding, 48 blocks, the final layernorm: 50
+# units, so slot 0 takes the embedding, slots 1 and 2 a block each), 12 bytes a parameter; that fits in 24 GiB
 plan=$(./train_gpt2_zero3 -plan 1 $xl -oo disk) || fail "-plan with -oo disk"
 $PY - "$plan" <<'PY' || fail "the -oo disk plan is not the closed form, or does not fit in 24 GiB"
 import re, sys
 L, C, Vp, maxT = 48, 1600, 50304, 1024
 psi = Vp * C + maxT * C + 2 * C + L * (12 * C * C + 13 * C)
-emb = Vp * C + maxT * C
+emb, block = Vp * C + maxT * C, 12 * C * C + 13 * C
 row = re.search(r"^offload \(-oo disk -op none\).*\n.*\n(?:.*\n){3}  3 +([0-9.]+) \( *([0-9.]+)\)", sys.argv[1], re.M)
 after, before = float(row.group(1)), float(row.group(2))
-want = before - (12 * psi - 3 * 12 * emb) / 2**30
+want = before - (12 * psi - 12 * (emb + 2 * block)) / 2**30
 assert abs(after - want) < 0.002, (after, want)
 assert after < 24, after
-print(f"  XL -oo disk: peak {after} GiB = {before} - (12 x {psi:,} - 3 x 12 x {emb:,}) / 2^30, under 24 GiB")
+print(f"  XL -oo disk: peak {after} GiB = {before} - (12 x {psi:,} - 12 x ({emb:,} + 2 x {block:,})) / 2^30, under 24 GiB")
 PY
 # a tiny run: refused under a planted limit of 1 MiB (MemTotal only), started with ZERO3_MEM_CHECK=0
 printf 'MemTotal:       1024 kB\n' > "$work/meminfo1"
