@@ -239,9 +239,7 @@ long long proc_status_bytes(const char *field) {
     return kib < 0 ? -1 : kib * 1024;
 }
 
-// /proc/self/net/dev, not /sys/class/net: sysfs shows the interfaces of the network namespace that
-// mounted it, /proc/self/net those of this process's own (a node of scripts/cluster.sh is one). A line
-// is "  eth0: RX bytes packets errs drop fifo frame compressed multicast TX bytes ...".
+// /proc/thread-self/io: this thread's own counts (proc.h).
 double proc_thread_io_bytes(void) {
     FILE *f = fopen("/proc/thread-self/io", "r");
     if (!f) return -1.0;
@@ -256,6 +254,9 @@ double proc_thread_io_bytes(void) {
     return found == 2 ? sum : -1.0;
 }
 
+// /proc/self/net/dev, not /sys/class/net: sysfs shows the interfaces of the network namespace that
+// mounted it, /proc/self/net those of this process's own (a node of scripts/cluster.sh is one). A line
+// is "  eth0: RX bytes packets errs drop fifo frame compressed multicast TX bytes ...".
 double proc_node_tx_bytes(void) {
     FILE *f = fopen("/proc/self/net/dev", "r");
     if (!f) return -1.0;
