@@ -874,36 +874,33 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
 
 // Sum of squares in fixed 4096-element chunks, each summed in double, chunks added in order: the
 // result does not depend on the number of threads. The spans of one norm add up in sum_squares.
-// An fp32 chunk is one running sum; a bf16 chunk (each element widened exactly) is eight, element i
-// in lane i % 8, added in lane order at the chunk's end: as fixed an order, and it vectorizes.
-static double chunk_squares_bf16(const uint16_t *x, size_t n) {
-    double lane[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) {
-            double v = bf16_to_f32(x[i + l]);
-            lane[l] += v * v;
-        }
-    for (int l = 0; i < n; i++, l++) {
-        double v = bf16_to_f32(x[i]);
-        lane[l] += v * v;
+// A chunk is eight running sums, element i in lane i % 8 (each element widened exactly to double),
+// added in lane order at the chunk's end: a fixed order that vectorizes, where one running sum
+// would be a chain of dependent adds (a quarter of the optimizer's time in fp32). The lanes' sum
+// differs from one running sum's by rounding alone: about 1e-16 of the norm, under the fp32
+// clip coefficient's last bit (docs/performance.md measures what it moves).
+#define SQUARES_LANES 8
+static inline __attribute__((always_inline)) double chunk_squares(const void *xv, size_t n, int is_bf16) {
+    double lane[SQUARES_LANES] = {0};
+    for (size_t i = 0; i < n; i++) {
+        double v = is_bf16 ? bf16_to_f32(((const uint16_t *)xv)[i]) : ((const float *)xv)[i];
+        lane[i % SQUARES_LANES] += v * v;
     }
     double s = 0.0;
-    for (int l = 0; l < 8; l++) s += lane[l];
+    for (int l = 0; l < SQUARES_LANES; l++) s += lane[l];
     return s;
 }
+static double chunk_squares_bf16(const uint16_t *x, size_t n) { return chunk_squares(x, n, 1); }
+static double chunk_squares_f32(const float *x, size_t n) { return chunk_squares(x, n, 0); }
 static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType t) {
-    const float *x = xv;
     const int is_bf16 = t == ZERO3_BF16;
     size_t nchunks = (n + 4095) / 4096;
     double total = 0.0;
     #pragma omp parallel for ordered schedule(static)
     for (size_t c = 0; c < nchunks; c++) {
-        double s = 0.0;
         size_t end = (c + 1) * 4096 < n ? (c + 1) * 4096 : n;
-        if (is_bf16) s = chunk_squares_bf16((const uint16_t *)xv + c * 4096, end - c * 4096);
-        else
-            for (size_t i = c * 4096; i < end; i++) s += (double)x[i] * x[i];
+        double s = is_bf16 ? chunk_squares_bf16((const uint16_t *)xv + c * 4096, end - c * 4096)
+                           : chunk_squares_f32((const float *)xv + c * 4096, end - c * 4096);
         #pragma omp ordered
         total += s;
     }
