@@ -340,7 +340,8 @@ static const char *const PRECISION_NAMES[2] = {"fp32", "bf16 (-p bf16)"};
 static PeakRun peak_run_of(const TrainArgs *a, const GPT2Config *cfg, int G, int R, int stage, int bf16) {
     PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = G, .replicas = R, .stage = stage, .prefetch_depth = a->prefetch_depth,
                  .reshard_after_forward = a->reshard_after_forward, .recompute = a->recompute,
-                 .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
+                 .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4,
+                 .one_machine = a->ranks_per_node == 0 || a->ranks_per_node >= G * R};
     r.cfg.wrap = a->wrap;
     return r;
 }
@@ -373,10 +374,10 @@ static void print_peak(const Plan *p) {
            a->prefetch_depth, a->backward_prefetch == ZERO3_BACKWARD_POST ? " -bp post" : "", a->reshard_after_forward,
            a->recompute, p->G, p->G > 1 ? "s" : "");
     for (int bf16 = 0; bf16 < 2; bf16++) print_peak_table(p, bf16);
-    printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: Open MPI's\n"
-           "   non-blocking reduction copies the largest unit's gradients on rank 0, twice for an fp32 reduce-scatter on 3+\n"
-           "   ranks; a bf16 sum receives the unit's parts into one buffer of its size on every rank;\n"
-           "   stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
+    printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: a sum\n"
+           "   receives its parts of a unit into one buffer of the unit's size on every rank; with -rpn across machines an\n"
+           "   fp32 sum is Open MPI's, which copies the largest unit's gradients on rank 0, twice for a reduce-scatter on 3+\n"
+           "   ranks; stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
     if (a->quant_weights || a->hp_group || a->quant_grads)
         printf("  (exact ZeRO: the ZeRO++ flags' int8 buffers and hpZ's secondary shard are not in these figures)\n");
 }
