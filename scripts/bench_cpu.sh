@@ -40,6 +40,11 @@ for z in $STAGES; do [[ "$z" =~ ^[0-3]$ ]] || die "-z: expected stages among 0 1
 [ -n "$STAGES" ] || die "-z: expected stages among 0 1 2 3, got nothing"
 [ $TORCH = 0 ] || [ "$MODEL" = d12 ] || die "-r: PyTorch's step is GPT-2 124M: give -e d12, got -e $MODEL"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# bench_floor's shape flags from a run's model line:
+#   "| model    NAME: L=12 C=768 NH=12 V=50257 (Vp 50304) maxT=1024, 124475904 parameters"
+model_dims() {
+  sed -n 's/.* L=\([0-9]*\) C=\([0-9]*\) NH=\([0-9]*\) V=\([0-9]*\) (Vp \([0-9]*\)).*, \([0-9]*\) parameters.*/-L \1 -C \2 -NH \3 -V \4 -Vp \5 -P \6/p' "$1" | head -1
+}
 if [ $FLOOR = 1 ]; then   # one rank, each precision: the floor table with the phase clock's figures beside it
   [ $TORCH = 0 ] || die "-r: not with --floor (the floor is this trainer's step)"
   case ${BENCH_CLOCK:-wall} in wall) clock=1; threads=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc);;
@@ -51,8 +56,7 @@ if [ $FLOOR = 1 ]; then   # one rank, each precision: the floor table with the p
   for p in $precs; do
     OMP_NUM_THREADS=$threads ZERO3_CPU_PHASES=$clock ./train_gpt2_zero3 -e "$MODEL" -b "$B" -t "$T" -x "$STEPS" -p "$p" \
       -v 0 -s 0 -o "$out/$p" >"$out/$p.log"
-    # the model line: "| model    NAME: L=12 C=768 NH=12 V=50257 (Vp 50304) maxT=1024, 124475904 parameters"
-    dims=$(sed -n 's/.* L=\([0-9]*\) C=\([0-9]*\) NH=\([0-9]*\) V=\([0-9]*\) (Vp \([0-9]*\)).*, \([0-9]*\) parameters.*/-L \1 -C \2 -NH \3 -V \4 -Vp \5 -P \6/p' "$out/$p.log" | head -1)
+    dims=$(model_dims "$out/$p.log")
     # the phase clock's line: "cpu phases (...): step S | matmul M | attention A | elementwise E | logits G | other O"
     ms=$(sed -n 's/^cpu phases.*: step \([0-9.]*\) | matmul \([0-9.]*\) | attention \([0-9.]*\) | elementwise \([0-9.]*\) | logits \([0-9.]*\) | other \(-*[0-9.]*\)$/\2,\3,\4,\5,\6,\1/p' "$out/$p.log")
     [ -n "$dims" ] && [ -n "$ms" ] || die "--floor: the $p run printed no model line or no phase line (see a run by hand with ZERO3_CPU_PHASES=1)"
@@ -78,8 +82,7 @@ first_out=
 # and the machine's triad in GB/s
 measure_floor() {
   local p=$1 dims report
-  # the model line: "| model    NAME: L=12 C=768 NH=12 V=50257 (Vp 50304) maxT=1024, 124475904 parameters"
-  dims=$(sed -n 's/.* L=\([0-9]*\) C=\([0-9]*\) NH=\([0-9]*\) V=\([0-9]*\) (Vp \([0-9]*\)).*, \([0-9]*\) parameters.*/-L \1 -C \2 -NH \3 -V \4 -Vp \5 -P \6/p' "$2" | head -1)
+  dims=$(model_dims "$2")
   [ -n "$dims" ] || die "the $p run printed no model line to count its floor from"
   # shellcheck disable=SC2086   # dims is the flags, split on purpose
   report=$(OMP_NUM_THREADS=$CORES ./build/bench_floor $dims -B "$B" -T "$T" -p "$p") || die "bench_floor -p $p failed"
