@@ -4,7 +4,11 @@
 #
 #   lesson    configurations (A against B)                      links                      figure
 #   prefetch  -pd 0 against -pd 4, GPT-2 d4, 2 ranks             -link 0.1                   blocks' gather waits, A / B
+#   prefetch0 -pd 0 against -pd 2, d12c64h64t128, 2 ranks        -link 1GB/s,5ms             blocks' gather waits, A / B,
+#             (a block's compute covers its gather)                                           and what -pd 2 leaves exposed
 #   pitfall2  -wrap 2 against -wrap half, d4c64h2t64, 2 ranks    -link 1GB/s,50ms            step, B / A
+#   pitfall3  -rc 1 against -rc 2, d12c64h64t128, 2 ranks         -link 1GB/s,10ms            blocks' gather waits, B / A,
+#             (recompute cuts the activations by a quarter)                                   and the peak at -rc 0 and 1
 #   ex6       ZeRO-2 against ZeRO-3 -pd 1, d2c64h2t64, 2 nodes   -linkx 0.01GB/s,100us        step, B / A
 #   hsdp      full sharding against -hs 2, d2c64h2t64, 4 ranks   2 nodes, -linkx 0.02GB/s     step, A / B
 #   zeropp    exact against -qw 8 -hp 2 -qg 8, d2c64h2t64, 4     2 nodes, -linkx 0.01GB/s     step, A / B
@@ -14,10 +18,12 @@
 #
 #   scripts/lessons.sh prefetch|prefetch0|pitfall2|pitfall3|ex6|hsdp|zeropp|tuning|offload|all [-r PAIRS] [--quick]
 #   scripts/lessons.sh verdict NAME WHAT RATIO RATIO...    the verdict rule alone, on given ratios
+#   scripts/lessons.sh trace TRACE.json                     a trace's waits a step (trace_figures, below)
 #
 # The configurations run interleaved, A B A B ... (PAIRS times, default 3; --quick: 2 pairs of shorter
-# runs), each run's figure the mean of its measured steps (time: measured, rank 0), or for prefetch the
-# blocks' gather waits per step (from the trace, the rank that waited least). The figure of a
+# runs), each run's figure the mean of its measured steps (time: measured, rank 0), or for prefetch,
+# prefetch0 and pitfall3 the blocks' gather waits per step (from the trace, the rank that waited
+# least; their --quick runs take 4 steps: every step after the first is in the figure). The figure of a
 # lesson is the ratio within each pair (the same moment of the machine's load), reported as the median
 # over the pairs and their spread (lowest-highest). Each lesson ends with one verdict line:
 #   verdict NAME: shown: WHAT R.RRx (median of K pairs, spread LO-HIx)
@@ -30,13 +36,16 @@
 # is above 1.10 and above the highest of -pd 4. offload's ratio is the step the two would take one
 # after the other (compute alone: the run in memory; I/O alone: the step's bytes at the rate the
 # offload run's own I/O line measured) over the offload run's step: above 1 the disk works under
-# the compute; 1 is no overlap at all.
+# the compute; 1 is no overlap at all. prefetch0 and pitfall3 end their verdict line with the facts
+# beside the ratio: what -pd 2 leaves exposed, by part, and a run without the link (the load's share);
+# -rc 2's step against -rc 1's, and the peak with recompute against without ("memory: shown" when it
+# is 10% lower; the kernel's count, no clock in it).
 # The docs quote the shown figures (<!-- lesson: NAME ratio R -->, checked by tests/test_lessons.sh).
 # Nothing is written outside a temporary folder, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-USAGE="usage: $0 prefetch|prefetch0|pitfall2|pitfall3|ex6|hsdp|zeropp|tuning|offload|all [-r PAIRS] [--quick], or $0 verdict NAME WHAT RATIO RATIO..."
+USAGE="usage: $0 prefetch|prefetch0|pitfall2|pitfall3|ex6|hsdp|zeropp|tuning|offload|all [-r PAIRS] [--quick], or $0 verdict NAME WHAT RATIO RATIO..., or $0 trace TRACE.json"
 LESSONS="prefetch prefetch0 pitfall2 pitfall3 ex6 hsdp zeropp tuning offload"
 # summary RATIOS...: "median lo hi" of the ratios
 summary() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
@@ -55,45 +64,7 @@ verdict() {
   fi
 }
 
-[ $# -ge 1 ] || die "expected a lesson ($USAGE)"
-if [ "$1" = verdict ]; then
-  [ $# -ge 5 ] || die "verdict: expected a name, what it shows and at least two ratios ($USAGE)"
-  for r in "${@:4}"; do [[ "$r" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "verdict: $r is not a ratio"; done
-  verdict "${@:2}"; exit 0
-fi
-WHICH=$1; shift
-case " $LESSONS all " in *" $WHICH "*) ;; *) die "$WHICH: not a lesson ($USAGE)" ;; esac
-PAIRS=; QUICK=0
-while [ $# -gt 0 ]; do
-  case $1 in
-    -r) [ $# -ge 2 ] || die "-r: expected a number of pairs ($USAGE)"; PAIRS=$2; need_int -r PAIRS 2 20; shift 2 ;;
-    --quick) QUICK=1; shift ;;
-    *) die "$1: not an option ($USAGE)" ;;
-  esac
-done
-[ -n "$PAIRS" ] || PAIRS=$((3 - QUICK))
-STEPS=6; [ $QUICK = 1 ] && STEPS=5   # step 1 records the schedule, 2-3 calibrate; the rest are measured
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-make -s train_gpt2_zero3 >/dev/null
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-
-# figure_of KIND RANKS FLAGS...: one run; KIND step = its measured mean step (ms), blocks = how long
-# per step the compute waited for the blocks' gathers (ms, from the trace, below)
-figure_of() {
-  local kind=$1 n=$2 out=$tmp/run.out; shift 2
-  rm -f "$tmp/trace.json"   # -tr never replaces a file: it would write trace.1.json
-  mpirun -np "$n" ./train_gpt2_zero3 -v 0 -x "$STEPS" -tr "$tmp/trace.json" "$@" >"$out" 2>&1 ||
-    { grep -m1 '^error' "$out" >&2 || tail -5 "$out" >&2; exit 1; }
-  case $kind in
-    step) grep '^time: measured  compute' "$out" | sed -E 's/.*\| step +([0-9.]+) ms.*/\1/' ;;
-    blocks) trace_figures "$tmp/trace.json" | cut -d' ' -f1 ;;
-  esac
-}
-
-# step_of: the last run's measured mean step (ms)
-step_of() { grep '^time: measured  compute' "$tmp/run.out" | sed -E 's/.*\| step +([0-9.]+) ms.*/\1/'; }
-
 # trace_figures TRACE: "BLOCKS TOTAL EDGE REDUCE", ms per step, from the trace's waits: BLOCKS the
 # blocks' gather waits, TOTAL all the exposed communication, EDGE the embedding's (its gathers and its
 # reduction: the step's first collective and its last), REDUCE the blocks' reductions; each the median
@@ -127,6 +98,49 @@ def figure(k):
 print(" ".join(f"{figure(k):.1f}" for k in ("blocks", "total", "edge", "reduce")))
 PY
 }
+
+[ $# -ge 1 ] || die "expected a lesson ($USAGE)"
+if [ "$1" = verdict ]; then
+  [ $# -ge 5 ] || die "verdict: expected a name, what it shows and at least two ratios ($USAGE)"
+  for r in "${@:4}"; do [[ "$r" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "verdict: $r is not a ratio"; done
+  verdict "${@:2}"; exit 0
+fi
+if [ "$1" = trace ]; then
+  [ $# -eq 2 ] || die "trace: expected one trace file ($USAGE)"
+  need_file trace "$2"; trace_figures "$2"; exit 0
+fi
+WHICH=$1; shift
+case " $LESSONS all " in *" $WHICH "*) ;; *) die "$WHICH: not a lesson ($USAGE)" ;; esac
+PAIRS=; QUICK=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    -r) [ $# -ge 2 ] || die "-r: expected a number of pairs ($USAGE)"; PAIRS=$2; need_int -r PAIRS 2 20; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    *) die "$1: not an option ($USAGE)" ;;
+  esac
+done
+[ -n "$PAIRS" ] || PAIRS=$((3 - QUICK))
+STEPS=6; [ $QUICK = 1 ] && STEPS=5   # step 1 records the schedule, 2-3 calibrate; the rest are measured
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+make -s train_gpt2_zero3 >/dev/null
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# figure_of KIND RANKS FLAGS...: one run; KIND step = its measured mean step (ms), blocks = how long
+# per step the compute waited for the blocks' gathers (ms, from the trace, below)
+figure_of() {
+  local kind=$1 n=$2 out=$tmp/run.out; shift 2
+  rm -f "$tmp/trace.json"   # -tr never replaces a file: it would write trace.1.json
+  mpirun -np "$n" ./train_gpt2_zero3 -v 0 -x "$STEPS" -tr "$tmp/trace.json" "$@" >"$out" 2>&1 ||
+    { grep -m1 '^error' "$out" >&2 || tail -5 "$out" >&2; exit 1; }
+  case $kind in
+    step) grep '^time: measured  compute' "$out" | sed -E 's/.*\| step +([0-9.]+) ms.*/\1/' ;;
+    blocks) trace_figures "$tmp/trace.json" | cut -d' ' -f1 ;;
+  esac
+}
+
+# step_of: the last run's measured mean step (ms)
+step_of() { grep '^time: measured  compute' "$tmp/run.out" | sed -E 's/.*\| step +([0-9.]+) ms.*/\1/'; }
+
 
 # pairs NAME WHAT KIND RANKS "COMMON FLAGS" "A FLAGS" "A LABEL" "B FLAGS" "B LABEL" SLOW: A and B
 # interleaved; SLOW (A or B) is the one the lesson expects larger, so each ratio is slow / fast
