@@ -48,7 +48,7 @@ FIGURE = re.compile(r"([0-9.]+)x \(median of (\d+) (?:pairs|rounds), spread ([0-
 def quote_in(paragraph, quoted):
     """The paragraph's quote of the ratio with its spread: groups spread LO, HI, and the median's count (or None)."""
     return re.search(r"(?<![0-9.])" + re.escape(quoted) +
-                     r"x\s[^()]{0,80}?\((?:median of ([^,()]*), )?spread ([0-9.]+)-([0-9.]+)x[);]", paragraph)
+                     r"x\s[^()]{0,80}?\((?:median\s+of\s+([^,()]*),\s+)?spread\s+([0-9.]+)-([0-9.]+)x[);]", paragraph)
 
 
 def marked(text):
@@ -59,7 +59,7 @@ def marked(text):
         yield m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1, rest.lstrip("\n").split("\n\n", 1)[0], start
 
 
-ANY_FIGURE = re.compile(r"[0-9.]+x\s[^()]{0,80}?\(median of \d+ (?:pairs|rounds), spread [0-9.]+-[0-9.]+x[);]")
+ANY_FIGURE = re.compile(r"[0-9.]+x\s[^()]{0,80}?\(median\s+of\s+\d+\s+(?:pairs|rounds),\s+spread\s+[0-9.]+-[0-9.]+x[);]")
 
 
 def check_quotes(names):
@@ -74,7 +74,7 @@ def check_quotes(names):
             q = quote_in(paragraph, quoted)
             if not q:
                 continue   # the fresh check names it (the paragraph does not quote its marker)
-            figure = (quoted, q.group(1), q.group(2), q.group(3))
+            figure = (quoted, " ".join((q.group(1) or "").split()) or None, q.group(2), q.group(3))
             where = f"{name}:{line}"
             if lesson in seen and seen[lesson][1] != figure:
                 first, f0 = seen[lesson]
@@ -92,7 +92,7 @@ def check_quotes(names):
 
 def describe(figure):
     r, count, lo, hi = figure
-    return f"{r}x ({'median of ' + count + ', ' if count else ''}spread {lo}-{hi}x)"
+    return f"{r}x ({'median of ' + ' '.join(count.split()) + ', ' if count else ''}spread {lo}-{hi}x)"
 
 
 def verdicts(path):
