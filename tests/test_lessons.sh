@@ -17,8 +17,8 @@
 #     as the planner's ledger counts them; the peak with and without recompute, the kernel's count,
 #     against the planner's), scripts/lessons_bp.sh --quick (BACKWARD_PRE against POST on the whole
 #     exposed time: the hideable gathers one per block but the first, PRE's peak never under POST's).
-# About 4.5 minutes on 2 idle cores (4 of them the quick lessons); longer under load, where a lesson may say it could not show its
-# effect (that lesson's quotes are then listed as not checked).
+# 921 s on the 2 cores at load 25-30 (340 s of it part 4's three lessons; not timed idle); under load a
+# lesson may say it could not show its effect (that lesson's quotes are then listed as not checked).
 . "$(dirname "$0")/lib.sh"
 make -s train_gpt2_zero3 >/dev/null || fail "build"
 [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] || make -s data >/dev/null || fail "make data"
