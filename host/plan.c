@@ -224,6 +224,7 @@ PlanStepTime plan_predict_step(const PlanStepInput *in) {
     const int after = !hides && in->bwd_overlap == ZERO3_BWD_GATHER_AFTER_COMPUTE;
     const double bwd_reducing = hides ? er + positive(bg + red - er - b) : after ? bg + er + positive(red - er - b) : bg + red;
     const double bwd_plain = hides ? positive(bg - b) : bg;
+    t.bwd_waited_s = after ? A * bg : 0.0;
     t.fwd_over_s = A * positive(fg - f);
     t.bwd_over_s = reducing * positive(bg + red - b) + (A - reducing) * positive(bg - b);
     t.exposed_s = A * fwd_exposed + reducing * bwd_reducing + (A - reducing) * bwd_plain +
@@ -291,9 +292,13 @@ static void print_stage_time(const Plan *p, int s, const Zero3Links *links, doub
     const double bcomm = c[ZERO3_COLL_BWD_GATHER] + c[ZERO3_COLL_REDUCE_SCATTER] + c[ZERO3_COLL_ALL_REDUCE];
     const double window = in.reduces_every_micro_step ? in.bwd_s : in.bwd_s / A;   // else reduced in the last micro-step only
     const double sg = c[ZERO3_COLL_STEP_GATHER];
-    const char *verdict = (t.fwd_over_s + t.bwd_over_s == 0.0) ? (sg > 0 ? "hidden, but for the gather after AdamW"
-                                                                          : "hidden (but for the first/last unit)")
-                                                                : "NOT hidden: communication-bound";
+    // the verdict names what the model leaves exposed beyond the first gather and the last reduction
+    char verdict[96];
+    if (t.fwd_over_s + t.bwd_over_s > 0.0) snprintf(verdict, sizeof verdict, "NOT hidden: communication-bound");
+    else if (t.bwd_waited_s > 0.0)
+        snprintf(verdict, sizeof verdict, "the backward gathers exposed (%.1f ms: -bp post -pd 1)%s", t.bwd_waited_s * 1e3,
+                 sg > 0 ? ", and the gather after AdamW" : "");
+    else snprintf(verdict, sizeof verdict, "%s", sg > 0 ? "hidden, but for the gather after AdamW" : "hidden (but for the first/last unit)");
     printf("  %s  %8.1f  %10.1f  %16.2f  %16.2f  %10.1f  %7.1f  %s\n", STAGE_NAMES[s], t.comm_s * 1e3, compute * 1e3,
            in.fwd_s > 0 ? fcomm / in.fwd_s : 0.0, window > 0 ? bcomm / window : 0.0, t.exposed_s * 1e3, t.step_s * 1e3, verdict);
 }

@@ -140,6 +140,14 @@ MUTATIONS=(
 # 90: the stream's look-ahead one unit short: give(k) reads unit k+S-2 (read already) in place of
 # k+S-1, so a later unit's AdamW runs on the slot's old record, and -oo disk's losses leave the run's without it
 "90|zero3_offload.c|    stream_read(o, u + o->nslots - 1);   // into unit u-1's slot|    stream_read(o, u + o->nslots - 2);   // into unit u-1's slot|train_gpt2_zero3|bash tests/test_offload.sh"
+# 106-108: what the lessons rely on. 106: the planner forgets the backward gathers -bp post -pd 1
+# waits on in full, so its verdict says "hidden" while its own exposed time doubles; 107: the trace's
+# waits read from the rank that waited most (a rank waiting for a slower one's core, not for the
+# link); 108: lessons_bp.sh counts the first block's backward gather as hideable (it follows the
+# final layernorm's with next to no compute between)
+"106|host/plan.c|    t.bwd_waited_s = after ? A * bg : 0.0;|    t.bwd_waited_s = 0.0;|train_gpt2_zero3|bash tests/test_time.sh"
+"107|scripts/lessons.sh|    per_step = [min(parts.get((k, s, r), 0.0) for r in ranks) for s in steps]|    per_step = [max(parts.get((k, s, r), 0.0) for r in ranks) for s in steps]|train_gpt2_zero3|bash tests/test_lessons.sh"
+"108|scripts/lessons_bp.sh|    return [w for waits in passes.values() for w in waits[2:]]|    return [w for waits in passes.values() for w in waits[1:]]|train_gpt2_zero3|bash tests/test_lessons.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE
