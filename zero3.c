@@ -241,7 +241,8 @@ void zero3_update_in_backward(Zero3 *z, float lr, float beta1, float beta2, floa
 // Unit u's gradients are final (its last micro-step's reduction done): under -ua 1, its AdamW now.
 static void update_unit_in_backward(Zero3 *z, int u) {
     Zero3Unit *U = &z->units[u];
-    if (!z->step.update_in_backward || z->step.micro != z->step.micro_steps - 1) return;
+    if (!z->step.update_in_backward) return;
+    if (z->step.micro != z->step.micro_steps - 1) return;   // not final: a later micro-step adds to them
     if (U->updated) zero3_die("a unit's gradients final twice in one step");
     const Zero3Backend *be = z->be;
     const Zero3AdamWArgs *h = &z->step.adamw;
