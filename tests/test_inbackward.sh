@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # -ua 1 (each unit's AdamW inside the backward, once its last micro-step's reduction completes: the
-# notes' stage-3 pseudocode run literally) against -ua 0 (AdamW after the whole backward), -gc 0:
+# textbook's stage-3 pseudocode run literally) against -ua 0 (AdamW after the whole backward), -gc 0:
 #   - bitwise: log.csv's train_loss and grad_norm columns, every checkpoint shard (master, m, v) and
 #     model.bin, over 1, 2 and 4 ranks, fp32 and bf16, stages 0-3, gradient accumulation (-d: 2
 #     micro-steps), -pd 2, -ra 0, -rc 1, -pt, ZeRO++ (-qw 8 -qg 8) and -wrap half;
