@@ -63,6 +63,7 @@ static void finish_gradients(Zero3 *z);
 static double owned_sum_squares(Zero3 *z);
 static int build_adam_segments(Zero3 *z, int first, int end, float weight_decay);
 static void updated_params_gather(Zero3 *z);
+static void update_unit_in_backward(Zero3 *z, int u);
 static void schedule_start(Zero3 *z, Zero3Pass pass);
 static void schedule_close_recording(Zero3 *z);
 static void zeropp_params_changed(Zero3 *z);
@@ -73,6 +74,8 @@ static void zeropp_params_changed(Zero3 *z);
 void zero3_step_begin(Zero3 *z) {
     OBSERVE(z, step_begin);
     z->step.grads_complete = 0;
+    z->step.update_in_backward = 0;
+    for (int u = 0; u < z->nunits; u++) z->units[u].updated = 0;
     // state on disk: the optimizer step's first units are read under this step's forward and backward
     if (z->offload) zero3_offload_read_ahead(z->offload);
     // gradients accumulate over the micro-steps of one step: start them at zero
@@ -178,6 +181,17 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
     OBSERVE(z, compute_end);
     finish_gradients(z);
     drop_unused_prefetches(z);
+    if (z->step.update_in_backward) {
+        // AdamW ran unit by unit inside the backward (zero3_update_in_backward): every unit's, once
+        for (int u = 0; u < z->nunits; u++)
+            if (!z->units[u].updated) zero3_die("zero3_optimizer_step: a unit's AdamW did not run inside the backward");
+        z->step.update_in_backward = 0;
+        zeropp_params_changed(z);
+        updated_params_gather(z);
+        OBSERVE(z, step_end);
+        if (z->step.check_steps) zero3_check_step_end(z);
+        return;
+    }
     OBSERVE(z, compute_begin, ZERO3_EV_OPTIMIZER, -1);
     Zero3Offload *disk[2];
     const int ndisk = stores_on_disk(z, disk);
@@ -207,6 +221,38 @@ void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float ep
     updated_params_gather(z);
     OBSERVE(z, step_end);
     if (z->step.check_steps) zero3_check_step_end(z);
+}
+
+// -ua 1: this step's AdamW moves into the backward. Exact only where a unit's update needs nothing
+// but its own gradients: no clip coefficient (it needs the norm of every unit's), the state in
+// memory (on disk it streams in unit order, in host memory the backend's host_adamw takes the
+// step's gradients at once), and no HSDP (a unit's gradients are final only after the step's
+// all-reduce across the replicas). Each update runs where the unit's last micro-step's reduction
+// completes (update_unit_in_backward), with the segments zero3_optimizer_step would give it, so
+// the parameters are bitwise those of the update after the backward.
+void zero3_update_in_backward(Zero3 *z, float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+    if (zero3_optimizer_medium(z) != ZERO3_IN_MEMORY || z->params_offload)
+        zero3_die("zero3_update_in_backward with the optimizer state or the params outside memory");
+    if (z->replicas > 1) zero3_die("zero3_update_in_backward under HSDP (the replicas all-reduce at the step's end)");
+    z->step.update_in_backward = 1;
+    z->step.adamw = (Zero3AdamWArgs){lr, beta1, beta2, eps, weight_decay, t};
+}
+
+// Unit u's gradients are final (its last micro-step's reduction done): under -ua 1, its AdamW now.
+static void update_unit_in_backward(Zero3 *z, int u) {
+    Zero3Unit *U = &z->units[u];
+    if (!z->step.update_in_backward) return;
+    if (z->step.micro != z->step.micro_steps - 1) return;   // not final: a later micro-step adds to them
+    if (U->updated) zero3_die("a unit's gradients final twice in one step");
+    const Zero3Backend *be = z->be;
+    const Zero3AdamWArgs *h = &z->step.adamw;
+    OBSERVE(z, compute_begin, ZERO3_EV_OPTIMIZER, u);
+    int nsegs = build_adam_segments(z, u, u + 1, h->weight_decay);
+    be->adamw(be->ctx, z->adam.segs, nsegs, z->cfg.grad_type, z->cfg.param_type, h->lr, h->beta1, h->beta2, h->eps,
+              1.0f, h->t);
+    OBSERVE(z, compute_end);
+    z->adam.count = 0;   // the segments are rebuilt for each unit
+    U->updated = 1;
 }
 
 // ================================================================================================
@@ -482,6 +528,7 @@ static void announce_final_grads(Zero3 *z, int u) {
 static void retire_oldest_reduction(Zero3 *z) {
     wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);
     announce_final_grads(z, z->inflight.unit[0]);
+    update_unit_in_backward(z, z->inflight.unit[0]);
     Zero3Unit *U = &z->units[z->inflight.unit[0]];
     if (grads_sharded(z, z->inflight.unit[0])) pool_release(z, U->grads_buffer);
     U->grads_buffer = NULL;
@@ -498,6 +545,7 @@ static void retire_oldest_reduction(Zero3 *z) {
 static void grads_reduced_now(Zero3 *z, Zero3Unit *U) {
     U->grads_buffer = NULL;
     set_grads_state(z, U, ZERO3_GRADS_IDLE);
+    update_unit_in_backward(z, (int)(U - z->units));
 }
 
 // ACCUMULATING -> REDUCING: unit u's reduction started (its handle), until retire_oldest_reduction

@@ -27,6 +27,18 @@
 //   norm = zero3_grad_norm(z);                       // one all-reduce of one number
 //   zero3_optimizer_step(z, lr, ..., clip_coef, t);  // AdamW on the local shard only
 //
+// That is the real order: AdamW after the whole backward, because global clipping scales every
+// unit's update by the norm of all of them. Without clipping (-gc 0) the textbook's stage-3 order
+// is exact too, and -ua 1 runs it: each unit's shard updated as soon as its gradients are final.
+//
+//   zero3_step_begin(z);
+//   zero3_update_in_backward(z, lr, ..., t);         // arms it: no clip coefficient to wait for
+//   for each micro-step k: the forward and backward above, and in the last one's backward:
+//     for each unit u, reversed: ...; zero3_post_backward(z, u);
+//                                       // u's reduce-scatter completes -> AdamW on u's shard now
+//   norm = zero3_grad_norm(z);                       // only reported: nothing waits for it
+//   zero3_optimizer_step(z, ...);                    // every unit updated already: the step's end
+//
 // A step may also be given up between two micro-steps (a stop signal): zero3_step_abandon(z) puts
 // every unit back at rest, and the model and optimizer state stay those of the last whole step.
 //
@@ -191,6 +203,11 @@ double zero3_grad_norm(Zero3 *z);        // global L2 norm of the reduced gradie
 double zero3_local_grad_norm(Zero3 *z);  // the norm of this rank's slice only: the clipping pitfall
 void zero3_optimizer_step(Zero3 *z, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float grad_scale, int t);
+// -ua 1, after zero3_step_begin: this step's AdamW (grad_scale 1: no clipping) runs inside the
+// backward, each unit's once its last micro-step's reduction completes; zero3_optimizer_step then
+// runs no AdamW, only the step's end (stages 1-2's gathers of the updated params). Bitwise the
+// update of zero3_optimizer_step. The optimizer state and params in memory, no HSDP (zero3.c says why).
+void zero3_update_in_backward(Zero3 *z, float lr, float beta1, float beta2, float eps, float weight_decay, int t);
 // After the whole pass, every unit must be released and every reduction finished: the cheap part of
 // zero3_check_step_end's invariant, checked after every step whatever ZERO3_CHECK_STEPS says.
 void zero3_check_released(const Zero3 *z);
@@ -629,6 +646,7 @@ typedef struct {
     int secondary_fresh;   // hpZ: this rank's secondary shard holds the params of this step
     Zero3GradState grad_state;
     void *grads_buffer;    // ACCUMULATING, REDUCING: the full-size gradient buffer of this micro-step
+    int updated;           // -ua 1: this step's AdamW has run on the unit (inside the backward)
 } Zero3Unit;
 
 typedef struct {
@@ -677,10 +695,18 @@ typedef struct {
     int master_is_params;      // fp32 working params double as the master copy (master stays NULL)
 } Zero3Resident;
 
+// AdamW's arguments for a step whose update runs inside the backward (zero3_update_in_backward).
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    int t;
+} Zero3AdamWArgs;
+
 // Where the step is: the micro-step, which the reductions consult.
 typedef struct {
     int micro, micro_steps;    // the micro-step now running, of how many in this step
     int grads_complete;        // this step's gradients are reduced (and all-reduced across replicas)
+    int update_in_backward;    // -ua 1: this step's AdamW runs unit by unit inside the backward
+    Zero3AdamWArgs adamw;      // ... with these arguments
     int check_steps;           // ZERO3_CHECK_STEPS=1: every params move against the table, each step's end
                                // against zero3_check_step_end (and the trainer's open files)
     int checked_steps;         // steps whose end zero3_check_step_end has checked

@@ -281,6 +281,11 @@ const Flag ARGS_FLAGS[] = {
     {"-clip", FLAG_CUSTOM, F(clip_local), NULL, 0, 0, .parse = parse_clip, .metavar = "global|local",
      .help = "local: each rank clips by its own shard's norm (the pitfall, on purpose)", .shown_def = "global",
      .plan_leaves_out = "local changes the losses, not the memory or traffic: the plan is that of -clip global"},
+    {"-ua", FLAG_INT, F(update_in_backward), "0", 0, 1, .metavar = "0|1",
+     .help = "update as each unit's gradients are final: AdamW on a unit's shard inside the backward, once its\n"
+             "reduction completes (the textbook's stage-3 order; bitwise the update after the backward). Needs -gc 0:\n"
+             "clipping scales every update by the norm of all gradients; and the state in memory, no -hs",
+     .plan_leaves_out = "it moves AdamW, not the memory or traffic: the plan is that of -ua 0"},
     {"-wrap", FLAG_CUSTOM, F(wrap), NULL, 1, GPT2_WRAP_MAX, .parse = parse_wrap, .metavar = "K|half",
      .help = "unit granularity: K blocks per unit (K divides L, at most 8), or each block's\n"
              "attention and MLP as two units (too-fine units: pitfall 2, docs/primer.md)", .shown_def = "1"},
@@ -564,6 +569,26 @@ static void check_offload(const TrainArgs *a) {
         fatal("flag -os: the slots stage the files on disk, and this run has none: give -oo disk or -op disk");
 }
 
+// -ua 1 only where a unit's update needs nothing but its own final gradients: then each unit's AdamW
+// inside the backward is bitwise the update after it. Gradient accumulation (-d) is no obstacle (a
+// unit's gradients are final at the last micro-step's reduction), nor any stage, -ra, -rc or ZeRO++.
+static void check_update_in_backward(const TrainArgs *a) {
+    if (!a->update_in_backward) return;
+    if (a->grad_clip > 0.0f)
+        fatal("flag -ua 1 with -gc %g: global clipping scales every unit's update by the norm of all units' gradients, "
+              "known only after the last reduction; give -gc 0", a->grad_clip);
+    if (a->clip_local)
+        fatal("flag -ua 1 with -clip local: the local norm needs the whole shard's gradients before any update; leave -clip out");
+    if (a->offload_opt == OFFLOAD_DISK || a->offload_params == OFFLOAD_DISK)
+        fatal("flag -ua 1 with %s disk: the state on disk streams through its slots in unit order during the optimizer "
+              "step, not in the backward's; give -ua 0", a->offload_opt == OFFLOAD_DISK ? "-oo" : "-op");
+    if (a->offload_opt == OFFLOAD_HOST)
+        fatal("flag -ua 1 with -oo host: the host's AdamW takes the step's gradients at once after the backward; give -ua 0");
+    if (a->shard_group)
+        fatal("flag -ua 1 with -hs %d: under HSDP a unit's gradients are final only after the step's all-reduce across "
+              "the replica groups; give -ua 0", a->shard_group);
+}
+
 // Flags that contradict each other or the build, whatever the number of ranks: one error line each.
 static void check_flags(const TrainArgs *a) {
     check_init(a);
@@ -585,6 +610,7 @@ static void check_flags(const TrainArgs *a) {
         fatal("flag -linkx: links across nodes need nodes: give -rpn R (ranks per node) or HSDP groups (-hs G)");
     check_zeropp(a);
     check_offload(a);
+    check_update_in_backward(a);
 }
 
 // -os against the model's units (known once it is laid out: the run's, the planner's): a slot holds

@@ -47,6 +47,7 @@ typedef struct {
     int recompute;                        // -rc 0|1|2: activation recompute (2: the naive extra gather)
     long long persist_threshold;          // -pt N: units with fewer parameters stay replicated
     int clip_local;                       // -clip local: each rank clips by its own shard's norm (the pitfall)
+    int update_in_backward;               // -ua 1: each unit's AdamW inside the backward, as its gradients are final (-gc 0)
     int wrap;                             // -wrap K|half: K blocks per unit, or attention and MLP apart (0 = 1)
     // ZeRO++ (docs/zeropp.md): ZeRO-3's communication cut three ways
     int quant_weights;                    // -qw 8: the params all-gather in int8 blocks (0 = exact)

@@ -145,8 +145,10 @@ void trainer_report(Trainer *tr) {
     report_nodes(tr->be);
     printf("| batch    B=%d T=%d, %lld tokens/step = %d ranks x %d micro-steps x %d x %d\n", a->B, a->T,
            a->tokens_per_step, N, tr->A, a->B, a->T);
-    printf("| optim    AdamW lr %g warmup %d final %g wd %g clip %g, %d steps\n", a->lr, a->warmup,
-           a->final_frac, a->weight_decay, a->grad_clip, a->steps);
+    printf("| optim    AdamW lr %g warmup %d final %g wd %g clip %g, %d steps; %s\n", a->lr, a->warmup,
+           a->final_frac, a->weight_decay, a->grad_clip, a->steps,
+           a->update_in_backward ? "inside the backward, each unit's once its gradients are final (-ua 1)"
+                                 : "after the backward, on every unit at once (-ua 0)");
     report_data(tr);
     char links[512];
     predict_describe_links(&tr->measure.predict, N, links, sizeof links);

@@ -394,10 +394,15 @@ static int trainer_accumulate(Trainer *tr, int step) {
     return A;
 }
 
+// AdamW's constants (GPT-2's: llm.c's and nanoGPT's betas), one definition for the update wherever it runs
+static const float ADAM_BETA1 = 0.9f, ADAM_BETA2 = 0.95f, ADAM_EPS = 1e-8f;
+
 int trainer_step(Trainer *tr, int step, float lr, float *loss, float *norm, float *clip) {
     const TrainArgs *a = &tr->args;
     const int N = tr->be->world, A = tr->A;
     zero3_step_begin(&tr->z);
+    // -ua 1 (-gc 0: the clip coefficient is 1): each unit's AdamW inside the last micro-step's backward
+    if (a->update_in_backward) zero3_update_in_backward(&tr->z, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, a->weight_decay, step + 1);
     int done = trainer_accumulate(tr, step);
     double loss_sum = gpt2_pass_take_loss(&tr->passes);   // the micro-steps' mean losses, read once
     if (done < A) {   // given up: the partial losses and gradients are dropped, the model is unchanged
@@ -410,8 +415,8 @@ int trainer_step(Trainer *tr, int step, float lr, float *loss, float *norm, floa
     double gnorm = a->clip_local ? zero3_local_grad_norm(&tr->z) : zero3_grad_norm(&tr->z);
     *clip = clip_coefficient(a->grad_clip, gnorm);
     float global_clip = tr->clip_probe ? clip_coefficient(a->grad_clip, clip_probe_before(tr->clip_probe, &tr->z, gnorm)) : 0;
-    zero3_optimizer_step(&tr->z, lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, *clip, step + 1);
-    if (tr->clip_probe) clip_probe_after(tr->clip_probe, &tr->z, *clip, global_clip, 0.9f, 0.95f, 1e-8f, step + 1);
+    zero3_optimizer_step(&tr->z, lr, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, a->weight_decay, *clip, step + 1);
+    if (tr->clip_probe) clip_probe_after(tr->clip_probe, &tr->z, *clip, global_clip, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, step + 1);
     zero3_check_released(&tr->z);
     *norm = (float)gnorm;
     *loss = (float)(tr->be->all_reduce_scalar(tr->be->ctx, loss_sum) / ((double)A * N));

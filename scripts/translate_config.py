@@ -160,6 +160,14 @@ class Model:
         units = [("the final layernorm", self.head), ("the embedding", self.embedding), (f"each block unit", wrap * self.block)]
         return [name for name, n in units if n < threshold]
 
+    def block_tensors_below(self, threshold):
+        """A block's tensors with fewer than `threshold` elements (what DeepSpeed's threshold, per tensor,
+        keeps replicated inside it): their number and parameters."""
+        C = self.C
+        tensors = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]   # ln_1 qkv attn_proj ln_2 fc fc_proj
+        small = [n for n in tensors if n < threshold]
+        return (len(small), sum(small)) if small else None
+
     def wraps(self):
         """The K that -wrap K takes for this model: K divides L, K <= 8."""
         return [k for k in range(1, WRAP_MAX + 1) if self.L % k == 0]
@@ -352,6 +360,13 @@ def deepspeed_stage3(t, zero):
     threshold, text = size_value(t, zero, "stage3_param_persistence_threshold")
     below = t.model.units_below(threshold, t.wrap)
     t.set(text, "-pt", int(threshold), f"units under it stay replicated: {', '.join(below) if below else 'none of this model'}")
+    small = t.model.block_tensors_below(threshold)
+    if small and small[1] < t.model.block:
+        t.missing("stage3_param_persistence_threshold per tensor",
+                  f"DeepSpeed keeps each tensor under it replicated, here -pt keeps whole units: a block's {small[0]} tensors "
+                  f"under it ({small[1]:,} parameters: biases, layernorms) stay sharded and are gathered with the block, "
+                  f"{100.0 * small[1] / t.model.block:.2f}% of its bytes in the same one collective "
+                  f"(scripts/persistence.py counts a step's)")
     if "stage3_max_reuse_distance" in zero:
         number("zero_optimization.stage3_max_reuse_distance", zero["stage3_max_reuse_distance"], "a number of parameters")
         t.missing("stage3_max_reuse_distance", "a unit is freed after each use (-ra 1) or kept from its forward to its "

@@ -148,6 +148,9 @@ MUTATIONS=(
 "106|host/plan.c|    t.bwd_waited_s = after ? A * bg : 0.0;|    t.bwd_waited_s = 0.0;|train_gpt2_zero3|bash tests/test_time.sh"
 "107|scripts/lessons.sh|    per_step = [min(parts.get((k, s, r), 0.0) for r in ranks) for s in steps]|    per_step = [max(parts.get((k, s, r), 0.0) for r in ranks) for s in steps]|train_gpt2_zero3|bash tests/test_lessons.sh"
 "108|scripts/lessons_bp.sh|    return [w for waits in passes.values() for w in waits[2:]]|    return [w for waits in passes.values() for w in waits[1:]]|train_gpt2_zero3|bash tests/test_lessons.sh"
+# -ua 1: a unit's AdamW before its reduce-scatter completes; at the first micro-step, before its gradients are whole
+"102|zero3.c|    wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);\n    announce_final_grads(z, z->inflight.unit[0]);\n    update_unit_in_backward(z, z->inflight.unit[0]);|    update_unit_in_backward(z, z->inflight.unit[0]);\n    wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);\n    announce_final_grads(z, z->inflight.unit[0]);|train_gpt2_zero3|bash tests/test_inbackward.sh"
+"103|zero3.c|if (z->step.micro != z->step.micro_steps - 1) return;   // not final|if (z->step.micro != 0) return;   // not final|train_gpt2_zero3|bash tests/test_inbackward.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

@@ -27,6 +27,9 @@
 #     a checkpoint written without it resumed with it as the straight run; -clip local's probe line
 #     the same with it; the step's pipeline in pieces of 1000 elements (BF16 1 rank, FP32 2 ranks)
 #     and in whole segments (ZERO3_GPU_HOST_PIECE) bitwise too, a malformed piece refused (~2 minutes).
+#   - -ua 1 (each unit's AdamW inside the backward, -gc 0; the device's AdamW one launch a unit):
+#     model.bin, every checkpoint shard and log.csv's losses and grad norms byte for byte -ua 0's,
+#     BF16 1 rank (-z 3) and FP32 2 ranks (-z 1, -z 3).
 #   - scripts/launch.sh ends its ranks when one fails, SIGKILLing those alive 10 s after SIGTERM.
 . "$(dirname "$0")/lib.sh"
 command -v g++ >/dev/null || { echo "SKIP: no g++ for the emulator"; exit 0; }
@@ -104,6 +107,24 @@ EOF
   echo "ok   -oo host, $what: stages 0-3 bitwise the runs without it (model.bin, shards, losses); device state down by the host's $per bytes a parameter of the shard = the plan's + padding"
 }
 host_offload "BF16, 1 rank" 12 1 "$work/train"
+# -ua 1 against -ua 0 (header): in_backward WHAT STAGES LAUNCH...
+in_backward() {
+  local what=$1 stages=$2; shift 2
+  local z a b f
+  for z in $stages; do
+    a="$work/ua_${what// /_}_z${z}_0"; b="$work/ua_${what// /_}_z${z}_1"
+    for f in "$a:0" "$b:1"; do
+      timeout -k 10 300 "$@" -e "$MODEL" -i "$TOKENS" -b 2 -t 32 -x 3 -v 0 -z $z -gc 0 -ua ${f##*:} -n 3 -o "${f%:*}" \
+        >"${f%:*}.log" 2>&1 || { tail -20 "${f%:*}.log"; fail "$what -z $z -ua ${f##*:}: exit $?"; }
+    done
+    for f in model.bin $(cd "$a" && ls ckpt_*/shard_*.bin); do
+      cmp -s "$a/$f" "$b/$f" || fail "$what -z $z -ua 1: $f differs from -ua 0's"
+    done
+    [ "$(cut -d, -f2,5 "$a/log.csv")" = "$(cut -d, -f2,5 "$b/log.csv")" ] || fail "$what -z $z -ua 1: log.csv's losses or grad norms differ"
+  done
+  echo "ok   -ua 1, $what, -z $stages: bitwise -ua 0 (model.bin, shards, losses, grad norms)"
+}
+in_backward "BF16, 1 rank" 3 "$work/train"
 # the step's pipeline in other pieces (ZERO3_GPU_HOST_PIECE elements at most; the default, 2^20, leaves
 # this model's segments whole): 1000, which cuts a segment mid-way and off the host AdamW's 2048-lane
 # stretches, and 0 (whole segments), each bitwise host_offload's -z 3 run without -oo host:
@@ -228,6 +249,7 @@ EOF
   host_offload "FP32, 1 rank" 8 1 mpirun -np 1 "$work/train_mpi"
   host_offload "FP32, 2 ranks" 8 2 mpirun -np 2 "$work/train_mpi"
   host_pieces "FP32, 2 ranks" 8 2 1000 mpirun -np 2 "$work/train_mpi"   # the master is the params: staged piece by piece
+  in_backward "FP32, 2 ranks" "1 3" mpirun -np 2 "$work/train_mpi"
   tools/emu/build.sh "$work/train_mpi_bf16" train_gpt2_zero3.cu -DENABLE_BF16 -DUSE_MPI --library >"$work/build_mpi_bf16.log" 2>&1 ||
     { tail -20 "$work/build_mpi_bf16.log"; fail "emulator build of the BF16 trainer with MPI"; }
   host_offload "BF16, 2 ranks" 12 2 mpirun -np 2 "$work/train_mpi_bf16"

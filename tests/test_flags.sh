@@ -41,6 +41,7 @@ context() {
     -n:*|-y:*) echo "-plan 2 -e 1M -o $work/o" ;;
     -linkx:*) echo "-plan 4 -e 1M -rpn 2" ;;                   # two nodes
     -os:*) echo "-plan 2 -e 1M -oo disk" ;;                   # a file on disk to stage (a bare count: no units to bound it)
+    -ua:hi) echo "-plan 2 -e 1M -gc 0" ;;                      # AdamW inside the backward: no clipping
     *) echo "-plan 2 -e 1M" ;;
   esac
 }
@@ -128,13 +129,13 @@ same_refusal() {   # FLAGS...: mpirun -np 2 (a run) and -plan 2 fail with the sa
 echo "refused alike by a run on 2 ranks and -plan 2:"
 for flags in "-z 2 -qw 8" "-z 1 -hp 2" "-z 0 -qg 8" "-z 0 -hs 1" "-z 1 -ra 0" "-z 0 -pt 5" "-rc 2 -wrap half" \
              "-hs 1 -hp 1" "-n 1" "-y 1" "-y 1 -f 1 -o $work/yf" "-hp 3" "-hs 3" "-hs 2" "-d 100" "-linkx 1" \
-             "-linkx 1 -rpn 2" "-b 65536 -t 65536" "-t 128" "-wrap 3"; do
+             "-linkx 1 -rpn 2" "-b 65536 -t 65536" "-t 128" "-wrap 3" "-ua 1"; do
   # shellcheck disable=SC2086
   side_by_side same_refusal $flags
 done
 finish_cases
 [ ! -e "$work/yf" ] || fail "-y 1 -f 1: the run made its output folder before refusing"
-echo "ok   20 combinations: the same error line from the run and the planner"
+echo "ok   21 combinations: the same error line from the run and the planner"
 
 same_verdict() {   # FLAGS...: a run on 2 ranks and -plan 2 both accept (or both refuse with the same line)
   local run_rc plan_rc run_err=$work/vrun_err_$BASHPID plan_out=$work/vplan_out_$BASHPID plan_err=$work/vplan_err_$BASHPID
@@ -144,19 +145,19 @@ same_verdict() {   # FLAGS...: a run on 2 ranks and -plan 2 both accept (or both
     fail "$*: the run's exit status $run_rc ('$(grep '^error' "$run_err")'), -plan 2's $plan_rc ('$(grep '^error' "$plan_err")')"
   [ "$(grep '^error' "$run_err")" = "$(grep '^error' "$plan_err")" ] ||
     fail "$*: the run says '$(grep '^error' "$run_err")', -plan 2 '$(grep '^error' "$plan_err")'"
-  [ $plan_rc -ne 0 ] || case " $* " in *" -pt "[1-9]*|*" -clip local "*)   # what the plan does not show: its own line
-    grep -q "^not in this plan: flag -\(pt\|clip\): " "$plan_out" || fail "-plan 2 $*: no line saying what the plan leaves out" ;;
+  [ $plan_rc -ne 0 ] || case " $* " in *" -pt "[1-9]*|*" -clip local "*|*" -ua 1 "*)   # what the plan does not show: its own line
+    grep -q "^not in this plan: flag -\(pt\|clip\|ua\): " "$plan_out" || fail "-plan 2 $*: no line saying what the plan leaves out" ;;
   esac
   if [ $plan_rc -eq 0 ]; then echo "  accepted by both: $*"; else echo "  refused by both: $*: $(grep '^error' "$run_err")"; fi
 }
 echo "the same verdict from a run on 2 ranks and -plan 2:"
 for flags in "-p bf16" "-p fp32" "-pt 1000" "-clip local" "-clip global" "-z 1 -p bf16 -pt 5000 -clip local" \
-             "-z 2 -pt 100000" "-p fp16" "-clip none" "-z 0 -pt 1" "-hp 2 -p bf16" "-bp post -p bf16"; do
+             "-z 2 -pt 100000" "-p fp16" "-clip none" "-z 0 -pt 1" "-hp 2 -p bf16" "-bp post -p bf16" "-ua 1 -gc 0"; do
   # shellcheck disable=SC2086
   side_by_side same_verdict $flags
 done
 finish_cases
-echo "ok   12 flag sets (-p, -pt, -clip among them): the run and the planner accept and refuse alike"
+echo "ok   13 flag sets (-p, -pt, -clip, -ua among them): the run and the planner accept and refuse alike"
 
 # ---- 3. -plan N -hp G: the run's model state for that G -----------------------------------------
 # d2c64h2t64: wte Vp*C + wpe maxT*C + L*(12C^2 + 13C) + lnf 2C parameters, Vp = 50304

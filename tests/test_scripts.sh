@@ -116,6 +116,10 @@ bad scripts/lessons_bp.sh input "^error: REPEATS: expected an integer" scripts/l
 bad scripts/lessons_bp.sh arg "^error: REPEATS: expected an integer in \[2, 20\], got ''" scripts/lessons_bp.sh ''
 bad scripts/translate_config.py arg "^error: --model: missing" $P scripts/translate_config.py docs/examples/deepspeed/ds_zero3.json
 bad scripts/translate_config.py input "^error: .*truncated.csv: not JSON" $P scripts/translate_config.py --model d12 "$keep/truncated.csv"
+bad scripts/persistence.py arg "^error: --ranks: 1 is not a number of ranks" $P scripts/persistence.py --ranks 1
+bad scripts/persistence.py arg "^error: --model: 'x12' is not a descriptor" $P scripts/persistence.py --model x12
+bad scripts/persistence.py input "^error: .*truncated.csv: line 2: .* fields" $P scripts/persistence.py --log "$keep/truncated.csv"
+bad scripts/persistence.py input "^error: .*log.csv: .* comm bytes a step, where this model .* \(another model" $P scripts/persistence.py --model d12 --ranks 2 --log "$log"
 bad scripts/validate_planner.sh arg "^error: --bogus: unknown argument" scripts/validate_planner.sh --bogus
 bad scripts/validate_planner.sh arg "^error: --tcp: 0 is not a link speed" scripts/validate_planner.sh --tcp 0
 bad scripts/validate_planner.sh input "^error: -o: .*run is a folder" scripts/validate_planner.sh -o "$keep/run"

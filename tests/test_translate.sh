@@ -54,6 +54,25 @@ for key in bf16/fp16.enabled train_micro_batch_size_per_gpu gradient_accumulatio
 done
 # 5e7 / 7,087,872 = 7.05 -> 8 units; 1e9 holds 141 units: no bound; threshold 1e5 as given
 expect "ds_zero3_sized 124M" "-z 3 -pd 8 -pt 100000" --model 124M $EX/ds_zero3_sized.json
+# the threshold's semantics differ (DeepSpeed's per tensor, -pt's per unit), said in one line: at 1e5 a
+# d12 block's tensors under it are its 8 biases and layernorms, 13 C = 9,984 parameters (6 of C, qkv's
+# 3 C, fc's 4 C), 9,984 / 7,087,872 = 0.14% of the block
+sized=$($PY $X --model 124M $EX/ds_zero3_sized.json)
+grep -qxF "  stage3_param_persistence_threshold per tensor: DeepSpeed keeps each tensor under it replicated, here -pt keeps whole units: a block's 8 tensors under it (9,984 parameters: biases, layernorms) stay sharded and are gathered with the block, 0.14% of its bytes in the same one collective (scripts/persistence.py counts a step's)" <<<"$sized" ||
+  { echo "$sized"; fail "ds_zero3_sized 124M: no line saying the persistence threshold is per unit here, per tensor in DeepSpeed"; }
+# scripts/persistence.py, the same question over a step: its count of the per-unit engine's bytes is a
+# run's log.csv (2 ranks, -pt 300: the head unit of 128 parameters replicated); per tensor, by hand,
+# the 8 small tensors of each of the 2 blocks (13 C = 832 parameters at C = 64, fc.b 4 C = 256 the largest),
+# gathered twice a step,
+# fp32, half of each buffer sent on a ring of 2: 2 * 832 * 2 * 4 / 2 = 6,656 bytes fewer, no gather fewer
+mpirun -np 2 $BIN -e d2c64h2t64 -b 2 -t 32 -x 1 -v 0 -z 3 -pt 300 -o "$work/pt" >"$work/pt.out" 2>&1 || { tail "$work/pt.out"; fail "the -pt 300 run"; }
+pers=$($PY scripts/persistence.py --model d2c64h2t64 --threshold 300 --ranks 2 --log "$work/pt/log.csv" 2>&1) ||
+  { echo "$pers"; fail "persistence.py: the per-unit count is not the run's log"; }
+grep -qE "^  gathers a step +6 +6 +0$" <<<"$pers" && grep -qE "^  gather bytes a rank sends .* 6,656 \(" <<<"$pers" ||
+  { echo "$pers"; fail "persistence.py: want 6 gathers either way and 6,656 bytes fewer per tensor"; }
+$PY scripts/persistence.py --model d2c64h2t64 --threshold 300 --ranks 4 --log "$work/pt/log.csv" >/dev/null 2>&1 &&
+  fail "persistence.py: a log of 2 ranks taken for 4"
+echo "  ok  the persistence threshold: per unit here, per tensor in DeepSpeed, said; persistence.py's count is the run's bytes"
 # 5e7 / 201,379,840 = 0.25 -> 1; 1e9 holds 4 units: at most 3, no bound
 expect "ds_zero3_sized 7.5B" "-z 3 -pd 1 -pt 100000" --model 7.5B $EX/ds_zero3_sized.json
 # max live 3e7 holds floor(3e7 / 7,087,872) = 4 units, so -pd <= 3 though the bucket reaches 8
