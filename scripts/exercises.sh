@@ -50,7 +50,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 command -v mpirun >/dev/null || die "mpirun: not found (scripts/install_deps.sh installs Open MPI)"
 if ! err=$(make -s train_gpt2_zero3 2>&1 >/dev/null) || [ ! -x ./train_gpt2_zero3 ]; then
-  die "./train_gpt2_zero3 is missing and could not be built (make train_gpt2_zero3: $(echo "$err" | grep -m1 . || echo 'no output'))"
+  die "./train_gpt2_zero3 could not be built (make train_gpt2_zero3: $(echo "$err" | grep -m1 . || echo 'no output'))"
 fi
 
 # The models. Sections 2-5 and loop share four runs (-z 0..3 on N ranks); capacity wants the state to
@@ -81,9 +81,10 @@ cleanup() {
   if [ -z "$OUT" ]; then rm -rf "$DIR"
   elif [ "$sig" != 0 ]; then find "$DIR" -mindepth 1 -delete 2>/dev/null || true; [ $CREATED = 0 ] || rmdir "$DIR" 2>/dev/null || true; fi
 }
+exec 3>&2   # the script's stderr: a trap runs inside the redirections of the run it interrupts
 trap 'cleanup 0' EXIT
-trap 'trap - EXIT; cleanup INT; echo "exercises.sh: interrupted; the runs stopped, their files removed" >&2; exit 130' INT
-trap 'trap - EXIT; cleanup TERM; echo "exercises.sh: terminated; the runs stopped, their files removed" >&2; exit 143' TERM
+trap 'trap - EXIT; cleanup INT; echo "exercises.sh: interrupted; the runs stopped, their files removed" >&3; exit 130' INT
+trap 'trap - EXIT; cleanup TERM; echo "exercises.sh: terminated; the runs stopped, their files removed" >&3; exit 143' TERM
 
 # background ( & wait ) so a signal reaches the trap at once, not after the run
 child() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return $rc; }
