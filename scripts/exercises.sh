@@ -225,7 +225,7 @@ section_5() {
   stage_runs
   echo "  design: the same model ($MODEL), data, seed and schedule on $N ranks, only -z differs, $STEPS steps each; recorded per stage:"
   echo "  the losses (correctness), the model state and the process peak per rank (memory), the bytes and collectives a step"
-  echo "  (traffic), the step time and its exposed communication (time, measured on this machine as loaded as it is)"
+  echo "  (traffic), the median step time after the first (time, measured on this machine as loaded as it is)"
   for z in 0 1 2 3; do losses_of "$DIR/z$z.out" >"$DIR/loss$z"; done
   printf '    %-5s %10s %12s %12s %14s %12s %11s %10s\n' stage "final loss" "|d| vs DDP" "state/rank" "process peak" "sent/step" collectives "step ms"
   local z f l last sent fit=
@@ -319,15 +319,21 @@ section_capacity() {
   gib=$(awk -v m="${BUDGET:-2048}" 'BEGIN {printf "%g", m / 1024}')
   echo "  capacity: the deepest GPT-2 of d12's width (C=768) whose planned process peak"
   echo "  fits ${BUDGET:-2048} MiB per rank (-m), fp32, -b 1 -t 64 (./train_gpt2_zero3 -plan N -mem $gib -e d12 -b 1 -t 64):"
-  for n in 1 2 4 8 16 64; do
+  local rows
+  rows=$(for n in 1 2 4 8 16 64; do
     ./train_gpt2_zero3 -plan "$n" -mem "$gib" -e d12 -b 1 -t 64 | awk -v n="$n" '
       function m(l) { if (l == "none") return "none"; sub(/^L=/, "", l); sub(/\+$/, "", l)
                       return sprintf("L=%-4d (%6.1fM parameters)", l, (fixed + l * block) / 1e6) }
       /^the deepest/ {on = 1; t = $0; sub(/.*: /, "", t); split(t, w, " "); fixed = w[1]; block = w[8]; sub(/\).*/, "", block)} on && $1 == 0 && $2 == "DDP" {d = $3} on && $1 == 3 {z = $2}
       END { if (d == "" || z == "") exit 1; printf "    N=%-3s DDP %-30s ZeRO-3 %s\n", n, m(d), m(z) }' ||
       die "-plan $n -mem $gib: the planner printed no deepest model"
-  done
-  echo "  DDP's deepest model stays where one rank puts it; ZeRO-3's grows with N: more ranks, a larger model"
+  done) || exit
+  echo "$rows"
+  if [ "$(echo "$rows" | tail -1 | awk '{print $NF}')" = none ]; then
+    echo "  not even one block of this width fits ${BUDGET:-2048} MiB on 64 ranks: give a larger budget (-m) to see the depths"
+  else
+    echo "  DDP's deepest model stays where one rank puts it; ZeRO-3's grows with N: more ranks, a larger model"
+  fi
 }
 
 for s in "${WHICH[@]}"; do "section_$s"; done
