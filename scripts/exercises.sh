@@ -61,7 +61,7 @@ if [ $QUICK = 1 ]; then
 else
   MODEL=d4; STEPS=10; CAP_MODEL=d4
 fi
-RUN=(-e "$MODEL" -b 2 -t 64 -x "$STEPS" -v 0 -S 1337 -l 1e-3)
+RUN=(-e "$MODEL" -b 2 -t 64 -x "$STEPS" -v 0 -S 1337)
 CAP=(-e "$CAP_MODEL" -b 1 -t 16 -x 1 -v 0)
 EX6=(-e d2c64h2t64 -b 1 -t 64 -link 10GB/s -linkx 0.01GB/s,100us -rpn 1 -x 3 -v 0)
 CAP_N="1 2 4"
@@ -77,7 +77,7 @@ else DIR=$(mktemp -d); fi
 CHILD=
 cleanup() {
   local sig=$1
-  [ -z "$CHILD" ] || { kill -TERM "$CHILD" 2>/dev/null; wait "$CHILD" 2>/dev/null || true; }
+  [ -z "$CHILD" ] || { kill -TERM -- -"$CHILD" 2>/dev/null || kill -TERM "$CHILD" 2>/dev/null; wait "$CHILD" 2>/dev/null || true; }
   if [ -z "$OUT" ]; then rm -rf "$DIR"
   elif [ "$sig" != 0 ]; then find "$DIR" -mindepth 1 -delete 2>/dev/null || true; [ $CREATED = 0 ] || rmdir "$DIR" 2>/dev/null || true; fi
 }
@@ -86,8 +86,9 @@ trap 'cleanup 0' EXIT
 trap 'trap - EXIT; cleanup INT; echo "exercises.sh: interrupted; the runs stopped, their files removed" >&3; exit 130' INT
 trap 'trap - EXIT; cleanup TERM; echo "exercises.sh: terminated; the runs stopped, their files removed" >&3; exit 143' TERM
 
-# background ( & wait ) so a signal reaches the trap at once, not after the run
-child() { "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return $rc; }
+# in the background, so that a signal reaches the trap at once, not after the run; in a process group
+# of its own (setsid), so that the trap stops all of it (a script's own runs too)
+child() { setsid "$@" & CHILD=$!; local rc=0; wait "$CHILD" || rc=$?; CHILD=; return $rc; }
 # trainer NAME NP FLAGS...: one run, once (sections share it), its output in $DIR/NAME.out
 trainer() {
   local name=$1 np=$2; shift 2
@@ -98,6 +99,15 @@ trainer() {
     die "the run $name failed: $(cat "$DIR/$name.cmd")"
   fi
   mv "$DIR/$name.part" "$DIR/$name.out"
+}
+# script NAME SCRIPT ARGS...: another of the project's scripts, its output indented, kept as NAME.out
+script() {
+  local name=$1; shift
+  if ! child bash "$@" >"$DIR/$name.out" 2>"$DIR/$name.err"; then
+    { grep -m1 '^error' "$DIR/$name.err" || tail -5 "$DIR/$name.err"; } >&2
+    die "$*: failed"
+  fi
+  sed 's/^/    /' "$DIR/$name.out"
 }
 stage_runs() { local z; for z in 0 1 2 3; do trainer "z$z" "$N" "${RUN[@]}" -z $z; done; }
 
@@ -258,8 +268,8 @@ section_5() {
     echo "verdict ex5: budget $BUDGET MiB per rank: no stage fits on $N ranks (ZeRO-3's process peak $(mib "$(proc_of "$DIR/z3.out")") MiB): more ranks, -rc 1, a smaller batch or offload"
   fi
   if [ $QUICK = 0 ]; then
-    echo "  the DDP build (make ddp, fixed at stage 0) against ZeRO-3 (scripts/compare_ddp_zero3.sh -n 4 -x 60 -T):"
-    child bash scripts/compare_ddp_zero3.sh -n 4 -x 60 -T 2>/dev/null | sed 's/^/    /'
+    echo "  the DDP build (make ddp, fixed at stage 0) against ZeRO-3, d2c64h2t64 (scripts/compare_ddp_zero3.sh -n 4 -x 60 -T):"
+    script compare scripts/compare_ddp_zero3.sh -n 4 -x 60 -T
   fi
 }
 
@@ -298,7 +308,7 @@ section_6() {
   echo "     ZeRO-3's forward cannot start a unit before its gather lands, and a 2-block model has too little compute to hide it"
   echo "  to see them: the ledger ends every run; -tr FILE writes the trace (scripts/plot_trace.py draws it); DeepSpeed's"
   echo "  equivalents are its comms logger (bytes, counts) and the profiler's timeline (the waits)"
-  if [ $QUICK = 0 ]; then child bash scripts/lessons.sh ex6 | sed 's/^/  /'; fi
+  if [ $QUICK = 0 ]; then script lesson_ex6 scripts/lessons.sh ex6; fi
 }
 
 section_capacity() {
