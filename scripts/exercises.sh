@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The six exercises of the ZeRO study notes, each answered by the program: one section each, every
+# Six exercises on ZeRO, each answered by the program: one section each, every
 # figure from a run (or a plan) this script makes, on the CPU.
 #
 #   scripts/exercises.sh [-q] [-m MIB] [-o DIR] [SECTION ...]      SECTION: 1..6, loop, capacity, all
