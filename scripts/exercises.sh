@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do case "$1" in
   -q) QUICK=1; shift ;;
   -m) [ $# -ge 2 ] || die "-m: missing its value, a budget in MiB ($USAGE)"; BUDGET=$2; need_int -m BUDGET 1 1048576; shift 2 ;;
   -o) [ $# -ge 2 ] || die "-o: missing its value, a folder ($USAGE)"; OUT=$2; [ -n "$OUT" ] || die "-o: needs a folder"; shift 2 ;;
-  -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   all) WHICH+=($SECTIONS); shift ;;
   *) case " $SECTIONS " in *" $1 "*) WHICH+=("$1"); shift ;;
      *) die "$1: not a section (1..6, loop, capacity, all) nor an option ($USAGE)" ;; esac ;;
