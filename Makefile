@@ -110,9 +110,10 @@ $(addprefix build/,$(UNIT_TESTS)): build/test_%: tests/unit/test_%.c tests/unit/
 
 # CPU benchmarks: the measured instruction peaks (fp32 FMA, VDPBF16PS), and the bf16 matmuls beside
 # the fp32 ones as fractions of them (tools/bench/bench_peak.c, tools/bench/bench_bf16_kernels.c say how to run them)
-.PHONY: bench_peak bench_bf16_kernels bench_floor bench_io
+.PHONY: bench_peak bench_bf16_kernels bench_floor bench_io bench_collectives
 bench_peak: build/bench_peak
 bench_io: build/bench_io
+bench_collectives: build/bench_collectives
 bench_floor: build/bench_floor
 bench_bf16_kernels: build/bench_bf16_kernels
 build/bench_peak: tools/bench/bench_peak.c tools/bench/bench_peak.h
@@ -121,6 +122,10 @@ build/bench_peak: tools/bench/bench_peak.c tools/bench/bench_peak.h
 build/bench_floor: tools/bench/bench_floor.c tools/bench/bench_peak.h
 	@mkdir -p build
 	gcc $(CFLAGS) -o $@ $< -lm
+# the collectives between the ranks of one machine against a memory copy of their bytes
+build/bench_collectives: tools/bench/bench_collectives.c
+	@mkdir -p build
+	$(CC_CPU) $(CFLAGS) -o $@ $<
 # the offload stream's I/O by pread threads and by io_uring (the latter only with liburing-dev)
 build/bench_io: tools/bench/bench_io.c
 	@mkdir -p build

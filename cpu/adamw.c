@@ -15,13 +15,12 @@ static inline void bf16_from_f32_span(uint16_t *dst, const float *src, size_t n)
 // One stretch of a segment with fp32 gradients g: the update of every element, in place. The
 // constants are copied out of the struct and the arrays are restrict, so that the loop can be
 // vectorized (16 lanes; the file is compiled with -fno-math-errno, so sqrtf can be the vector
-// square root: the same IEEE results, lane by lane). Three copies of it are compiled:
-//   adamw_stretch_scalar   ADAMW_AS_BUILT, fp32: one element at a time, bitwise the results fp32
-//                          runs have always had (a vectorized loop may fuse a multiply and an add
-//                          that the scalar one does not, and that changes a last bit)
+// square root: the same IEEE results, lane by lane). Two copies of it are compiled:
+//   adamw_stretch_unfused  ADAMW_UNFUSED, and ADAMW_AS_BUILT with fp32 gradients: 16 at a time with
+//                          contraction off, so only the three fmaf fuse (the device kernel's
+//                          __fmaf_rn) and nothing else does: element by element the results a loop
+//                          of one element at a time gives, since vector lanes round as scalars do
 //   adamw_stretch_vector   ADAMW_AS_BUILT, bf16: 16 elements at a time, fused as -march allows
-//   adamw_stretch_unfused  ADAMW_UNFUSED: 16 at a time with contraction off, so only the three
-//                          fmaf fuse (the device kernel's __fmaf_rn) and nothing else does
 typedef struct { float lr, beta1, beta2, eps, grad_scale, weight_decay, bc1, bc2; } AdamStretch;
 static inline __attribute__((always_inline)) void adamw_stretch(const AdamStretch *a, float *restrict master,
                                                                 float *restrict m, float *restrict v,
@@ -37,11 +36,6 @@ static inline __attribute__((always_inline)) void adamw_stretch(const AdamStretc
         float p = master[i] * decay;
         master[i] = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
     }
-}
-// (the scalar copy fuses exactly the three fmaf above, which is where the compiler fused before)
-__attribute__((optimize("no-tree-vectorize", "fp-contract=off")))
-static void adamw_stretch_scalar(const AdamStretch *a, float *master, float *m, float *v, const float *grad, size_t n) {
-    adamw_stretch(a, master, m, v, grad, n);
 }
 static void adamw_stretch_vector(const AdamStretch *a, float *master, float *m, float *v, const float *grad, size_t n) {
     adamw_stretch(a, master, m, v, grad, n);
@@ -59,7 +53,7 @@ void adamw_host(const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DTy
                 AdamwFusion fusion) {
     AdamStretch a = {step->lr, step->beta1, step->beta2, step->eps, step->grad_scale, 0.0f, step->bc1, step->bc2};
     void (*update)(const AdamStretch *, float *, float *, float *, const float *, size_t) =
-        fusion == ADAMW_UNFUSED ? adamw_stretch_unfused : gt == ZERO3_BF16 ? adamw_stretch_vector : adamw_stretch_scalar;
+        fusion == ADAMW_UNFUSED || gt == ZERO3_F32 ? adamw_stretch_unfused : adamw_stretch_vector;
     for (int s = 0; s < nsegs; s++) {
         float *master = segs[s].master, *m = segs[s].m, *v = segs[s].v;
         const void *grad = segs[s].grad;

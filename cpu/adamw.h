@@ -9,9 +9,9 @@
 //   p = p - (lr (m / bc1)) / (sqrt(v / bc2) + eps)
 //
 // with exactly those three fused multiply-adds; how the rest may fuse is the caller's choice:
-//   ADAMW_AS_BUILT  the CPU trainer's: fp32 gradients one element at a time, no other fusion (the
-//                   numbers fp32 runs have always had); bf16 gradients vectorized, fused as the
-//                   build's -march allows (a fifth of a bf16 step otherwise)
+//   ADAMW_AS_BUILT  the CPU trainer's: fp32 gradients vectorized with no other fusion (the numbers
+//                   fp32 runs have always had); bf16 gradients vectorized, fused as the build's
+//                   -march allows (a fifth of a bf16 step otherwise)
 //   ADAMW_UNFUSED   vectorized, and every other operation rounded on its own on any machine: what
 //                   the GPU kernel's explicitly rounded intrinsics compute, bit for bit
 #pragma once

@@ -35,10 +35,9 @@
 // does not take the cores from the compute; while the compute thread waits for a collective it
 // polls without sleeping. wait() blocks on the request's completion (a condition variable).
 //
-// The worker starts exactly the MPI calls the compute thread would (MPI_Iallgather,
-// MPI_Ireduce_scatter_block, MPI_Iallreduce, for scalars too), in the same order, so the results are
-// bitwise those without it (a bf16 sum is made of an all-to-all and, for an all-reduce, an
-// all-gather: see bf16_sum_start). (A scalar's non-blocking sum need not add in MPI_Allreduce's order: with
+// The worker starts exactly the MPI calls the compute thread would (MPI_Iallgather, and for a sum
+// an all-to-all and, for an all-reduce, an all-gather: see sum_start; MPI_Iallreduce for scalars),
+// in the same order, so the results are bitwise those without it. (A scalar's non-blocking sum need not add in MPI_Allreduce's order: with
 // Open MPI here both agree at 2, 3, 4, 6 and 8 ranks and differ in the last bit at 5.) MPI is initialized with MPI_THREAD_SERIALIZED: only one
 // thread at a time calls MPI, and during training that is the worker alone (every collective,
 // all_reduce_scalar included, goes through it). A library without that level, or
@@ -104,14 +103,14 @@ typedef struct {
 #ifdef USE_MPI
     MPI_Request req;
 #endif
-    // an in-place fp32 reduce-scatter lands at the start of the buffer (MPI's convention); once
-    // complete it is moved to where the engine expects it (rank*n, NCCL's); a bf16 one is summed there
+    // an in-place reduce-scatter that MPI sums lands at the start of the buffer (MPI's convention);
+    // once complete it is moved to where the engine expects it (rank*n, NCCL's)
     void *move_dst;
     const void *move_src;
     size_t move_bytes;
-    // a bf16 sum made of moves (bf16_sum_start): the parts that arrived, the all-reduce's split
-    // (bf16_sum_split), and the phase: BF16_SUM_PARTS, BF16_SUM_GATHER, BF16_SUM_DONE
-    struct { uint16_t *parts; int *split; int phase; } sum;
+    // a sum made of moves (sum_start): the parts that arrived, the all-reduce's split (sum_split),
+    // and the phase: SUM_PARTS, SUM_GATHER, SUM_DONE
+    struct { void *parts; int *split; int phase; } sum;
 } CpuOp;
 
 typedef struct {
@@ -127,8 +126,8 @@ typedef struct {
     int waiting;                  // the compute thread is blocked in wait (atomic)
     long poll_ns;
     // stamps
-    uint16_t *parts;              // the worker's buffer for a bf16 sum's parts (bf16_parts_buffer)
-    size_t parts_cap;
+    void *parts;                  // the worker's buffer for a sum's parts (parts_buffer)
+    size_t parts_cap;             // its bytes
     double *stamps;
     int nstamps, stamp_cap;
     unsigned gen;
@@ -144,7 +143,11 @@ typedef struct {
 #endif
     int shard_rank, shard_size, replica_size;
     int node_size, cross_size;
+    int one_machine;      // every rank of the world shares this machine (proc/mpi_sum.h's rule)
 } CpuGroups;
+
+// MPI sums elements of type t in this run (proc/mpi_sum.h's rule, on this run's machines)
+static int mpi_sums_here(const CpuGroups *g, Zero3DType t) { return mpi_sums(t, g->one_machine); }
 
 // The backend's state, reached through every function's ctx (Zero3Backend.ctx): nothing of it is
 // the file's, so two backends can live in one process.
@@ -268,42 +271,62 @@ static MPI_Comm op_comm(const CpuGroups *g, const CpuOp *o) {
     return o->group == IN_NODE_GROUP ? g->node : o->group == IN_CROSS_GROUP ? g->cross : g->shard;
 }
 
-// ---- bf16 sums, made of moves ----
-// MPI's reductions combine the ranks' contributions pairwise in an order of the library's choosing
-// (ring, recursive halving, ..., picked by size and rank count), and a bf16 operator would round
-// after every combine: N - 1 roundings, in an order that changes with the algorithm. So a bf16 sum
-// moves bf16 and adds where it lands (proc/mpi_sum.h: the rule, which the peak planner reads too):
+// ---- sums, made of moves ----
+// MPI's reductions combine the ranks' contributions pairwise in an order and on ranks of the
+// library's choosing, and a bf16 operator would round after every combine: N - 1 roundings, in an
+// order that changes with the algorithm. Inside one machine Open MPI's non-blocking reduce-scatter
+// (libnbc) also reduces the whole unit onto rank 0 along a binomial tree and then scatters it:
+// rank 0 receives N - 1 whole buffers and adds them all while the others wait. So a bf16 sum
+// anywhere, and an fp32 sum when every rank shares one machine (proc/mpi_sum.h: the rule, which
+// the peak planner reads too), moves the parts and adds them where they land:
 //   reduce-scatter  an all-to-all sends chunk r of every rank's buffer to rank r; each rank adds
-//                   its N parts in fp32 in rank order and rounds once, into its shard
+//                   its N parts in rank order (bf16: in fp32, rounded once), into its shard
 //   all-reduce      the same over N near-equal chunks of the buffer (the first n % N one longer),
-//                   then an all-gather of the rounded chunks into every rank's buffer
+//                   then an all-gather of the summed chunks into every rank's buffer
 // Each phase a rank sends (N - 1)/N of the buffer, as a ring does, so the bytes are the ring
-// model's, and on the wire they are bf16; each element's sum depends only on the contributions.
-enum { BF16_SUM_PARTS, BF16_SUM_GATHER, BF16_SUM_DONE };
+// model's, every rank adds an Nth of the sum, and each element's sum depends only on the
+// contributions, in rank order: a reduce-scatter's shard and an all-reduce's chunk hold the same
+// bits for the same element, whatever the library's algorithms. Across machines the all-to-all
+// does not see the nodes (at 2 ranks a node each rank sends half its buffer out of the node, 4/3
+// of a ring's bytes there), so an fp32 sum there stays MPI's.
+enum { SUM_PARTS, SUM_GATHER, SUM_DONE };
 
-static int bf16_sum_by_moves(const CpuOp *o) {
-    return !mpi_sums(o->t) && (o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALL_REDUCE);
+static int sum_by_moves(const CpuGroups *g, const CpuOp *o) {
+    return (o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALL_REDUCE) && !mpi_sums_here(g, o->t);
 }
 
-// dst[i] = the fp32 sum of parts[r*n + i] over r = 0..N-1, in rank order, rounded once to bf16
-// (in blocks of fp32 sums, so that the adds vectorize; each element's order is the same).
-#define BF16_SUM_BLOCK 1024
-static void bf16_add_parts(uint16_t *dst, const uint16_t *parts, int N, size_t n) {
-    float sum[BF16_SUM_BLOCK];
-    for (size_t i0 = 0; i0 < n; i0 += BF16_SUM_BLOCK) {
-        const size_t len = n - i0 < BF16_SUM_BLOCK ? n - i0 : BF16_SUM_BLOCK;
+// dst[i] = the sum of parts[r*n + i] over r = 0..N-1, in rank order; bf16 parts are added in fp32
+// and rounded once (in blocks of fp32 sums, so that the adds vectorize; each element's order is
+// the same either way).
+#define SUM_BLOCK 1024
+static void add_parts(void *dst, const void *received, int N, size_t n, Zero3DType t) {
+    if (t != ZERO3_BF16) {
+        float *d = dst;
+        const float *parts = received;
+        for (size_t i = 0; i < n; i++) d[i] = parts[i];
+        for (int r = 1; r < N; r++) {
+            const float *part = parts + (size_t)r * n;
+            for (size_t i = 0; i < n; i++) d[i] += part[i];
+        }
+        return;
+    }
+    uint16_t *d = dst;
+    const uint16_t *parts = received;
+    float sum[SUM_BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += SUM_BLOCK) {
+        const size_t len = n - i0 < SUM_BLOCK ? n - i0 : SUM_BLOCK;
         for (size_t i = 0; i < len; i++) sum[i] = bf16_to_f32(parts[i0 + i]);
         for (int r = 1; r < N; r++) {
             const uint16_t *part = parts + (size_t)r * n + i0;
             for (size_t i = 0; i < len; i++) sum[i] += bf16_to_f32(part[i]);
         }
-        for (size_t i = 0; i < len; i++) dst[i0 + i] = f32_to_bf16(sum[i]);
+        for (size_t i = 0; i < len; i++) d[i0 + i] = f32_to_bf16(sum[i]);
     }
 }
 
 // The all-reduce's split of an n-element buffer over N ranks, 4N ints: each rank's chunk (count,
 // offset) as sent, then this rank's parts as received (N of its own count, one after another).
-static int *bf16_sum_split(size_t n, int N, int me) {
+static int *sum_split(size_t n, int N, int me) {
     int *split = xmalloc(4 * (size_t)N * sizeof(int));
     int *count = split, *offset = split + N, *rcount = split + 2 * N, *roffset = split + 3 * N;
     for (int r = 0, at = 0; r < N; r++) {
@@ -318,62 +341,64 @@ static int *bf16_sum_split(size_t n, int N, int me) {
 // The buffer the parts arrive in: the worker's own, kept and grown (it runs one collective at a
 // time, and a fresh buffer of a unit's size each time would be zeroed by the kernel page by page),
 // or, where collectives start on the compute thread and several may be in flight, one of their own.
-static uint16_t *bf16_parts_buffer(CpuComm *c, size_t n) {
-    if (!c->threaded) return xmalloc(n * sizeof(uint16_t));
-    if (n > c->parts_cap) {
+static void *parts_buffer(CpuComm *c, size_t bytes) {
+    if (!c->threaded) return xmalloc(bytes);
+    if (bytes > c->parts_cap) {
         free(c->parts);
-        c->parts = xmalloc(n * sizeof(uint16_t));
-        c->parts_cap = n;
+        c->parts = xmalloc(bytes);
+        c->parts_cap = bytes;
     }
     return c->parts;
 }
-static void bf16_parts_done(CpuComm *c, CpuOp *o) {
+static void parts_done(CpuComm *c, CpuOp *o) {
     if (!c->threaded) free(o->sum.parts);
     o->sum.parts = NULL;
 }
 
 // The first phase: every rank's parts of this rank's chunk on their way here.
-static void bf16_sum_start(const CpuGroups *g, CpuComm *c, CpuOp *o) {
+static void sum_start(const CpuGroups *g, CpuComm *c, CpuOp *o) {
     MPI_Comm comm = op_comm(g, o);
+    MPI_Datatype type = mpi_type(o->t);
+    const size_t size = zero3_dtype_size(o->t);
     int N, me;
     MPI_Comm_size(comm, &N);
     MPI_Comm_rank(comm, &me);
-    o->sum.phase = BF16_SUM_PARTS;
+    o->sum.phase = SUM_PARTS;
     if (o->kind == OP_REDUCE_SCATTER) {
-        o->sum.parts = bf16_parts_buffer(c, (size_t)N * o->n);
-        check_mpi(MPI_Ialltoall(o->src, (int)o->n, MPI_UINT16_T, o->sum.parts, (int)o->n, MPI_UINT16_T, comm, &o->req),
-                  "all-to-all (a bf16 reduce-scatter)");
+        o->sum.parts = parts_buffer(c, (size_t)N * o->n * size);
+        check_mpi(MPI_Ialltoall(o->src, (int)o->n, type, o->sum.parts, (int)o->n, type, comm, &o->req),
+                  "all-to-all (a reduce-scatter)");
         return;
     }
-    int *split = o->sum.split = bf16_sum_split(o->n, N, me);
-    o->sum.parts = bf16_parts_buffer(c, (size_t)N * (size_t)split[me] + 1);
-    check_mpi(MPI_Ialltoallv(o->dst, split, split + N, MPI_UINT16_T, o->sum.parts, split + 2 * N, split + 3 * N,
-                             MPI_UINT16_T, comm, &o->req), "all-to-all (a bf16 all-reduce)");
+    int *split = o->sum.split = sum_split(o->n, N, me);
+    o->sum.parts = parts_buffer(c, ((size_t)N * (size_t)split[me] + 1) * size);
+    check_mpi(MPI_Ialltoallv(o->dst, split, split + N, type, o->sum.parts, split + 2 * N, split + 3 * N, type, comm,
+                             &o->req), "all-to-all (an all-reduce)");
 }
 
-// A phase's transfer is done: the parts are added and rounded, and an all-reduce's rounded chunks
-// start on their way to every rank. Returns 1 when it started another transfer (to be driven too).
-static int bf16_sum_next(const CpuGroups *g, CpuComm *c, CpuOp *o) {
-    if (!bf16_sum_by_moves(o) || o->sum.phase == BF16_SUM_DONE) return 0;
+// A phase's transfer is done: the parts are added, and an all-reduce's summed chunks start on
+// their way to every rank. Returns 1 when it started another transfer (to be driven too).
+static int sum_next(const CpuGroups *g, CpuComm *c, CpuOp *o) {
+    if (!sum_by_moves(g, o) || o->sum.phase == SUM_DONE) return 0;
     MPI_Comm comm = op_comm(g, o);
     int N, me;
     MPI_Comm_size(comm, &N);
     MPI_Comm_rank(comm, &me);
     int *split = o->sum.split;
-    if (o->sum.phase == BF16_SUM_PARTS) {
-        uint16_t *mine = o->kind == OP_REDUCE_SCATTER ? o->dst : (uint16_t *)o->dst + split[N + me];
-        bf16_add_parts(mine, o->sum.parts, N, o->kind == OP_REDUCE_SCATTER ? o->n : (size_t)split[me]);
-        bf16_parts_done(c, o);
+    if (o->sum.phase == SUM_PARTS) {
+        void *mine = o->kind == OP_REDUCE_SCATTER ? o->dst : (char *)o->dst + (size_t)split[N + me] * zero3_dtype_size(o->t);
+        add_parts(mine, o->sum.parts, N, o->kind == OP_REDUCE_SCATTER ? o->n : (size_t)split[me], o->t);
+        parts_done(c, o);
         if (o->kind == OP_ALL_REDUCE) {
-            o->sum.phase = BF16_SUM_GATHER;
-            check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, o->dst, split, split + N, MPI_UINT16_T, comm,
-                                      &o->req), "all-gather (a bf16 all-reduce)");
+            o->sum.phase = SUM_GATHER;
+            check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, o->dst, split, split + N, mpi_type(o->t), comm,
+                                      &o->req), "all-gather (an all-reduce)");
             return 1;
         }
     }
     free(split);
     o->sum.split = NULL;
-    o->sum.phase = BF16_SUM_DONE;
+    o->sum.phase = SUM_DONE;
     return 0;
 }
 
@@ -381,7 +406,7 @@ static int bf16_sum_next(const CpuGroups *g, CpuComm *c, CpuOp *o) {
 // non-blocking, so that every wait for one can be bounded (drive).
 static void op_start(CpuBackend *b, CpuOp *o) {
     const CpuGroups *g = &b->groups;
-    if (bf16_sum_by_moves(o)) { bf16_sum_start(g, &b->comm, o); return; }
+    if (sum_by_moves(g, o)) { sum_start(g, &b->comm, o); return; }
     MPI_Comm group = op_comm(g, o);
     switch (o->kind) {
     case OP_GATHER:
@@ -466,7 +491,7 @@ static void drive(const CpuBackend *b, CpuOp *o, MPI_Request *req) {
 // Drives collective o through every transfer it is made of (a bf16 sum: two or three, in turn).
 static void drive_op(CpuBackend *b, CpuOp *o) {
     do drive(b, o, &o->req);
-    while (bf16_sum_next(&b->groups, &b->comm, o));
+    while (sum_next(&b->groups, &b->comm, o));
 }
 
 // The ring a collective runs on (its communicator, and its ranks as first, stride, count) and the
@@ -627,9 +652,9 @@ static double link_hold(CpuBackend *b, CpuOp *o) {
 }
 #endif
 
-// A collective's data has moved: an in-place reduce-scatter is moved to where the engine expects
-// it, and an emulated link holds it for the network's time. Returns when it began: its ring start
-// under emulation, else when this rank started it.
+// A collective's data has moved: an in-place reduce-scatter that MPI summed is moved to where the
+// engine expects it, and an emulated link holds it for the network's time. Returns when it began:
+// its ring start under emulation, else when this rank started it.
 static double op_complete(CpuBackend *b, CpuOp *o) {
     if (o->move_dst) memmove(o->move_dst, o->move_src, o->move_bytes);
 #ifdef USE_MPI
@@ -738,7 +763,10 @@ static void *cpu_reduce_scatter_start(void *ctx, const void *full, void *shard, 
     size_t bytes = n * zero3_dtype_size(t);
     o->kind = OP_REDUCE_SCATTER; o->src = full; o->dst = shard; o->n = n; o->t = t;
     o->in_place = (shard == (const char *)full + (size_t)b->groups.shard_rank * bytes);
-    if (o->in_place && b->groups.shard_size > 1 && t != ZERO3_BF16) { o->move_dst = shard; o->move_src = full; o->move_bytes = bytes; }
+    o->move_dst = NULL;   // a sum of moves copies the parts out first, so its result lands in place
+    if (o->in_place && b->groups.shard_size > 1 && mpi_sums_here(&b->groups, t)) {
+        o->move_dst = shard; o->move_src = full; o->move_bytes = bytes;
+    }
     return op_issue(b, s);
 }
 
@@ -874,36 +902,33 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
 
 // Sum of squares in fixed 4096-element chunks, each summed in double, chunks added in order: the
 // result does not depend on the number of threads. The spans of one norm add up in sum_squares.
-// An fp32 chunk is one running sum; a bf16 chunk (each element widened exactly) is eight, element i
-// in lane i % 8, added in lane order at the chunk's end: as fixed an order, and it vectorizes.
-static double chunk_squares_bf16(const uint16_t *x, size_t n) {
-    double lane[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) {
-            double v = bf16_to_f32(x[i + l]);
-            lane[l] += v * v;
-        }
-    for (int l = 0; i < n; i++, l++) {
-        double v = bf16_to_f32(x[i]);
-        lane[l] += v * v;
+// A chunk is eight running sums, element i in lane i % 8 (each element widened exactly to double),
+// added in lane order at the chunk's end: a fixed order that vectorizes, where one running sum
+// would be a chain of dependent adds (a quarter of the optimizer's time in fp32). The lanes' sum
+// differs from one running sum's by rounding alone: about 1e-16 of the norm, under the fp32
+// clip coefficient's last bit (docs/performance.md measures what it moves).
+#define SQUARES_LANES 8
+static inline __attribute__((always_inline)) double chunk_squares(const void *xv, size_t n, int is_bf16) {
+    double lane[SQUARES_LANES] = {0};
+    for (size_t i = 0; i < n; i++) {
+        double v = is_bf16 ? bf16_to_f32(((const uint16_t *)xv)[i]) : ((const float *)xv)[i];
+        lane[i % SQUARES_LANES] += v * v;
     }
     double s = 0.0;
-    for (int l = 0; l < 8; l++) s += lane[l];
+    for (int l = 0; l < SQUARES_LANES; l++) s += lane[l];
     return s;
 }
+static double chunk_squares_bf16(const uint16_t *x, size_t n) { return chunk_squares(x, n, 1); }
+static double chunk_squares_f32(const float *x, size_t n) { return chunk_squares(x, n, 0); }
 static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType t) {
-    const float *x = xv;
     const int is_bf16 = t == ZERO3_BF16;
     size_t nchunks = (n + 4095) / 4096;
     double total = 0.0;
     #pragma omp parallel for ordered schedule(static)
     for (size_t c = 0; c < nchunks; c++) {
-        double s = 0.0;
         size_t end = (c + 1) * 4096 < n ? (c + 1) * 4096 : n;
-        if (is_bf16) s = chunk_squares_bf16((const uint16_t *)xv + c * 4096, end - c * 4096);
-        else
-            for (size_t i = c * 4096; i < end; i++) s += (double)x[i] * x[i];
+        double s = is_bf16 ? chunk_squares_bf16((const uint16_t *)xv + c * 4096, end - c * 4096)
+                           : chunk_squares_f32((const float *)xv + c * 4096, end - c * 4096);
         #pragma omp ordered
         total += s;
     }
@@ -983,16 +1008,24 @@ static void cpu_adamw(void *ctx, const Zero3AdamSegment *segs, int nsegs, Zero3D
     adamw_host(segs, nsegs, gt, pt, &step, ADAMW_AS_BUILT);
 }
 
-// Emulated links: the hold compares the clocks of the ranks of a ring, so they must share one
-// machine's monotonic clock.
-static int cpu_emulate_links(void *ctx, const Zero3Links *links, char *err, size_t errlen) {
-    CpuBackend *b = ctx;
 #ifdef USE_MPI
+// The ranks of the world that share this rank's machine (MPI's shared-memory split).
+static int ranks_on_this_machine(void) {
     MPI_Comm local;
     int here = 0;
     check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "split (one machine)");
     MPI_Comm_size(local, &here);
     MPI_Comm_free(&local);
+    return here;
+}
+#endif
+
+// Emulated links: the hold compares the clocks of the ranks of a ring, so they must share one
+// machine's monotonic clock.
+static int cpu_emulate_links(void *ctx, const Zero3Links *links, char *err, size_t errlen) {
+    CpuBackend *b = ctx;
+#ifdef USE_MPI
+    const int here = ranks_on_this_machine();
     if (here != b->world) {
         snprintf(err, errlen, "emulated links need every rank on one machine (%d of the %d ranks share this one): "
                  "the hold compares the ranks' clocks", here, b->world);
@@ -1040,6 +1073,7 @@ static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
     // errors come back as codes so that we can report them in one line and abort everyone
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     b->groups.shard = MPI_COMM_WORLD;
+    b->groups.one_machine = ranks_on_this_machine() == b->world;
     gather_node_names(b);
     CpuComm *c = &b->comm;
     c->thread_level_ok = provided >= MPI_THREAD_SERIALIZED;

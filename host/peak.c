@@ -5,9 +5,9 @@
 // counts the full-size buffers each moment holds, by kind of unit. Unit sizes come from the shapes
 // (padding to whole shards left out: at most N x the alignment, a few elements a unit).
 #include "peak.h"
+#include "../proc/mpi_sum.h"
 #include "passes.h"
 #include "../observe/zero3_observe.h"
-#include "../proc/mpi_sum.h"
 
 const char *const PEAK_TERM_NAMES[PEAK_TERMS] = {"model state", "gathered", "gradients", "fragmentation", "activations",
                                                  "MPI scratch"};
@@ -120,18 +120,18 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
     return 4.0 * (double)B * T * (kept + once + scratch);
 }
 
-// fp32: rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0 at its root): an
-// all-reduce keeps one, a reduce-scatter (the policy's answer: zero3_reduction_for) two from 3 ranks
-// on (the sums of two rounds), one on 2.
-// bf16: MPI only moves the parts (an all-to-all); every rank receives its N parts of the unit into
-// one buffer, the unit's size, and sums them itself: one copy at any N (which sums are MPI's:
-// proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced across the
-// replica groups.
+// fp32 across machines: rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0
+// at its root): an all-reduce keeps one, a reduce-scatter (the policy's answer: zero3_reduction_for)
+// two from 3 ranks on (the sums of two rounds), one on 2.
+// bf16, and fp32 on one machine: MPI only moves the parts (an all-to-all); every rank receives its N
+// parts of the unit into one buffer, the unit's size, and sums them itself: one copy at any N (which
+// sums are MPI's: proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced
+// across the replica groups.
 static double scratch_bytes(const PeakRun *r, const PeakShapes *s, Zero3DType grad_type) {
     if (r->world == 1 && r->replicas == 1) return 0.0;
     const Zero3UnitFacts f = peak_facts(r);
     const int scatter = zero3_reduction_for(&f, 0, 1).how == ZERO3_REDUCE_SCATTER;
-    const double copies = mpi_sums(grad_type) && scatter && r->world >= 3 ? 2.0 : 1.0;
+    const double copies = mpi_sums(grad_type, r->one_machine) && scatter && r->world >= 3 ? 2.0 : 1.0;
     return copies * fmax(s->emb, s->block) * r->grad_bytes;
 }
 

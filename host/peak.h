@@ -13,9 +13,11 @@
 //                  it at once (best fit hands a freed buffer to the next
 //                  request of its size, so the pool never shrinks)
 //   activations    what the CPU trainer keeps for the backward, fp32     4 B T (L per-layer + the rest)
-//   MPI scratch    Open MPI's non-blocking reduction (libnbc) on rank    1 x (all-reduce) or 2 x (a
-//                  0, the root of its binomial tree, copies the whole    reduce-scatter on 3+ ranks)
-//                  unit it reduces: the largest unit's gradients         the largest unit's gradients
+//   MPI scratch    a sum's parts (bf16, and fp32 on one machine: an      the largest unit's gradients,
+//                  all-to-all, each rank adding its own) in one buffer   once; fp32 across machines
+//                  grown to the largest unit; fp32 across machines:      twice for a reduce-scatter
+//                  Open MPI's non-blocking reduction (libnbc) copies     on 3+ ranks
+//                  the unit it reduces on rank 0, its tree's root
 //
 // The busiest moment of ZeRO-3 (-ra 1) on a GPT-2 is the LM head's backward, where the tied
 // embedding is held gathered with its full gradient buffer, or a block's backward: the embedding's
@@ -39,6 +41,7 @@ typedef struct {
     int prefetch_depth, reshard_after_forward, recompute;   // -pd -ra -rc
     Zero3BackwardPrefetch backward_prefetch;   // -bp pre|post: when a unit's backward gathers ahead
     int param_bytes, grad_bytes;     // 4 and 4 (fp32), 2 and 2 (-p bf16)
+    int one_machine;                 // every rank on one machine (-rpn unset or >= N): who sums (proc/mpi_sum.h)
 } PeakRun;
 
 typedef enum { PEAK_STATE, PEAK_GATHERED, PEAK_GRADS, PEAK_FRAGMENTATION, PEAK_ACTIVATIONS, PEAK_SCRATCH, PEAK_TERMS } PeakTerm;

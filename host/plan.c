@@ -224,6 +224,7 @@ PlanStepTime plan_predict_step(const PlanStepInput *in) {
     const int after = !hides && in->bwd_overlap == ZERO3_BWD_GATHER_AFTER_COMPUTE;
     const double bwd_reducing = hides ? er + positive(bg + red - er - b) : after ? bg + er + positive(red - er - b) : bg + red;
     const double bwd_plain = hides ? positive(bg - b) : bg;
+    t.bwd_waited_s = after ? A * bg : 0.0;
     t.fwd_over_s = A * positive(fg - f);
     t.bwd_over_s = reducing * positive(bg + red - b) + (A - reducing) * positive(bg - b);
     t.exposed_s = A * fwd_exposed + reducing * bwd_reducing + (A - reducing) * bwd_plain +
@@ -291,9 +292,13 @@ static void print_stage_time(const Plan *p, int s, const Zero3Links *links, doub
     const double bcomm = c[ZERO3_COLL_BWD_GATHER] + c[ZERO3_COLL_REDUCE_SCATTER] + c[ZERO3_COLL_ALL_REDUCE];
     const double window = in.reduces_every_micro_step ? in.bwd_s : in.bwd_s / A;   // else reduced in the last micro-step only
     const double sg = c[ZERO3_COLL_STEP_GATHER];
-    const char *verdict = (t.fwd_over_s + t.bwd_over_s == 0.0) ? (sg > 0 ? "hidden, but for the gather after AdamW"
-                                                                          : "hidden (but for the first/last unit)")
-                                                                : "NOT hidden: communication-bound";
+    // the verdict names what the model leaves exposed beyond the first gather and the last reduction
+    char verdict[96];
+    if (t.fwd_over_s + t.bwd_over_s > 0.0) snprintf(verdict, sizeof verdict, "NOT hidden: communication-bound");
+    else if (t.bwd_waited_s > 0.0)
+        snprintf(verdict, sizeof verdict, "the backward gathers exposed (%.1f ms: -bp post -pd 1)%s", t.bwd_waited_s * 1e3,
+                 sg > 0 ? ", and the gather after AdamW" : "");
+    else snprintf(verdict, sizeof verdict, "%s", sg > 0 ? "hidden, but for the gather after AdamW" : "hidden (but for the first/last unit)");
     printf("  %s  %8.1f  %10.1f  %16.2f  %16.2f  %10.1f  %7.1f  %s\n", STAGE_NAMES[s], t.comm_s * 1e3, compute * 1e3,
            in.fwd_s > 0 ? fcomm / in.fwd_s : 0.0, window > 0 ? bcomm / window : 0.0, t.exposed_s * 1e3, t.step_s * 1e3, verdict);
 }
@@ -340,7 +345,8 @@ static const char *const PRECISION_NAMES[2] = {"fp32", "bf16 (-p bf16)"};
 static PeakRun peak_run_of(const TrainArgs *a, const GPT2Config *cfg, int G, int R, int stage, int bf16) {
     PeakRun r = {.cfg = *cfg, .B = a->B, .T = a->T, .world = G, .replicas = R, .stage = stage, .prefetch_depth = a->prefetch_depth,
                  .reshard_after_forward = a->reshard_after_forward, .recompute = a->recompute,
-                 .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4};
+                 .backward_prefetch = (Zero3BackwardPrefetch)a->backward_prefetch, .param_bytes = bf16 ? 2 : 4, .grad_bytes = bf16 ? 2 : 4,
+                 .one_machine = a->ranks_per_node == 0 || a->ranks_per_node >= G * R};
     r.cfg.wrap = a->wrap;
     return r;
 }
@@ -373,10 +379,10 @@ static void print_peak(const Plan *p) {
            a->prefetch_depth, a->backward_prefetch == ZERO3_BACKWARD_POST ? " -bp post" : "", a->reshard_after_forward,
            a->recompute, p->G, p->G > 1 ? "s" : "");
     for (int bf16 = 0; bf16 < 2; bf16++) print_peak_table(p, bf16);
-    printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: Open MPI's\n"
-           "   non-blocking reduction copies the largest unit's gradients on rank 0, twice for an fp32 reduce-scatter on 3+\n"
-           "   ranks; a bf16 sum receives the unit's parts into one buffer of its size on every rank;\n"
-           "   stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
+    printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: a sum\n"
+           "   receives its parts of a unit into one buffer of the unit's size on every rank; with -rpn across machines an\n"
+           "   fp32 sum is Open MPI's, which copies the largest unit's gradients on rank 0, twice for a reduce-scatter on 3+\n"
+           "   ranks; stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
     if (a->quant_weights || a->hp_group || a->quant_grads)
         printf("  (exact ZeRO: the ZeRO++ flags' int8 buffers and hpZ's secondary shard are not in these figures)\n");
 }

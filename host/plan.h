@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
     double compute_s, comm_s, exposed_s, step_s;
     double fwd_over_s, bwd_over_s;     // the passes' communication beyond their compute (0: prefetch hides it)
+    double bwd_waited_s;               // backward gathers waited on in full though the compute could cover them (-bp post at -pd 1)
 } PlanStepTime;
 
 // The model: in each micro-step the forward's gathers run behind the forward's compute and the

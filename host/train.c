@@ -282,8 +282,8 @@ static void trainer_theory_ledger(Trainer *tr) {
 // tests/test_peak.sh). The setup's freed temporaries (the init's host buffers, the recording pass's
 // engine) are given back. And glibc's threshold for mapping a buffer on its own, given back to the
 // kernel when freed, is fixed: left to itself glibc raises it past the largest such buffer freed so
-// far (the setup's), and MPI's non-blocking reductions, which allocate a copy of the unit they sum
-// and free it when done, would take their copies from the heap, where a freed copy stays resident
+// far (the setup's), and MPI's non-blocking reductions (fp32 across machines: proc/mpi_sum.h),
+// which allocate a copy of the unit they sum and free it when done, would take their copies from the heap, where a freed copy stays resident
 // and the next may land beside it. So each copy is resident only while its reduction runs, as the
 // peak planner counts it (host/peak.c's MPI scratch; docs/time.md).
 enum { HEAP_OWN_MAPPING = 128 * 1024 };   // glibc's own starting threshold

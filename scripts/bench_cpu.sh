@@ -14,6 +14,13 @@
 # The same total work per step at every N (B per rank = B/N), so the figures compare directly.
 # Each run's first step (buffer pool and cache warm-up) is left out of the average, so STEPS >= 2;
 # B is split over 1 and 2 ranks, so it is even.
+# Every row's "x floor" is its step over the step's physical floor on this machine's cores (the sum
+# of the phases' floors of --floor, measured by tools/bench/bench_floor.c after the first 1-rank run
+# of each precision: the same total work at any N, so one floor for every row of a precision; a
+# PyTorch row uses the bf16 floor). Below the table, for each stage and precision: 2 ranks over 1,
+# and what copying the 2-rank row's comm/step once (read and write, both ranks at once, at the
+# triad's bandwidth) would add to the 1-rank step: the cost ZeRO on one machine cannot go under
+# without sharing memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
@@ -33,6 +40,11 @@ for z in $STAGES; do [[ "$z" =~ ^[0-3]$ ]] || die "-z: expected stages among 0 1
 [ -n "$STAGES" ] || die "-z: expected stages among 0 1 2 3, got nothing"
 [ $TORCH = 0 ] || [ "$MODEL" = d12 ] || die "-r: PyTorch's step is GPT-2 124M: give -e d12, got -e $MODEL"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# bench_floor's shape flags from a run's model line:
+#   "| model    NAME: L=12 C=768 NH=12 V=50257 (Vp 50304) maxT=1024, 124475904 parameters"
+model_dims() {
+  sed -n 's/.* L=\([0-9]*\) C=\([0-9]*\) NH=\([0-9]*\) V=\([0-9]*\) (Vp \([0-9]*\)).*, \([0-9]*\) parameters.*/-L \1 -C \2 -NH \3 -V \4 -Vp \5 -P \6/p' "$1" | head -1
+}
 if [ $FLOOR = 1 ]; then   # one rank, each precision: the floor table with the phase clock's figures beside it
   [ $TORCH = 0 ] || die "-r: not with --floor (the floor is this trainer's step)"
   case ${BENCH_CLOCK:-wall} in wall) clock=1; threads=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc);;
@@ -44,8 +56,7 @@ if [ $FLOOR = 1 ]; then   # one rank, each precision: the floor table with the p
   for p in $precs; do
     OMP_NUM_THREADS=$threads ZERO3_CPU_PHASES=$clock ./train_gpt2_zero3 -e "$MODEL" -b "$B" -t "$T" -x "$STEPS" -p "$p" \
       -v 0 -s 0 -o "$out/$p" >"$out/$p.log"
-    # the model line: "| model    NAME: L=12 C=768 NH=12 V=50257 (Vp 50304) maxT=1024, 124475904 parameters"
-    dims=$(sed -n 's/.* L=\([0-9]*\) C=\([0-9]*\) NH=\([0-9]*\) V=\([0-9]*\) (Vp \([0-9]*\)).*, \([0-9]*\) parameters.*/-L \1 -C \2 -NH \3 -V \4 -Vp \5 -P \6/p' "$out/$p.log" | head -1)
+    dims=$(model_dims "$out/$p.log")
     # the phase clock's line: "cpu phases (...): step S | matmul M | attention A | elementwise E | logits G | other O"
     ms=$(sed -n 's/^cpu phases.*: step \([0-9.]*\) | matmul \([0-9.]*\) | attention \([0-9.]*\) | elementwise \([0-9.]*\) | logits \([0-9.]*\) | other \(-*[0-9.]*\)$/\2,\3,\4,\5,\6,\1/p' "$out/$p.log")
     [ -n "$dims" ] && [ -n "$ms" ] || die "--floor: the $p run printed no model line or no phase line (see a run by hand with ZERO3_CPU_PHASES=1)"
@@ -55,16 +66,31 @@ if [ $FLOOR = 1 ]; then   # one rank, each precision: the floor table with the p
   done
   exit 0
 fi
-make -s train_gpt2_zero3 >/dev/null
+make -s train_gpt2_zero3 build/bench_floor >/dev/null
 # every row of the table checked before its header: a bad one refuses the whole table, never half of it
 for n in 1 2; do for z in $STAGES; do for p in $precs; do
   trainer_accepts "$n" -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -p "$p"
 done; done; done
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an OMP_NUM_THREADS the user exported
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
-echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?')), load $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $pcol = 1 ] && printf "%-6s " prec
-printf "%-6s %-6s %10s %12s %14s %14s\n" ranks stage ms/step tokens/s comm/step peak/rank
+printf "%-6s %-6s %10s %12s %14s %14s %8s\n" ranks stage ms/step tokens/s comm/step peak/rank "x floor"
+declare -A FLOOR_MS BANDWIDTH MACHINE STEP_MS COMM
+first_out=
+# the floor of precision p's step, from the model line of a run's output ($2): "-p P: F ms" (floor_line),
+# and the machine's triad in GB/s
+measure_floor() {
+  local p=$1 dims report
+  dims=$(model_dims "$2")
+  [ -n "$dims" ] || die "the $p run printed no model line to count its floor from"
+  # shellcheck disable=SC2086   # dims is the flags, split on purpose
+  report=$(OMP_NUM_THREADS=$CORES ./build/bench_floor $dims -B "$B" -T "$T" -p "$p") || die "bench_floor -p $p failed"
+  FLOOR_MS[$p]=$(awk '$1 == "step" { print $2 }' <<<"$report")
+  BANDWIDTH[$p]=$(sed -n 's/.* triad \([0-9.]*\) GB\/s.*/\1/p' <<<"$report")
+  [ -n "${FLOOR_MS[$p]}" ] && [ -n "${BANDWIDTH[$p]}" ] || die "bench_floor -p $p printed no step floor or triad: $report"
+  MACHINE[$p]=$(grep '^machine' <<<"$report")
+}
 for n in 1 2; do
   for z in $STAGES; do
     for p in $precs; do
@@ -72,10 +98,14 @@ for n in 1 2; do
       dir="$out/r$n$z$p"
       cmd=(./train_gpt2_zero3 -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -p "$p" -v 0 -o "$dir")
       if [ "$n" -gt 1 ]; then cmd=(mpirun --oversubscribe --bind-to none -np "$n" "${cmd[@]}"); fi
-      OMP_NUM_THREADS=$threads "${cmd[@]}" >/dev/null
+      OMP_NUM_THREADS=$threads "${cmd[@]}" >"$dir.out"
+      [ -n "$first_out" ] || first_out=$dir.out   # its model line: the shapes every floor counts
+      [ -n "${FLOOR_MS[$p]:-}" ] || measure_floor "$p" "$dir.out"
+      read -r ms comm < <(awk -F, 'NR>2 { ms += $6; c++; comm = $8 } END { printf "%.3f %.0f\n", ms/c, comm }' "$dir/log.csv")
+      STEP_MS[$n,$z,$p]=$ms; COMM[$n,$z,$p]=$comm
       [ $pcol = 1 ] && printf "%-6s " "$p"
-      awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) 'NR>2 { ms += $6; c++; comm = $8; peak = $10 }
-        END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, peak/1048576 }' "$dir/log.csv"
+      awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) -v floor="${FLOOR_MS[$p]}" 'NR>2 { ms += $6; c++; comm = $8; peak = $10 }
+        END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB %8.2f\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, peak/1048576, ms/c/floor }' "$dir/log.csv"
     done
   done
 done
@@ -85,6 +115,18 @@ if [ $TORCH = 1 ]; then   # PyTorch's bf16 step: its ms/step over the timed step
          --modes eager --steps $((STEPS - 1)) --warmup 1 | grep '^baseline eager')
   ms=$(echo "$line" | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p')
   [ -n "$ms" ] || die "-r: PyTorch gave no step time: $line"
+  [ -n "${FLOOR_MS[bf16]:-}" ] || measure_floor bf16 "$first_out"
   [ $pcol = 1 ] && printf "%-6s " torch
-  awk -v ms="$ms" -v tok=$((B*T)) 'BEGIN { printf "%-6s %-6s %10.1f %12.0f   (PyTorch bf16 autocast, 1 process, %s)\n", 1, "-", ms, tok/(ms/1000), "eager" }'
+  awk -v ms="$ms" -v tok=$((B*T)) -v floor="${FLOOR_MS[bf16]}" 'BEGIN { printf "%-6s %-6s %10.1f %12.0f %14s %14s %8.2f   (PyTorch bf16 autocast, 1 process, %s)\n", 1, "-", ms, tok/(ms/1000), "", "", ms/floor, "eager" }'
+fi
+for p in $precs; do echo "floor -p $p: ${FLOOR_MS[$p]} ms a step; ${MACHINE[$p]}"; done
+for z in $STAGES; do for p in $precs; do
+  awk -v z="$z" -v p="$p" -v one="${STEP_MS[1,$z,$p]}" -v two="${STEP_MS[2,$z,$p]}" -v comm="${COMM[2,$z,$p]}" -v gbs="${BANDWIDTH[$p]}" \
+    'BEGIN { copy = 2 * 2 * comm / (gbs * 1e9) * 1000   # 2 ranks, each reading and writing its bytes once
+             printf "stage %d, -p %s: 2 ranks / 1 rank = %.2fx; one copy of the collectives'"'"' bytes would add %.1f ms (%.2fx)\n",
+                    z, p, two / one, copy, (one + copy) / one }'
+done; done
+if [ $TORCH = 1 ] && [[ " $precs " == *" bf16 "* ]]; then
+  read -r z _ <<<"$STAGES"
+  awk -v a="${STEP_MS[1,$z,bf16]}" -v t="$ms" 'BEGIN { printf "bf16, 1 rank, against PyTorch'"'"'s bf16 step: %.2fx as fast\n", t / a }'
 fi

@@ -104,6 +104,20 @@ rm -f "$slow"
 # every figure, rerun (the slow ones too under SLOW=1)
 $PY scripts/doc_figures.py --check $tier || fail "a figure in the documents differs from the program's output (scripts/doc_figures.py --write $tier rewrites them; check the diff)"
 
+# the lesson figures quoted in several documents: every copy of one agrees, every one has its marker
+# (tests/lessons_check.py --quotes; tests/test_lessons.sh reruns the lessons themselves); a stale copy
+# (the primer's HSDP figure, its spread changed) and a figure without its marker are caught on copies
+$PY tests/lessons_check.py --quotes README.md docs/*.md || fail "a lesson's figure is quoted differently in two places, or without its marker"
+mkdir -p "$work/quotes" && cp README.md docs/*.md "$work/quotes/" || fail "copy the documents"
+sed -i 's/full sharding 3\.10x slower on a slow cross-node link (median of 11 pairs, spread 1\.90-3\.77x)/full sharding 3.10x slower on a slow cross-node link (median of 6 pairs, spread 1.90-3.10x)/' "$work/quotes/primer.md"
+printf '\nA figure: 2.00x faster (median of 3 pairs, spread 1.50-2.50x).\n' >>"$work/quotes/README.md"
+out=$($PY tests/lessons_check.py --quotes "$work"/quotes/*.md 2>&1) && fail "a stale copy and an unmarked figure passed --quotes: $out"
+echo "$out" | grep -qE "^error: $work/quotes/(primer|time)\.md:[0-9]+: lesson hsdp quoted .* one of them is a stale copy" ||
+  fail "--quotes did not name the stale HSDP copy: $out"
+echo "$out" | grep -qE "^error: $work/quotes/README\.md:[0-9]+: the lesson figure '2\.00x faster .*' has no .* marker" ||
+  fail "--quotes did not name the unmarked figure: $out"
+echo "lesson quotes across the documents agree; a stale copy and an unmarked figure are caught"
+
 # the flags are described once: docs/formats.md's table is the figure of --help-md (ARGS_FLAGS, the
 # table -h prints), so the figures' check above holds it to the program
 grep -qxF -- '<!-- figure: ./train_gpt2_zero3 --help-md -->' docs/formats.md ||

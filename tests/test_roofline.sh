@@ -101,3 +101,33 @@ check_failed "bench_io -g too small for two records" $? "$work/out" "$work/err" 
 set -e
 [ -z "$(ls -A "$work/io")" ] || fail "a refused bench_io left a file"
 echo "ok: bench_io: $(grep -c ' GB/s' "$work/io.out") ways on a tiny file, bad inputs refused, no file left"
+
+# -- bench_cpu.sh's table: each row's "x floor" is its ms/step over the floor line's, the ratio lines are
+# the 2-rank row over the 1-rank row, and the copy's ms is 2 ranks x (read + write) of the row's comm/step
+# at the floor line's triad, all worked out again here from the printed figures
+scripts/bench_cpu.sh -e d2c64h2t64 -b 2 -t 32 -x 2 -z 3 -p fp32 >"$work/bench.out" 2>"$work/bench.err" ||
+  { cat "$work/bench.err"; fail "bench_cpu.sh's table"; }
+cat "$work/bench.out"
+awk '
+  $1 == "floor" { floor = $4; for (i = 1; i <= NF; i++) if ($i == "triad") gbs = $(i + 1) }
+  $1 ~ /^[12]$/ && $2 == "3" { ms[$1] = $3; xf[$1] = $NF; comm[$1] = $5 }
+  /^stage 3, -p fp32: 2 ranks \/ 1 rank/ { ratio = $11; sub(/x;$/, "", ratio); copy = $(NF - 2) }
+  END {
+    if (!floor || !gbs || !ms[1] || !ms[2] || ratio == "") { print "missing figures"; exit 1 }
+    for (n = 1; n <= 2; n++) if (xf[n] - ms[n] / floor > 0.011 || ms[n] / floor - xf[n] > 0.011) { print "row " n ": x floor " xf[n] ", by hand " ms[n] / floor; exit 1 }
+    if (ratio - ms[2] / ms[1] > 0.011 || ms[2] / ms[1] - ratio > 0.011) { print "2/1 ratio " ratio ", by hand " ms[2] / ms[1]; exit 1 }
+    want = 4 * comm[2] * 1048576 / (gbs * 1e9) * 1000
+    if (copy - want > 0.05 + 0.01 * want || want - copy > 0.05 + 0.01 * want) { print "copy ms " copy ", by hand " want; exit 1 }
+  }' "$work/bench.out" || fail "bench_cpu.sh's ratios do not follow from its rows"
+echo "ok: bench_cpu.sh's x floor, 2-rank ratio and copy cost follow from its own rows"
+
+# -- bench_collectives: the three rows a size, and a bad size refused on every rank
+make -s build/bench_collectives >/dev/null || fail "build bench_collectives"
+mpirun -np 2 ./build/bench_collectives -n 4096,100000 -reps 1 >"$work/coll.out" 2>&1 || { cat "$work/coll.out"; fail "bench_collectives"; }
+[ "$(grep -cE '^ +(4096|100000) (all-gather|reduce-scatter|by moves) ' "$work/coll.out")" = 6 ] ||
+  { cat "$work/coll.out"; fail "bench_collectives printed other than 3 rows for each of 2 sizes"; }
+set +e
+timeout 30 mpirun -np 2 ./build/bench_collectives -n 1x >"$work/out" 2>"$work/err"
+check_failed "bench_collectives -n 1x" $? "$work/out" "$work/err" "-n: expected up to" 30
+set -e
+echo "ok: bench_collectives: 3 rows a size, a bad -n refused"

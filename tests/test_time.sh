@@ -20,6 +20,21 @@ out=$( (ulimit -v 2000000; $BIN -plan 64 -e d48 -i /nonexistent -d 524288 -t 102
   || fail "-plan 64 -e d48 needed memory or data (exit $?)"
 echo "$out" | grep -q "time per step" || fail "-plan: no time estimate with -bw and -tf"
 echo "$out" | grep -Eq '^  3 .*(hidden|NOT hidden)' || fail "-plan: no verdict for stage 3"
+# -bp post at -pd 1: the verdict names what the model leaves exposed, the backward gathers, at their
+# ring time from the plan's own traffic table (bwd_gather GB a rank at -bw GB/s), which is also
+# what post's exposed time adds to pre's; -bp pre hides them
+plan_bp() { $BIN -plan 8 -e d12 -b 4 -t 1024 -bw 2 -tf 5 "$@" || fail "-plan -bp: exit $?"; }
+pre=$(plan_bp -bp pre) && post=$(plan_bp -bp post) || exit 1
+echo "$pre" | grep -Eq '^  3 .*hidden \(but for the first/last unit\)$' || fail "-plan -bp pre: stage 3 is not hidden:
+$(echo "$pre" | grep '^  3 ')"
+row() { echo "$1" | awk '/exposed ms +step ms/ {on = 1; next} on && $1 == 3 {print; exit}'; }
+bwd_gb=$(echo "$post" | awk '/fwd_gather +bwd_gather/ {on = 1; next} on && $1 == 3 {print $3; exit}')
+waited=$(row "$post" | sed -nE 's/.*the backward gathers exposed \(([0-9.]+) ms: -bp post -pd 1\)$/\1/p')
+[ -n "$waited" ] || fail "-plan -bp post: the verdict does not name the backward gathers it leaves exposed: $(row "$post")"
+awk -v w="$waited" -v g="$bwd_gb" -v pre="$(row "$pre" | awk '{print $6}')" -v post="$(row "$post" | awk '{print $6}')" \
+  'BEGIN {exit !(w - 1000 * g / 2 < 1 && 1000 * g / 2 - w < 1 && (post - pre) - w < 0.2 && w - (post - pre) < 0.2)}' ||
+  fail "-plan -bp post: $waited ms of backward gathers exposed, against $bwd_gb GB at 2 GB/s and the exposed times $(row "$pre" | awk '{print $6}') / $(row "$post" | awk '{print $6}') ms"
+echo "planner: -bp post -pd 1 names its exposed backward gathers, $waited ms = $bwd_gb GB at 2 GB/s = post's exposed time less pre's"
 echo "planner: 7.5B on 64 ranks = 120,000,000,000 / 1,875,000,000 bytes at stages 0 / 3; d48 planned in 2 GB"
 
 # bad input: one error line, non-zero exit

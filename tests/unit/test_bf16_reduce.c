@@ -15,6 +15,11 @@
 //   reduce-scatter in place     the same, with the shard inside the full buffer (rank * n)
 //   all-reduce (n % N != 0)     every element on every rank, chunks of uneven length
 //   the same, twice in flight   two all-reduces started before either is waited on
+//   fp32 reduce-scatter,        on one machine fp32 sums are moves too (proc/mpi_sum.h): each
+//   fp32 all-reduce             element against its contributions added in fp32 in rank order (a
+//                               plain loop here), and so a shard and an all-reduce's chunk agree
+//                               bit for bit; the contributions have full 24-bit mantissas, so
+//                               another order lands elsewhere on a share of the elements (counted)
 // Output: one "ok" line per case on rank 0, or "FAIL ..." and a non-zero exit.
 #include <math.h>
 #include <stdint.h>
@@ -87,11 +92,63 @@ static void verdict(const char *name, long telling) {
     MPI_Allreduce(&telling, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&g_failed, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (!failed && total == 0 && g_world > 2) {
-        if (g_rank == 0) fprintf(stderr, "FAIL %s: no element tells one rounding from a rounding at each add\n", name);
+        if (g_rank == 0) fprintf(stderr, "FAIL %s: no element tells the sum from %s\n", name,
+                                 strncmp(name, "fp32", 4) ? "a rounding at each add" : "the sum in another order");
         failed = 1;
     }
     if (failed) { MPI_Barrier(MPI_COMM_WORLD); exit(1); }
-    if (g_rank == 0) printf("ok   %s on %d ranks (%ld elements would differ if rounded at each add)\n", name, g_world, total);
+    if (g_rank == 0) printf("ok   %s on %d ranks (%ld elements would differ %s)\n", name, g_world, total,
+                            strncmp(name, "fp32", 4) ? "if rounded at each add" : "in another order");
+}
+
+// ---- fp32 ----
+// rank r's fp32 element i of buffer `seed`: a full mantissa, exponents within 2^-4..2^4
+static float contribution_f32(unsigned seed, int r, size_t i) {
+    const uint16_t hi = contribution(seed, r, i), lo = contribution(seed + 1000, r, i);
+    uint32_t bits = (uint32_t)hi << 16 | lo;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+// the fp32 sum in rank order, and in the reverse order (what the test must be able to tell apart)
+static float sum_in_rank_order(unsigned seed, size_t i) {
+    volatile float s = contribution_f32(seed, 0, i);
+    for (int r = 1; r < g_world; r++) s = s + contribution_f32(seed, r, i);
+    return s;
+}
+static float sum_in_reverse_order(unsigned seed, size_t i) {
+    volatile float s = contribution_f32(seed, g_world - 1, i);
+    for (int r = g_world - 2; r >= 0; r--) s = s + contribution_f32(seed, r, i);
+    return s;
+}
+static long check_span_f32(const char *name, unsigned seed, const float *got, size_t first, size_t n) {
+    long telling = 0;
+    for (size_t k = 0; k < n; k++) {
+        const float want = sum_in_rank_order(seed, first + k);
+        telling += sum_in_reverse_order(seed, first + k) != want;
+        if (memcmp(&got[k], &want, sizeof want) && !g_failed++)
+            fprintf(stderr, "FAIL %s: rank %d element %zu: got %.9g, the fp32 sum in rank order is %.9g\n", name, g_rank,
+                    first + k, got[k], want);
+    }
+    return telling;
+}
+static float *contributions_f32(unsigned seed, size_t n) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = contribution_f32(seed, g_rank, i);
+    return x;
+}
+static void f32_cases(Zero3Backend *be) {
+    const size_t n = 4099;
+    float *full = contributions_f32(31, n * (size_t)g_world);
+    be->wait(be->ctx, be->reduce_scatter_start(be->ctx, full, full + (size_t)g_rank * n, n, ZERO3_F32));
+    verdict("fp32 reduce-scatter in place", check_span_f32("fp32 reduce-scatter in place", 31, full + (size_t)g_rank * n,
+                                                           (size_t)g_rank * n, n));
+    free(full);
+    const size_t m = 10007;
+    float *a = contributions_f32(41, m);
+    be->wait(be->ctx, be->all_reduce_start(be->ctx, a, m, ZERO3_F32));
+    verdict("fp32 all-reduce", check_span_f32("fp32 all-reduce", 41, a, 0, m));
+    free(a);
 }
 
 static void reduce_scatter_case(Zero3Backend *be, int in_place) {
@@ -132,6 +189,7 @@ int main(int argc, char **argv) {
     reduce_scatter_case(&be, 1);
     all_reduce_case(&be, 0);
     all_reduce_case(&be, 1);
+    f32_cases(&be);
     backend_cpu_finish(&be);
     return 0;
 }
