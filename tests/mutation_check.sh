@@ -140,6 +140,13 @@ MUTATIONS=(
 # 90: the stream's look-ahead one unit short: give(k) reads unit k+S-2 (read already) in place of
 # k+S-1, so a later unit's AdamW runs on the slot's old record, and -oo disk's losses leave the run's without it
 "90|zero3_offload.c|    stream_read(o, u + o->nslots - 1);   // into unit u-1's slot|    stream_read(o, u + o->nslots - 2);   // into unit u-1's slot|train_gpt2_zero3|bash tests/test_offload.sh"
+# 104: the stage table's row 1 copied from row 2: ZeRO-1 shards the gradients too, so it trains as
+# ZeRO-2 (the same losses, the same bytes) but holds 4 + 12/N bytes a parameter, not 8 + 8/N
+# (test_exercises: exercise 2's measured states against DDP's)
+"104|zero3.c|    {ZERO3_FULL,    ZERO3_FULL,    ZERO3_SHARDED},   // 1: optimizer state sharded|    {ZERO3_FULL,    ZERO3_SHARDED, ZERO3_SHARDED},   // 1: optimizer state sharded|train_gpt2_zero3|bash tests/test_exercises.sh"
+# 105: the planner's deepest fitting model one block too deep (the depth kept before its peak is
+# compared with the budget; test_exercises: capacity's one-rank depth against the closed form)
+"105|host/plan.c|        if (b > limit) break;\n        best = L;|        best = L;\n        if (b > limit) break;|train_gpt2_zero3|bash tests/test_exercises.sh"
 # 106-108: what the lessons rely on. 106: the planner forgets the backward gathers -bp post -pd 1
 # waits on in full, so its verdict says "hidden" while its own exposed time doubles; 107: the trace's
 # waits read from the rank that waited most (a rank waiting for a slower one's core, not for the

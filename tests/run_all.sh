@@ -21,7 +21,7 @@ SUITE_JOBS=${SUITE_JOBS:-2}
 # each held to seconds measured by the test's own clock
 ALONE=" cluster edges links "
 # the longest first, so that the last minutes are not one long test alone (the rest in name order)
-LONG_FIRST="gpu_first cluster emu_gpt2 lessons translate operations gpu_build docs emu_streams"
+LONG_FIRST="gpu_first cluster emu_gpt2 lessons translate operations gpu_build docs emu_streams exercises"
 cd "$(dirname "$0")/.." || exit 1
 case $SUITE_JOBS in ''|*[!0-9]*|0) echo "SUITE_JOBS=$SUITE_JOBS: want a whole number >= 1" >&2; exit 2 ;; esac
 

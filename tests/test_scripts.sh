@@ -105,6 +105,11 @@ bad scripts/pitfalls.sh arg "^error: -n: 0 is out of range" scripts/pitfalls.sh 
 bad scripts/pitfalls.sh arg "^error: 4: not a pitfall" scripts/pitfalls.sh 4
 bad scripts/pitfalls.sh input "^error: -n: expected an integer" scripts/pitfalls.sh -n "$keep/run/log.csv"
 [ ! -s "$work/o" ] || { cat "$work/o"; fail "pitfalls.sh printed figures for a bad rank count"; }
+bad scripts/exercises.sh arg "^error: 7: not a section" scripts/exercises.sh -q 7
+bad scripts/exercises.sh arg "^error: -m: 0 is out of range" scripts/exercises.sh -q -m 0 5
+bad scripts/exercises.sh input "^error: -o: .*keep/run holds earlier results" scripts/exercises.sh -q -o "$keep/run" 1
+bad scripts/exercises.sh input "^error: -o: .*log.csv exists and is not a folder" scripts/exercises.sh -q -o "$keep/run/log.csv" 1
+[ ! -s "$work/o" ] || { cat "$work/o"; fail "exercises.sh printed figures before refusing its folder"; }
 bad scripts/lessons.sh arg "^error: ex7: not a lesson" scripts/lessons.sh ex7
 bad scripts/lessons.sh arg "^error: -r: 1 is out of range" scripts/lessons.sh ex6 -r 1
 bad scripts/lessons.sh arg "^error: --slow: not an option" scripts/lessons.sh all --slow
