@@ -140,6 +140,12 @@ MUTATIONS=(
 # 90: the stream's look-ahead one unit short: give(k) reads unit k+S-2 (read already) in place of
 # k+S-1, so a later unit's AdamW runs on the slot's old record, and -oo disk's losses leave the run's without it
 "90|zero3_offload.c|    stream_read(o, u + o->nslots - 1);   // into unit u-1's slot|    stream_read(o, u + o->nslots - 2);   // into unit u-1's slot|train_gpt2_zero3|bash tests/test_offload.sh"
+# 109: stage3_max_live_parameters translated as if every live unit were a block (the embedding, the
+# largest, forgotten): -pd deeper than the bound allows, and the run's live parameters over it
+"109|scripts/translate_config.py|        largest = max(unit, t.model.embedding)|        largest = unit|train_gpt2_zero3|bash tests/test_translate.sh"
+# 110: the engine's count of live parameters takes each unit's shard for the unit: the closing
+# "live params:" line halves on 2 ranks, and the unbound run no longer shows the bound's effect
+"110|observe/zero3_observe.c|            params += z->units[u].numel;|            params += z->units[u].shard;|train_gpt2_zero3|bash tests/test_translate.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE
