@@ -96,6 +96,7 @@ bad scripts/sweep_quickstart.sh arg "^error: -c: expected candidate numbers sepa
 bad scripts/sweep_quickstart.sh arg "^error: -j: 0 is out of range" scripts/sweep_quickstart.sh -j 0
 bad scripts/sweep_quickstart.sh arg "^error: --budget: missing its value" scripts/sweep_quickstart.sh --budget
 bad scripts/sweep_quickstart.sh input "^error: --budget: expected an integer" scripts/sweep_quickstart.sh --budget "$log"
+bad scripts/sweep_quickstart.sh input "^error: --dir: .*log.csv exists and is not a folder" scripts/sweep_quickstart.sh --dir "$log"
 bad scripts/prefetch_trade.sh arg "^error: -n: 1 is out of range \[2, 64\]" scripts/prefetch_trade.sh -n 1
 bad scripts/prefetch_trade.sh arg "^error: -pd: expected an integer in \[0, 64\], got 'x'" scripts/prefetch_trade.sh -pd "1 x"
 bad scripts/prefetch_trade.sh arg "^error: -pd: expected depths" scripts/prefetch_trade.sh -pd ""
