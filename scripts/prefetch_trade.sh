@@ -34,7 +34,7 @@ make -s train_gpt2_zero3 >/dev/null
 for p in $PDS; do trainer_accepts "$N" -e "$MODEL" -b "$B" -t "$T" -pd "$p" -bw "$BW" -tf "$TF" -p bf16; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-echo "-e $MODEL on $N ranks, B=$B T=$T, stage 3, -p bf16; exposed: the plan's ring model at $BW GB/s, $TF TFLOP/s a rank"
+echo "-e $MODEL on $N ranks, B=$B T=$T, stage 3, -p bf16; exposed: the plan's ring model at $BW GB/s, $TF TFLOP/s a rank"; echo
 printf '| -pd | peak MiB (plan) | gathered MiB at the peak (plan) | exposed ms (plan) | step ms (plan) |'
 [ $PLAN_ONLY = 1 ] && echo || echo ' live units (run) | live parameters (run) |'
 printf '|---:|---:|---:|---:|---:|'; [ $PLAN_ONLY = 1 ] && echo || echo '---:|---:|'
