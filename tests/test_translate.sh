@@ -7,7 +7,9 @@
 #     Hugging Face's ZeRO-3 template ("auto" everywhere: tests/translate/hf_zero3_auto.json) and a
 #     config with // /* */ # comments (tests/translate/ds_commented.json, as DeepSpeed reads them);
 #  2. every printed command is accepted by the trainer: the 124M ones run one step (-x 1, shorter
-#     rows appended), the 7.5B ones are planned (-plan N, the flags as printed);
+#     rows appended), the 7.5B ones are planned (-plan N, the flags as printed); and
+#     stage3_max_live_parameters binds in a run: a small GPT-2's bound translation holds at most the
+#     bound's parameters at once (the run's "live params:" line), the unbound one more;
 #  3. bad inputs (an unreadable file, a FIFO, a device, a folder, bad JSON, nesting 100,000 deep, a
 #     wrong type or "auto" where none is filled, 1e400, NaN, an unknown stage or key, no model, a
 #     value the trainer refuses) end with one line on stderr naming the key and exit status 2: no
