@@ -539,6 +539,8 @@ typedef struct {
     double comm_inter_bytes;    // HSDP: the part sent across replica groups (the rest stays inside one)
     size_t transient_bytes;     // gathered units + full gradient buffers live now
     size_t transient_peak;      // their maximum this step
+    size_t live_params_peak;    // the most parameters gathered or arriving at once this step (the units'
+    int live_units_peak;        // numel), and the most units: what -pd bounds, DeepSpeed's max_live_parameters
     int gathers, reduces;       // collectives issued this step
     Zero3Ledger ledger;         // the same collectives, by kind
     double exposed_s;           // time the compute side waited on collectives (zero3_timeline_read)

@@ -247,6 +247,16 @@ static void trainer_print_pool(const Trainer *tr) {
            z->pool.count, r, h, f, reserved > held ? 100.0 * (double)(reserved - held) / (double)reserved : 0.0);
 }
 
+// The gathered units live at once (stage 3): the prefetch depth's bound, 1 + P units under -bp pre
+// (more where -ra 0 keeps them, or the tied embedding is held), in DeepSpeed's unit of
+// stage3_max_live_parameters, parameters.
+static void trainer_print_live_units(const Trainer *tr) {
+    const Zero3Stats *s = &tr->z.observe.stats;
+    if (s->live_units_peak == 0) return;
+    printf("live params: the last step held at most %d gathered units at once, %zu parameters (rank 0, -pd %d)\n",
+           s->live_units_peak, s->live_params_peak, tr->z.cfg.prefetch_depth);
+}
+
 // The run's memory as the kernel counts it (rank 0): the process's peak resident bytes (VmHWM) less
 // what it held before the model state was allocated (the program, the MPI library, their buffers).
 // Every buffer the run allocates is written in a step (the state, the activations, the pool), so
@@ -351,6 +361,7 @@ void trainer_summary(const Trainer *tr) {
     }
     if (issued) printf("ledger: %s\n", match ? "measured = theory" : "measured != theory");
     trainer_print_pool(tr);
+    trainer_print_live_units(tr);
     trainer_print_process_memory(tr);
     trainer_print_offload_io(tr);
     trainer_print_wire(tr);

@@ -177,8 +177,24 @@ static void observe_step_end(Zero3 *z) { z->observe.comm_bytes_total += z->obser
 
 // The ledger's count, and the communication side of the collective: its transfer, with its bytes
 // (the two stamps the backend took around the collective it started last).
+// The units live now: every unit holding a gathered buffer (arriving, gathered or kept). Counted as
+// each gather starts, the moment a unit joins them; a unit leaves only when freed, so that is the peak.
+static void count_live_units(Zero3 *z) {
+    Zero3Stats *s = &z->observe.stats;
+    size_t params = 0;
+    int units = 0;
+    for (int u = 0; u < z->nunits; u++)
+        if (z->units[u].params_gathered && z->units[u].param_state != ZERO3_PARAMS_RESIDENT) {
+            params += z->units[u].numel;
+            units++;
+        }
+    if (params > s->live_params_peak) s->live_params_peak = params;
+    if (units > s->live_units_peak) s->live_units_peak = units;
+}
+
 static void observe_collective(Zero3 *z, int unit, Zero3Collective kind, size_t buffer_bytes) {
     double bytes = ledger_count(z, kind, buffer_bytes);
+    if (kind == ZERO3_COLL_FWD_GATHER || kind == ZERO3_COLL_BWD_GATHER || kind == ZERO3_COLL_HP_GATHER) count_live_units(z);
     if (!timed(z)) return;
     int i = event_add(z, ZERO3_EV_COLLECTIVE, unit, kind);
     Zero3Event *e = &z->observe.events[i];

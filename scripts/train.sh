@@ -11,8 +11,10 @@
 #                                      a -o among the extra flags is the same as --out
 #   scripts/train.sh -- FLAGS...       extra trainer flags, appended (e.g. -- -x 1000 -s 200)
 #
-# CPU: min(4, cores) ranks of a small model (-e d4c128h4t64) for 300 steps, a few minutes on a laptop,
-# with samples every 100 steps. GPU: GPT-2 124M (-e d12) on every GPU of this machine. Output in
+# CPU: min(4, cores) ranks of a small model (-e d4c128h4t64) in mixed precision (-p bf16) for 781
+# steps at -l 2e-3, with samples every 100 steps: the lowest val loss among the candidates of
+# scripts/sweep_quickstart.sh for 3 minutes of a step's compute on 2 cores (docs/performance.md; the
+# waits for communication come on top). GPU: GPT-2 124M (-e d12) on every GPU of this machine. Output in
 # out/cpu or out/gpu (log.csv, checkpoints, model.bin) and the loss plot out/*/loss.png. Run again
 # after an interruption (Ctrl-C, SIGTERM): it resumes any unfinished run, judged by what its last
 # checkpoint says the run was started to do (its step and its -x), and continues to that -x unless
@@ -32,7 +34,7 @@ while [ $# -gt 0 ]; do
     --pretrained) pretrained=1; shift ;;
     --out) [ $# -ge 2 ] && [ -n "$2" ] || die "--out: needs a folder"; out=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     -*) die "$1: unknown option (-h for help; trainer flags go after --, as in scripts/train.sh -- -x 1000)" ;;
     *) die "$1: unexpected argument (-h for help)" ;;
   esac
@@ -136,8 +138,8 @@ else
   make -s train_gpt2_zero3
   n=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc); [ "$n" -le 4 ] || n=4
   launch=(mpirun --oversubscribe -np "$n" -x OMP_NUM_THREADS=1)
-  steps=300
-  flags=(-e d4c128h4t64 -b 8 -t 64 -x "$steps" -l 2e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 4 -s 100 -g 64 -n 50)
+  steps=781   # scripts/sweep_quickstart.sh's candidate 2: its steps, warmup (1/15 of them) and schedule
+  flags=(-e d4c128h4t64 -p bf16 -b 8 -t 64 -x "$steps" -l 2e-3 -u 52 -q 0.1 -c 0.1 -v 50 -m 4 -s 100 -g 64 -n 50)
   # GPT-2 124M on CPU ranks: a few dozen steps take minutes
   [ "$pretrained" -eq 0 ] || { steps=40; flags=(-b 4 -t 64 -x "$steps" -l 1e-4 -v 10 -m 2 -s 20 -g 64 -n 10); }
   bin=./train_gpt2_zero3

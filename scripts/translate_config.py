@@ -282,15 +282,22 @@ def prefetch_depth(t, knob, bucket, max_live):
     pd = max(1, min(PD_MAX, math.ceil(bucket / unit))) if bucket > 0 else 0
     why = f"{bucket:,.0f} = {blocks_text(t.model, bucket, t.wrap)}: the units the bucket reaches into"
     if max_live is not None:
-        live = int(max_live // unit)   # whole units that fit; -bp pre holds 1 + P of them
-        if live < 1:
+        # live at once under -bp pre: the unit in use and the P ahead; one of them may be the largest
+        # unit (the embedding, gathered for the encoder and again for the tied LM head), so
+        # largest + P * unit <= max_live
+        largest = max(unit, t.model.embedding)
+        ahead = int((max_live - largest) // unit) if max_live >= largest else 0
+        if max_live < unit:
             t.missing("stage3_max_live_parameters", f"{max_live:,.0f} is under one unit ({unit:,}): this engine "
                       "gathers whole units, at least one at a time; -wrap finer units is the way down")
-        elif pd > live - 1:
-            pd = live - 1
-            why += f"; stage3_max_live_parameters {max_live:,.0f} holds {live} units, so 1 + P <= {live}"
+        elif pd > ahead:
+            pd = ahead
+            why += (f"; stage3_max_live_parameters {max_live:,.0f} holds the largest unit ({largest:,}) and {ahead} "
+                    f"more, so P <= {ahead}")
+            if max_live < largest:
+                why += " (the largest alone is over it: gathered when the compute needs it, as DeepSpeed does)"
         else:
-            why += f"; stage3_max_live_parameters {max_live:,.0f} ({live} units) does not bind"
+            why += f"; stage3_max_live_parameters {max_live:,.0f} (the largest unit and {ahead} more) does not bind"
     t.set(knob, "-pd", pd, why)
 
 

@@ -158,6 +158,12 @@ MUTATIONS=(
 # -ua 1: a unit's AdamW before its reduce-scatter completes; at the first micro-step, before its gradients are whole
 "102|zero3.c|    wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);\n    announce_final_grads(z, z->inflight.unit[0]);\n    update_unit_in_backward(z, z->inflight.unit[0]);|    update_unit_in_backward(z, z->inflight.unit[0]);\n    wait_for(z, z->inflight.handle[0], z->inflight.unit[0], z->inflight.kind[0]);\n    announce_final_grads(z, z->inflight.unit[0]);|train_gpt2_zero3|bash tests/test_inbackward.sh"
 "103|zero3.c|if (z->step.micro != z->step.micro_steps - 1) return;   // not final|if (z->step.micro != 0) return;   // not final|train_gpt2_zero3|bash tests/test_inbackward.sh"
+# 109: stage3_max_live_parameters translated as if every live unit were a block (the embedding, the
+# largest, forgotten): -pd deeper than the bound allows, and the run's live parameters over it
+"109|scripts/translate_config.py|        largest = max(unit, t.model.embedding)|        largest = unit|train_gpt2_zero3|bash tests/test_translate.sh"
+# 110: the engine's count of live parameters takes each unit's shard for the unit: the closing
+# "live params:" line halves on 2 ranks, and the unbound run no longer shows the bound's effect
+"110|observe/zero3_observe.c|            params += z->units[u].numel;|            params += z->units[u].shard;|train_gpt2_zero3|bash tests/test_translate.sh"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE

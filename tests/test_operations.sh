@@ -11,7 +11,7 @@
 #     of the old name keeps its checkpoints, latest and .lock;
 #  4. one log per history: -f 1 killed before its first checkpoint leaves log.csv as it was, and the
 #     resumed run's log equals an uninterrupted run's;
-#  5. scripts/train.sh stopped beyond its default 300 steps resumes (judged by the checkpoint's -x);
+#  5. scripts/train.sh stopped beyond its default 781 steps resumes (judged by the checkpoint's -x);
 #     after the finished run, the next goes beside it (DIR.1) and the finished one is untouched;
 #  6. the planner refuses what a run refuses (same line), 64-bit (-b 65536 -t 65536, a huge -d),
 #     and -hs / -wrap change the plan.
@@ -181,16 +181,16 @@ for np in 1 2; do
   echo "ok   np=$np: -f 1 killed at step 3 left log.csv byte for byte; resumed (-y 1): log.csv = the uninterrupted run's (steps, losses)"
 done
 
-# ---------------------------------------------------------------- 5. scripts/train.sh resumes beyond its default 300 steps
-# 1000 steps of about 4 ms: the signal, sent at step 305, lands long before the run ends
+# ---------------------------------------------------------------- 5. scripts/train.sh resumes beyond its default 781 steps
+# 1000 steps of about 4 ms: the signal, sent at step 805, lands long before the run ends
 T=(-e d1c16h1t16 -b 1 -t 8 -v 0 -s 0 -n 50)
 scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 1000 >"$work/ts1.out" 2>&1 &
 pid=$!; bg_pids+=("$pid")
-wait_for "$work/ts1.out" "^step  *305/"
+wait_for "$work/ts1.out" "^step  *805/"
 kill -TERM "$(pgrep -f "^\./train_gpt2_zero3 .*$work/ts" | head -1)"; wait "$pid"   # a rank (mpirun acts on SIGTERM itself)
-grep -q "^stopped by SIGTERM after step [3-9][0-9][0-9] of 1000" "$work/ts1.out" || { tail "$work/ts1.out"; fail "train.sh: the run did not stop past step 300"; }
+grep -q "^stopped by SIGTERM after step [8-9][0-9][0-9] of 1000" "$work/ts1.out" || { tail "$work/ts1.out"; fail "train.sh: the run did not stop past step 781"; }
 scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 1000 >"$work/ts2.out" 2>&1 || { tail "$work/ts2.out"; fail "train.sh: the second call failed"; }
-grep -q "^train.sh: resuming the unfinished run in $work/ts: its checkpoint is at step [3-9][0-9][0-9] of the 1000" "$work/ts2.out" || { head -20 "$work/ts2.out"; fail "train.sh: no resume"; }
+grep -q "^train.sh: resuming the unfinished run in $work/ts: its checkpoint is at step [8-9][0-9][0-9] of the 1000" "$work/ts2.out" || { head -20 "$work/ts2.out"; fail "train.sh: no resume"; }
 [ "$(cut -d, -f1 "$work/ts/log.csv" | sed 1d | sort -n | uniq | wc -l)" -eq 1000 ] || fail "train.sh: the log does not hold steps 0..999 once each"
 scripts/train.sh --cpu --out "$work/ts" -- "${T[@]}" -x 20 >"$work/ts3.out" 2>&1 || { tail "$work/ts3.out"; fail "train.sh: the third call failed"; }
 grep -q "^train.sh: the run in $work/ts finished (1000 of 1000 steps): this run goes beside it, into $work/ts.1" "$work/ts3.out" || fail "train.sh: a finished run's new run did not go beside it"

@@ -91,6 +91,16 @@ bad scripts/bench_offload.sh arg "^error: flag -os: 9 slots for a model of 4 uni
 bad scripts/wire_bytes.sh arg "^error: -x: 1 is out of range" scripts/wire_bytes.sh -x 1
 bad scripts/wire_bytes.sh input "truncated.bin: too short" scripts/wire_bytes.sh -e "$keep/truncated.bin"
 bad scripts/bench_variants.sh arg "^error: -n: expected an integer" scripts/bench_variants.sh -n x
+bad scripts/sweep_quickstart.sh arg "^error: -c: 9 is out of range \[1, 6\]" scripts/sweep_quickstart.sh -c 9
+bad scripts/sweep_quickstart.sh arg "^error: -c: expected candidate numbers separated by commas" scripts/sweep_quickstart.sh -c 1,,2
+bad scripts/sweep_quickstart.sh arg "^error: -j: 0 is out of range" scripts/sweep_quickstart.sh -j 0
+bad scripts/sweep_quickstart.sh arg "^error: --budget: missing its value" scripts/sweep_quickstart.sh --budget
+bad scripts/sweep_quickstart.sh input "^error: --budget: expected an integer" scripts/sweep_quickstart.sh --budget "$log"
+bad scripts/sweep_quickstart.sh input "^error: --dir: .*log.csv exists and is not a folder" scripts/sweep_quickstart.sh --dir "$log"
+bad scripts/prefetch_trade.sh arg "^error: -n: 1 is out of range \[2, 64\]" scripts/prefetch_trade.sh -n 1
+bad scripts/prefetch_trade.sh arg "^error: -pd: expected an integer in \[0, 64\], got 'x'" scripts/prefetch_trade.sh -pd "1 x"
+bad scripts/prefetch_trade.sh arg "^error: -pd: expected depths" scripts/prefetch_trade.sh -pd ""
+bad scripts/prefetch_trade.sh input "truncated.bin: too short" scripts/prefetch_trade.sh --plan-only -e "$keep/truncated.bin"
 # a parameter count passes the planner but no run: refused before the table's header, which never prints
 for b in bench_cpu bench_time; do
   bad scripts/$b.sh arg "^error: -e 1M: a run trains a model descriptor" scripts/$b.sh -e 1M

@@ -7,7 +7,9 @@
 #     Hugging Face's ZeRO-3 template ("auto" everywhere: tests/translate/hf_zero3_auto.json) and a
 #     config with // /* */ # comments (tests/translate/ds_commented.json, as DeepSpeed reads them);
 #  2. every printed command is accepted by the trainer: the 124M ones run one step (-x 1, shorter
-#     rows appended), the 7.5B ones are planned (-plan N, the flags as printed);
+#     rows appended), the 7.5B ones are planned (-plan N, the flags as printed); and
+#     stage3_max_live_parameters binds in a run: a small GPT-2's bound translation holds at most the
+#     bound's parameters at once (the run's "live params:" line), the unbound one more;
 #  3. bad inputs (an unreadable file, a FIFO, a device, a folder, bad JSON, nesting 100,000 deep, a
 #     wrong type or "auto" where none is filled, 1e400, NaN, an unknown stage or key, no model, a
 #     value the trainer refuses) end with one line on stderr naming the key and exit status 2: no
@@ -24,7 +26,8 @@ cmds=()
 #   7.5B (C = 4096): 12 * 16777216 + 13 * 4096 = 201,379,840 a block
 # Hugging Face's "auto": prefetch bucket 0.9 C^2, persistence threshold 10 C.
 # -pd from a bucket of P parameters: the units it reaches into, ceil(P / unit), at least 1; under
-# stage3_max_live_parameters M at most floor(M / unit) - 1 (pre holds 1 + P units).
+# stage3_max_live_parameters M at most floor((M - E) / unit), E the largest unit (the embedding, V C +
+# maxT C, V = 50257): -bp pre holds the unit in use and P ahead, and one of them may be the embedding.
 expect() {   # name, expected flags, translator arguments...
   local name=$1 want=$2; shift 2
   local out
@@ -52,7 +55,7 @@ hf=$($PY $X --model 124M tests/translate/hf_zero3_auto.json)
 for key in bf16/fp16.enabled train_micro_batch_size_per_gpu gradient_accumulation_steps gradient_clipping optimizer.params.lr; do
   grep -q "^  $key auto: Hugging Face fills it from TrainingArguments" <<<"$hf" || { echo "$hf"; fail "HF template: no assumed line for $key"; }
 done
-# 5e7 / 7,087,872 = 7.05 -> 8 units; 1e9 holds 141 units: no bound; threshold 1e5 as given
+# 5e7 / 7,087,872 = 7.05 -> 8 units; 1e9 holds the embedding (39,383,808) and 135 blocks: no bound; threshold 1e5 as given
 expect "ds_zero3_sized 124M" "-z 3 -pd 8 -pt 100000" --model 124M $EX/ds_zero3_sized.json
 # the threshold's semantics differ (DeepSpeed's per tensor, -pt's per unit), said in one line: at 1e5 a
 # d12 block's tensors under it are its 8 biases and layernorms, 13 C = 9,984 parameters (6 of C, qkv's
@@ -73,11 +76,14 @@ grep -qE "^  gathers a step +6 +6 +0$" <<<"$pers" && grep -qE "^  gather bytes a
 $PY scripts/persistence.py --model d2c64h2t64 --threshold 300 --ranks 4 --log "$work/pt/log.csv" >/dev/null 2>&1 &&
   fail "persistence.py: a log of 2 ranks taken for 4"
 echo "  ok  the persistence threshold: per unit here, per tensor in DeepSpeed, said; persistence.py's count is the run's bytes"
-# 5e7 / 201,379,840 = 0.25 -> 1; 1e9 holds 4 units: at most 3, no bound
+# 5e7 / 201,379,840 = 0.25 -> 1; 1e9 holds the embedding (210,010,112) and 3 blocks: no bound
 expect "ds_zero3_sized 7.5B" "-z 3 -pd 1 -pt 100000" --model 7.5B $EX/ds_zero3_sized.json
-# max live 3e7 holds floor(3e7 / 7,087,872) = 4 units, so -pd <= 3 though the bucket reaches 8
-echo '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7, "stage3_max_live_parameters": 3e7}}' >"$work/live.json"
-expect "max live binds, 124M" "-z 3 -pd 3 -pt 100000" --model 124M "$work/live.json"
+# max live 6e7 holds the embedding and floor((6e7 - 39,383,808) / 7,087,872) = 2 blocks: -pd 2 though
+# the bucket reaches 8; 3e7 is under the embedding alone: -pd 0 (one unit at a time)
+echo '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7, "stage3_max_live_parameters": 6e7}}' >"$work/live.json"
+expect "max live binds, 124M" "-z 3 -pd 2 -pt 100000" --model 124M "$work/live.json"
+echo '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7, "stage3_max_live_parameters": 3e7}}' >"$work/live0.json"
+expect "max live under the embedding, 124M" "-z 3 -pd 0 -pt 100000" --model 124M "$work/live0.json"
 # accumulation 2 at B 4 on 2 ranks of T 32: -d 2*4*32*2 = 512; DeepSpeed's defaults (bucket 5e7 -> 8,
 # threshold 1e5); ZeRO++: hpZ 2 -> -hp 2, quantized weights -> -qw 8, gradients -> -qg 8
 cat >"$work/zpp.json" <<'EOF'
@@ -141,6 +147,30 @@ for cmd in "${cmds[@]}"; do
   side_by_side accepted "$run"
 done
 finish_cases
+
+# stage3_max_live_parameters binding in a run: d4c128h4t64's block is 12 * 128^2 + 13 * 128 = 198,272
+# and its embedding 50257 * 128 + 64 * 128 = 6,441,088. A bucket of 2e6 reaches ceil(2e6 / 198,272) =
+# 11 units; max live 7e6 holds the embedding and floor((7e6 - 6,441,088) / 198,272) = 2 blocks: -pd 2.
+# Run (2 steps, the second prefetching), the closing "live params:" line: the bound run holds 1 + 2
+# units and at most 7e6 parameters; the same bucket without the bound (DeepSpeed's default 1e9) holds
+# more than 7e6 at once, so the bound is what keeps the first run under it.
+echo "stage3_max_live_parameters binding, in a run:"
+live_run() {   # config, want -pd: prints "UNITS PARAMS" of the run's closing line
+  local out cmd
+  out=$(timeout 60 $PY $X --model d4c128h4t64 --ranks 2 "$1" 2>&1) || { echo "$out"; fail "live: the translator failed"; }
+  grep -q "^flags: -z 3 -pd $2 " <<<"$out" || { echo "$out"; fail "live: want -pd $2"; }
+  cmd=$(sed -n 's/^command: //p' <<<"$out")
+  out=$(timeout 600 bash -c "$cmd -x 2 -v 0 -b 1 -t 32" 2>&1) || { echo "$out" | tail -5; fail "live: $cmd failed"; }
+  sed -n 's/^live params: the last step held at most \([0-9]*\) gathered units at once, \([0-9]*\) parameters .*/\1 \2/p' <<<"$out"
+}
+echo '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 2e6, "stage3_max_live_parameters": 7e6}}' >"$work/bound.json"
+echo '{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 2e6}}' >"$work/unbound.json"
+read -r u1 p1 <<<"$(live_run "$work/bound.json" 2)"
+read -r u2 p2 <<<"$(live_run "$work/unbound.json" 11)"
+[ -n "$p1" ] && [ -n "$p2" ] || fail "live: a run printed no live params line"
+[ "$u1" -eq 3 ] && [ "$p1" -le 7000000 ] || fail "live: bound run held $u1 units, $p1 parameters: want 3 units and at most 7e6"
+[ "$p2" -gt 7000000 ] || fail "live: the unbound run held $p2 parameters: want more than 7e6 (else the bound shows nothing)"
+echo "  ok  max live 7e6 -> -pd 2: $u1 units, $p1 parameters at once; without it -pd 11: $u2 units, $p2"
 
 echo "bad inputs:"
 bad() {   # name, pattern, arguments...

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/figures/zeropp_curves.sh: the accuracy of ZeRO++ measured (docs/zeropp.md): the quick-start model
-# (scripts/train.sh's CPU run: -e d4c128h4t64 -b 8 -t 64, 300 steps) trained on 4 ranks with exact
+# (scripts/train.sh's CPU model: -e d4c128h4t64 -b 8 -t 64, in fp32 for 300 steps) trained on 4 ranks with exact
 # ZeRO-3, each of -qw 8, -hp 2, -qg 8, and all three together, from the same seed; then one picture
 # of the five loss curves and the table of final validation losses (scripts/figures/plot_zeropp.py).
 #   scripts/figures/zeropp_curves.sh [OUT]      default OUT=out/zeropp; STEPS=300 B=8 NP=4 BIN=./train_gpt2_zero3
