@@ -13,9 +13,10 @@
 //                  it at once (best fit hands a freed buffer to the next
 //                  request of its size, so the pool never shrinks)
 //   activations    what the CPU trainer keeps for the backward, fp32     4 B T (L per-layer + the rest)
-//   MPI scratch    Open MPI's non-blocking reduction (libnbc) on rank    1 x (all-reduce) or 2 x (a
-//                  0, the root of its binomial tree, copies the whole    reduce-scatter on 3+ ranks)
-//                  unit it reduces: the largest unit's gradients         the largest unit's gradients
+//   MPI scratch    Open MPI's non-blocking reduction (libnbc) on a rank  1 x (all-reduce) or 2 x (a
+//                  with children in its binomial tree (rank 0, the root,  reduce-scatter on 3+ ranks)
+//                  the most) copies the whole unit it reduces: the       the largest unit's gradients
+//                  largest unit's gradients (host/peak.c: per rank)      on rank 0; fewer elsewhere
 //
 // The busiest moment of ZeRO-3 (-ra 1) on a GPT-2 is the LM head's backward, where the tied
 // embedding is held gathered with its full gradient buffer, or a block's backward: the embedding's
@@ -39,6 +40,7 @@ typedef struct {
     int prefetch_depth, reshard_after_forward, recompute;   // -pd -ra -rc
     Zero3BackwardPrefetch backward_prefetch;   // -bp pre|post: when a unit's backward gathers ahead
     int param_bytes, grad_bytes;     // 4 and 4 (fp32), 2 and 2 (-p bf16)
+    int rank;                        // the rank whose peak it is (0 unless given: the root of MPI's reductions)
 } PeakRun;
 
 typedef enum { PEAK_STATE, PEAK_GATHERED, PEAK_GRADS, PEAK_FRAGMENTATION, PEAK_ACTIVATIONS, PEAK_SCRATCH, PEAK_TERMS } PeakTerm;
@@ -52,6 +54,9 @@ typedef struct {
 
 // The peak of one rank of run r, term by term.
 PeakBytes peak_bytes(const PeakRun *r);
+// The engine's own buffers of a peak: model state, gathered units, gradient buffers (the pool's
+// reserve beyond them, the activations and MPI's copies are the process's, not the engine's).
+double peak_engine_bytes(const PeakBytes *b);
 // The largest unit's parameters (the embedding, or a -wrap K unit of blocks): the size of each of the
 // staging buffers a stream of units through memory holds (-oo disk).
 double peak_largest_unit(const GPT2Config *c);
