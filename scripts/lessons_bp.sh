@@ -13,7 +13,8 @@
 #            bwd_gather" spans, all but each backward's first two): the effect itself, robust to the
 #            odd slow step of a busy machine;
 #   exposed  all the exposed communication a step (log.csv's exposed_comm_ms, median), for scale;
-#   peak     the run's peak memory per rank (log.csv's mem_peak_bytes; no clock in it).
+#   peak     the engine's peak memory per rank (log.csv's mem_engine_peak_bytes: its buffers, where the
+#            prefetch rule shows; no clock in it).
 # The verdict compares post with pre repeat by repeat: "BACKWARD_PRE hides X ms more than POST
 # (spread Y)" when every repeat shows it and the mean beats the spread, else "not shown: too noisy".
 set -euo pipefail
@@ -62,7 +63,7 @@ def measure(name):
     with open(f"{tmp}/{name}/log.csv") as f:
         rows = [r for r in csv.DictReader(f) if int(r["step"]) >= 1]
     exposed = statistics.median(float(r["exposed_comm_ms"]) for r in rows)
-    return statistics.median(waits), len(waits) / len(rows), exposed, int(rows[-1]["mem_peak_bytes"])
+    return statistics.median(waits), len(waits) / len(rows), exposed, int(rows[-1]["mem_engine_peak_bytes"])
 
 print(f"  {'repeat':<8}{'wait per hideable gather: pre':>30}{'post':>10}{'post - pre':>12}"
       f"{'exposed a step: pre':>22}{'post':>11}")
