@@ -245,13 +245,15 @@ static void trainer_print_pool(const Trainer *tr) {
            z->pool.count, r, h, f, reserved > held ? 100.0 * (double)(reserved - held) / (double)reserved : 0.0);
 }
 
-// The run's memory as the kernel counts it (trainer_process_peak), for every rank: rank 0's in full,
-// then each rank's (trainer_gather_peaks), beside the plan's prediction for that rank on the CPU
-// trainer (whose peak is all in host memory): the figure the startup check held against the machine
-// (-o's last checkpoint and export are not in it). The ranks differ: rank 0, the root of Open MPI's
-// non-blocking reductions, holds their copies of the units (host/peak.c's MPI scratch).
+// The run's memory as the kernel counts it (trainer_process_peak) over its steps, taken after the
+// last one, before -o's last checkpoint and export (trainer_gather_peaks), for every rank: rank 0's
+// in full, then each rank's, beside the plan's prediction for that rank on the CPU trainer (whose
+// peak is all in host memory): the figure the startup check held against the machine. The ranks
+// differ: rank 0, the root of Open MPI's non-blocking reductions, holds their copies of the units
+// (host/peak.c's MPI scratch).
 static void trainer_print_process_memory(const Trainer *tr) {
-    long long peak = proc_status_bytes("VmHWM"), before = tr->measure.resident_before, run = trainer_process_peak(tr);
+    if (!tr->measure.rank_peaks) return;
+    const long long before = tr->measure.resident_before, run = tr->measure.rank_peaks[0], peak = run + before;
     if (run < 0) return;
     char p[32], b[32], d[32], planned[80] = "";
     format_bytes(p, sizeof p, (double)peak);
@@ -265,7 +267,6 @@ static void trainer_print_process_memory(const Trainer *tr) {
     }
     printf("process memory (rank 0, the kernel's count): peak resident %s (VmHWM) - %s before the model state = %s "
            "(%lld bytes) the run's peak%s\n", p, b, d, run, planned);
-    if (!tr->measure.rank_peaks) return;
     printf("process memory per rank (VmHWM - the resident set before the model state)%s:\n", cpu ? " | the plan's" : "");
     for (int r = 0; r < N; r++) {
         const long long got = tr->measure.rank_peaks[r];

@@ -515,11 +515,11 @@ static void trainer_check_finite(const Trainer *tr, const TrainLoop *loop, StepR
 static void trainer_finish(Trainer *tr, const TrainLoop *loop) {
     const TrainArgs *a = &tr->args;
     raise_stop_if_due(tr, a->steps, -1);
+    trainer_gather_peaks(tr);   // the steps' peak: the last checkpoint and export below are -o's, not the training's
     if (a->out_dir) {
         if (loop->saved_step != a->steps) trainer_checkpoint(tr, a->steps);
         trainer_export(tr);
     }
-    trainer_gather_peaks(tr);
     trainer_summary(tr);
     if (a->quant_weights || a->quant_grads) zeropp_report_quant_error(&tr->z);   // collective
 }
