@@ -64,7 +64,7 @@ CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an 
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 [ $pcol = 1 ] && printf "%-6s " prec
-printf "%-6s %-6s %10s %12s %14s %14s\n" ranks stage ms/step tokens/s comm/step peak/rank
+printf "%-6s %-6s %10s %12s %14s %14s %14s\n" ranks stage ms/step tokens/s comm/step engine/rank process/rank
 for n in 1 2; do
   for z in $STAGES; do
     for p in $precs; do
@@ -74,8 +74,9 @@ for n in 1 2; do
       if [ "$n" -gt 1 ]; then cmd=(mpirun --oversubscribe --bind-to none -np "$n" "${cmd[@]}"); fi
       OMP_NUM_THREADS=$threads "${cmd[@]}" >/dev/null
       [ $pcol = 1 ] && printf "%-6s " "$p"
-      awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) 'NR>2 { ms += $6; c++; comm = $8; peak = $10 }
-        END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, peak/1048576 }' "$dir/log.csv"
+      # log.csv's engine peak (mem_engine_peak_bytes) and rank 0's process peak (mem_peak_bytes, the kernel's count)
+      awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) 'NR>2 { ms += $6; c++; comm = $8; proc = $10; eng = $13 }
+        END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB %10.2f MiB\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, eng/1048576, proc/1048576 }' "$dir/log.csv"
     done
   done
 done
