@@ -130,7 +130,8 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
 // bf16: MPI only moves the parts (an all-to-all); every rank receives its N parts of the unit into
 // one buffer, the unit's size, and sums them itself: one copy at any N on every rank (which sums are
 // MPI's: proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced across the
-// replica groups; otherwise the unit is reduced inside the shard group of G consecutive ranks.
+// replica groups; otherwise the unit is reduced inside the shard group of G consecutive ranks, and
+// its shard then all-reduced across the groups.
 static int tree_children(int rank, int n) {
     int kids = 0;
     for (int m = 1; m < n && (rank == 0 || m < (rank & -rank)); m <<= 1) kids += rank + m < n;
@@ -144,7 +145,13 @@ static double scratch_bytes(const PeakRun *r, const PeakShapes *s, Zero3DType gr
     const int n = r->world > 1 ? r->world : r->replicas, me = r->world > 1 ? r->rank % r->world : r->rank;
     const int kids = tree_children(me, n);
     const double copies = !mpi_sums(grad_type) ? 1.0 : scatter ? fmin(kids, 2) : n == 2 || kids > 0;
-    return copies * fmax(s->emb, s->block) * r->grad_bytes;
+    const double unit = fmax(s->emb, s->block) * r->grad_bytes;
+    if (!mpi_sums(grad_type) || r->world == 1 || r->replicas == 1) return copies * unit;
+    // HSDP: then the shard is all-reduced across the replica groups (this rank's place in its own:
+    // rank / G), one shard's copy where the tree gives one, after the group's reduction has freed its
+    // copies (measured: -hs 2 on 4 ranks, ranks 1 and 3 hold half the embedding's gradients)
+    const int across_kids = tree_children(r->rank / r->world, r->replicas);
+    return fmax(copies * unit, r->replicas == 2 || across_kids > 0 ? unit / r->world : 0.0);
 }
 
 double peak_largest_unit(const GPT2Config *c) {
