@@ -126,7 +126,8 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
 // on 2-4 ranks (Open MPI 4.1, tests/test_peak.sh): a reduce-scatter (the policy's answer:
 // zero3_reduction_for) keeps one copy on a rank with one child, two on a rank with more (the sums of
 // two rounds), none on a leaf; an all-reduce one copy on a rank with children, and on 2 ranks one on
-// both (each receives the other's unit). So rank 0 holds the most, and the ranks differ.
+// both (each receives the other's unit). So rank 0 holds the most, and the ranks differ. Past 4
+// ranks the same rule is applied to the tree, not measured here.
 // bf16: MPI only moves the parts (an all-to-all); every rank receives its N parts of the unit into
 // one buffer, the unit's size, and sums them itself: one copy at any N on every rank (which sums are
 // MPI's: proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced across the

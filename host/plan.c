@@ -367,7 +367,7 @@ static void rank_list(const double *peak, int N, double want, char *out, size_t 
 // buffers: log.csv's mem_engine_peak_bytes), one row per group of ranks with the same figures.
 static void print_peak_ranks(const Plan *p, int bf16) {
     double *peak = (double *)xmalloc((size_t)p->N * sizeof(double));
-    printf("  %s, per rank, MiB:\n  stage  %-26s %10s %10s\n", PRECISION_NAMES[bf16], "ranks", "process", "engine");
+    printf("  %s, per rank, MiB:\n  stage  %-30s %10s %10s\n", PRECISION_NAMES[bf16], "ranks", "process", "engine");
     for (int s = 0; s <= 3; s++) {
         double engine = 0.0;
         for (int r = 0; r < p->N; r++) {
@@ -383,7 +383,7 @@ static void print_peak_ranks(const Plan *p, int bf16) {
             if (!first) continue;
             char ranks[96];
             rank_list(peak, p->N, peak[r], ranks, sizeof ranks);
-            printf("  %s  %-26s %10.2f %10.2f\n", STAGE_NAMES[s], ranks, peak[r] / 1048576.0, engine / 1048576.0);
+            printf("  %s  %-30s %10.2f %10.2f\n", STAGE_NAMES[s], ranks, peak[r] / 1048576.0, engine / 1048576.0);
         }
     }
     free(peak);
