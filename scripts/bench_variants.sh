@@ -71,12 +71,13 @@ for v in "${applies[@]}"; do
   row "$v" "$sent" "$count" "$state" "$engine" "$process" "$acts" "${exposed:-?}"
 done
 if [ -n "$ddp" ]; then   # each figure against DDP's own: model state, the engine's peak, the process's (rank 0)
-  [ "$BYTES" = 1 ] && what="the plan's for rank 0, every run's measured within 10%" || what="rank 0, the kernel's count"
+  [ "$BYTES" = 1 ] && what="the plan's for rank 0, each run's measured within 10%" || what="rank 0's, the kernel's count"
+  echo "x of DDP's (process peak: $what):"
   for r in "${ratios[@]}"; do
     [ "${r%%|*}" = "-z 0" ] && continue
     # shellcheck disable=SC2086
-    echo "${r%%|*} ${r#*|} $ddp" | awk -v w="$what" '{v = $1; n = NF - 5; for (i = 2; i < n; i++) v = v " " $i
-      printf "%s: model state %.2f of DDP'"'"'s; engine peak %.2f of DDP'"'"'s; process peak (%s) %.2f of DDP'"'"'s\n", v, $n / $(n + 3), $(n + 1) / $(n + 4), w, $(n + 2) / $(n + 5)}'
+    echo "${r%%|*} ${r#*|} $ddp" | awk '{v = $1; n = NF - 5; for (i = 2; i < n; i++) v = v " " $i
+      printf "  %s: model state %.2f, engine peak %.2f, process peak %.2f of DDP'"'"'s\n", v, $n / $(n + 3), $(n + 1) / $(n + 4), $(n + 2) / $(n + 5)}'
   done
 fi
 [ "$far" = 0 ] || exit 1
