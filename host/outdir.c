@@ -168,7 +168,7 @@ void trainer_open_log(Trainer *tr) {
             set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
         if (tr->output.log && !append)
             fprintf(tr->output.log, "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes,"
-                    "compute_ms,exposed_comm_ms\n");
+                    "compute_ms,exposed_comm_ms,mem_engine_peak_bytes\n");
     }
     agree_or_exit(tr->be, err);
 }
@@ -191,8 +191,8 @@ void trainer_log_row(const Trainer *tr, const TrainLoop *loop, const StepResult 
     const double ms = r->ms;
     fprintf(tr->output.log, "%d,%.9g,", r->step, r->loss);
     if (!isnan(r->val)) fprintf(tr->output.log, "%.9g", r->val);
-    fprintf(tr->output.log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%zu,%.3f,%.3f\n", r->lr, r->norm, ms, loop->tokens / (ms / 1000.0),
-            r->comm, tr->z.resident.bytes, r->peak, ms - r->exposed_ms, r->exposed_ms);
+    fprintf(tr->output.log, ",%.9g,%.9g,%.3f,%.1f,%.0f,%zu,%lld,%.3f,%.3f,%zu\n", r->lr, r->norm, ms, loop->tokens / (ms / 1000.0),
+            r->comm, tr->z.resident.bytes, r->process_peak, ms - r->exposed_ms, r->exposed_ms, r->engine_peak);
     fflush(tr->output.log);
 }
 

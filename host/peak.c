@@ -120,19 +120,41 @@ double peak_activation_bytes(const GPT2Config *c, int B, int T, int recompute) {
     return 4.0 * (double)B * T * (kept + once + scratch);
 }
 
-// fp32 across machines: rank 0's copy of the unit being reduced (libnbc's binomial tree has rank 0
-// at its root): an all-reduce keeps one, a reduce-scatter (the policy's answer: zero3_reduction_for)
-// two from 3 ranks on (the sums of two rounds), one on 2.
+// fp32 across machines: Open MPI's non-blocking reductions (libnbc) sum on a binomial tree rooted at
+// rank 0 of the group they run over: rank r takes from r + 1, r + 2, r + 4, ... below its lowest set
+// bit (rank 0: all of them), and each copy of the unit is a buffer it receives a child's sums into.
+// As measured on 2-4 ranks (Open MPI 4.1, its sums on one machine): a reduce-scatter (the policy's
+// answer: zero3_reduction_for) keeps one copy on a rank with one child, two on a rank with more (the
+// sums of two rounds), none on a leaf; an all-reduce one copy on a rank with children, and on 2 ranks
+// one on both (each receives the other's unit). So rank 0 holds the most, and the ranks differ. Past
+// 4 ranks the same rule is applied to the tree, not measured.
 // bf16, and fp32 on one machine: MPI only moves the parts (an all-to-all); every rank receives its N
-// parts of the unit into one buffer, the unit's size, and sums them itself: one copy at any N (which
-// sums are MPI's: proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced
-// across the replica groups.
+// parts of the unit into one buffer, the unit's size, and sums them itself: one copy at any N on every
+// rank, the communication thread's buffer grown to the largest unit (which sums are MPI's:
+// proc/mpi_sum.h). Under HSDP groups of one rank the shard is the unit, all-reduced across the
+// replica groups; otherwise the unit is reduced inside the shard group of G consecutive ranks, and
+// its shard then all-reduced across the groups.
+static int tree_children(int rank, int n) {
+    int kids = 0;
+    for (int m = 1; m < n && (rank == 0 || m < (rank & -rank)); m <<= 1) kids += rank + m < n;
+    return kids;
+}
+
 static double scratch_bytes(const PeakRun *r, const PeakShapes *s, Zero3DType grad_type) {
     if (r->world == 1 && r->replicas == 1) return 0.0;
     const Zero3UnitFacts f = peak_facts(r);
     const int scatter = zero3_reduction_for(&f, 0, 1).how == ZERO3_REDUCE_SCATTER;
-    const double copies = mpi_sums(grad_type, r->one_machine) && scatter && r->world >= 3 ? 2.0 : 1.0;
-    return copies * fmax(s->emb, s->block) * r->grad_bytes;
+    const int moved = !mpi_sums(grad_type, r->one_machine);
+    const int n = r->world > 1 ? r->world : r->replicas, me = r->world > 1 ? r->rank % r->world : r->rank;
+    const int kids = tree_children(me, n);
+    const double copies = moved ? 1.0 : scatter ? fmin(kids, 2) : n == 2 || kids > 0;
+    const double unit = fmax(s->emb, s->block) * r->grad_bytes;
+    if (moved || r->world == 1 || r->replicas == 1) return copies * unit;
+    // HSDP: then the shard is all-reduced across the replica groups (this rank's place in its own:
+    // rank / G), one shard's copy where the tree gives one, after the group's reduction has freed its
+    // copies (measured: -hs 2 on 4 ranks, ranks 1 and 3 hold half the embedding's gradients)
+    const int across_kids = tree_children(r->rank / r->world, r->replicas);
+    return fmax(copies * unit, r->replicas == 2 || across_kids > 0 ? unit / r->world : 0.0);
 }
 
 double peak_largest_unit(const GPT2Config *c) {
@@ -154,6 +176,8 @@ double peak_slot_elements(const GPT2Config *c, int slots) {
     }
     return total;
 }
+
+double peak_engine_bytes(const PeakBytes *b) { return b->bytes[PEAK_STATE] + b->bytes[PEAK_GATHERED] + b->bytes[PEAK_GRADS]; }
 
 PeakBytes peak_bytes(const PeakRun *r) {
     PeakBytes out;

@@ -14,10 +14,11 @@
 //                  request of its size, so the pool never shrinks)
 //   activations    what the CPU trainer keeps for the backward, fp32     4 B T (L per-layer + the rest)
 //   MPI scratch    a sum's parts (bf16, and fp32 on one machine: an      the largest unit's gradients,
-//                  all-to-all, each rank adding its own) in one buffer   once; fp32 across machines
-//                  grown to the largest unit; fp32 across machines:      twice for a reduce-scatter
-//                  Open MPI's non-blocking reduction (libnbc) copies     on 3+ ranks
-//                  the unit it reduces on rank 0, its tree's root
+//                  all-to-all, each rank adding its own) in one buffer   once, on every rank; fp32
+//                  grown to the largest unit; fp32 across machines:      across machines: 1 x (all-
+//                  Open MPI's non-blocking reduction (libnbc) on a rank  reduce) or 2 x (a reduce-
+//                  with children in its binomial tree (rank 0, the root, scatter on 3+ ranks) on rank
+//                  the most) copies the whole unit it reduces            0, fewer elsewhere
 //
 // The busiest moment of ZeRO-3 (-ra 1) on a GPT-2 is the LM head's backward, where the tied
 // embedding is held gathered with its full gradient buffer, or a block's backward: the embedding's
@@ -42,6 +43,7 @@ typedef struct {
     Zero3BackwardPrefetch backward_prefetch;   // -bp pre|post: when a unit's backward gathers ahead
     int param_bytes, grad_bytes;     // 4 and 4 (fp32), 2 and 2 (-p bf16)
     int one_machine;                 // every rank on one machine (-rpn unset or >= N): who sums (proc/mpi_sum.h)
+    int rank;                        // the rank whose peak it is (0 unless given: the root of MPI's reductions)
 } PeakRun;
 
 typedef enum { PEAK_STATE, PEAK_GATHERED, PEAK_GRADS, PEAK_FRAGMENTATION, PEAK_ACTIVATIONS, PEAK_SCRATCH, PEAK_TERMS } PeakTerm;
@@ -55,6 +57,9 @@ typedef struct {
 
 // The peak of one rank of run r, term by term.
 PeakBytes peak_bytes(const PeakRun *r);
+// The engine's own buffers of a peak: model state, gathered units, gradient buffers (the pool's
+// reserve beyond them, the activations and MPI's copies are the process's, not the engine's).
+double peak_engine_bytes(const PeakBytes *b);
 // The largest unit's parameters (the embedding, or a -wrap K unit of blocks): the size of each of the
 // staging buffers a stream of units through memory holds (-oo disk).
 double peak_largest_unit(const GPT2Config *c);

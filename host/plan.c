@@ -354,8 +354,50 @@ static PeakRun peak_run(const Plan *p, const GPT2Config *cfg, int stage, int bf1
     return peak_run_of(p->a, cfg, p->G, p->R, stage, bf16);
 }
 
+// The ranks whose peak is `want` (of the peaks per rank of one stage), as "0", "1, 3", or
+// "1, 3, 5, 7, ... (512 ranks)"; every rank as "every rank".
+static void rank_list(const double *peak, int N, double want, char *out, size_t n) {
+    int count = 0, k = 0;
+    for (int r = 0; r < N; r++) count += peak[r] == want;
+    if (count == N) { snprintf(out, n, "every rank"); return; }
+    out[0] = 0;
+    for (int r = 0, listed = 0; r < N && k < (int)n; r++) {
+        if (peak[r] != want) continue;
+        if (listed++ == 4 && count > 5) { snprintf(out + k, n - (size_t)k, ", ... (%d ranks)", count); return; }
+        k += snprintf(out + k, n - (size_t)k, "%s%d", listed > 1 ? ", " : "", r);
+    }
+}
+
+// Each stage's peak for every rank: the process's (the table's peak, less the MPI scratch a rank
+// does not hold: host/peak.c) and the engine's buffers (model state, gathered units, gradient
+// buffers: log.csv's mem_engine_peak_bytes), one row per group of ranks with the same figures.
+static void print_peak_ranks(const Plan *p, int bf16) {
+    double *peak = (double *)xmalloc((size_t)p->N * sizeof(double));
+    printf("  %s, per rank, MiB:\n  stage  %-30s %10s %10s\n", PRECISION_NAMES[bf16], "ranks", "process", "engine");
+    for (int s = 0; s <= 3; s++) {
+        double engine = 0.0;
+        for (int r = 0; r < p->N; r++) {
+            PeakRun run = peak_run(p, &p->cfg, s, bf16);
+            run.rank = r;
+            const PeakBytes b = peak_bytes(&run);
+            peak[r] = b.total;
+            engine = peak_engine_bytes(&b);   // the same on every rank (the shards' padding left out)
+        }
+        for (int r = 0; r < p->N; r++) {
+            int first = 1;
+            for (int q = 0; q < r; q++) first &= peak[q] != peak[r];
+            if (!first) continue;
+            char ranks[96];
+            rank_list(peak, p->N, peak[r], ranks, sizeof ranks);
+            printf("  %s  %-30s %10.2f %10.2f\n", STAGE_NAMES[s], ranks, peak[r] / 1048576.0, engine / 1048576.0);
+        }
+    }
+    free(peak);
+}
+
 static void print_peak_table(const Plan *p, int bf16) {
-    printf("  %s, MiB per rank:%s\n  stage", PRECISION_NAMES[bf16], bf16 && p->a->bf16 ? "   (this run's precision: -p bf16)" : "");
+    printf("  %s, MiB per rank:%s   (rank 0's, the root of MPI's reductions; every rank's below)\n  stage", PRECISION_NAMES[bf16],
+           bf16 && p->a->bf16 ? "   (this run's precision: -p bf16)" : "");
     for (int k = 0; k < PEAK_TERMS; k++) printf("  %13s", PEAK_TERM_NAMES[k]);
     printf("  %13s  busiest moment of the pool\n", "peak");
     for (int s = 0; s <= 3; s++) {
@@ -379,10 +421,13 @@ static void print_peak(const Plan *p) {
            a->prefetch_depth, a->backward_prefetch == ZERO3_BACKWARD_POST ? " -bp post" : "", a->reshard_after_forward,
            a->recompute, p->G, p->G > 1 ? "s" : "");
     for (int bf16 = 0; bf16 < 2; bf16++) print_peak_table(p, bf16);
+    for (int bf16 = 0; bf16 < 2; bf16++) print_peak_ranks(p, bf16);
     printf("  (activations: what the CPU trainer keeps for the backward, fp32 in both precisions; MPI scratch: a sum\n"
            "   receives its parts of a unit into one buffer of the unit's size on every rank; with -rpn across machines an\n"
            "   fp32 sum is Open MPI's, which copies the largest unit's gradients on rank 0, twice for a reduce-scatter on 3+\n"
-           "   ranks; stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
+           "   ranks, and on the other ranks of its binomial tree that have children (per rank, above); the process's\n"
+           "   peak is the kernel's count, log.csv's mem_peak_bytes; the engine's, model state + gathered + gradients,\n"
+           "   mem_engine_peak_bytes; stages 0-1 and one rank hold nothing in the pool: their buffers are the resident state)\n");
     if (a->quant_weights || a->hp_group || a->quant_grads)
         printf("  (exact ZeRO: the ZeRO++ flags' int8 buffers and hpZ's secondary shard are not in these figures)\n");
 }
@@ -649,15 +694,16 @@ static double meminfo_bytes(const char *path, const char **which) {
     return avail > 0.0 ? avail : total;
 }
 
-PlanRunPeak plan_run_peak(const TrainArgs *a, const GPT2Config *cfg, int world) {
+PlanRunPeak plan_run_peak(const TrainArgs *a, const GPT2Config *cfg, int world, int rank) {
     const int G = a->shard_group ? a->shard_group : world, R = world / G;
     GPT2Config c = *cfg;
-    const PeakRun r = peak_run_of(a, &c, G, R, a->stage, a->bf16);
+    PeakRun r = peak_run_of(a, &c, G, R, a->stage, a->bf16);
+    r.rank = rank;
     const PeakBytes b = peak_bytes(&r);
     const PlanOffload o = plan_offload(a, a->stage, (double)gpt2_num_parameters(cfg), G, a->bf16, 0.0,
                                        peak_slot_elements(&r.cfg, a->offload_slots));
     const int gpu = a->build.precision != ARGS_PRECISION_EITHER;   // the GPU trainer's peak is the GPU's
-    return (PlanRunPeak){gpu ? o.host : b.total - o.out + o.slots, b.total, o.out, o.slots};
+    return (PlanRunPeak){gpu ? o.host : b.total - o.out + o.slots, b.total, o.out, o.slots, peak_engine_bytes(&b)};
 }
 
 void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
@@ -666,7 +712,7 @@ void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world) {
     const char *fake = getenv("ZERO3_MEMINFO"), *path = fake && fake[0] ? fake : "/proc/meminfo", *which = "";
     const double have = meminfo_bytes(path, &which);
     if (have <= 0.0 || world < 1) return;   // no figure to hold the plan against (not Linux), or no ranks checked yet
-    const PlanRunPeak p = plan_run_peak(a, cfg, world);
+    const PlanRunPeak p = plan_run_peak(a, cfg, world, 0);   // rank 0 holds the most
     const double per_rank = p.per_rank;
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     const int here = local && atoi(local) > 0 ? atoi(local) : world;

@@ -25,9 +25,11 @@ int plan_main(const TrainArgs *a, int align);
 void plan_check_machine(const TrainArgs *a, const GPT2Config *cfg, int world);
 // The figures it holds against the machine: the peak per rank in host memory (the CPU trainer's
 // whole peak; the GPU trainer's -oo host state), and the peak without offload, what offload moves
-// out and the staging slots it adds (bytes).
-typedef struct { double per_rank, without, out, slots; } PlanRunPeak;
-PlanRunPeak plan_run_peak(const TrainArgs *a, const GPT2Config *cfg, int world);
+// out and the staging slots it adds (bytes); and the engine's own buffers at their most (model state,
+// gathered units, gradient buffers: what log.csv's mem_engine_peak_bytes counts). For rank `rank`
+// of the world (rank 0 holds MPI's copies: host/peak.c).
+typedef struct { double per_rank, without, out, slots, engine; } PlanRunPeak;
+PlanRunPeak plan_run_peak(const TrainArgs *a, const GPT2Config *cfg, int world, int rank);
 
 // ---- the time model: one step on paper -----------------------------------------------------------
 // What it takes: the compute of a step, split into the passes that can hide communication, and the

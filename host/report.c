@@ -257,27 +257,40 @@ static void trainer_print_live_units(const Trainer *tr) {
            s->live_units_peak, s->live_params_peak, tr->z.cfg.prefetch_depth);
 }
 
-// The run's memory as the kernel counts it (rank 0): the process's peak resident bytes (VmHWM) less
-// what it held before the model state was allocated (the program, the MPI library, their buffers).
-// Every buffer the run allocates is written in a step (the state, the activations, the pool), so
-// after one step the difference is the run's peak: model state, activations, transient buffers, the
-// pool's reserve and whatever the MPI library allocates for its collectives, counted by no one here.
-// Beside it, on the CPU trainer (whose peak is all in host memory), the plan's peak per rank, the
-// figure the startup check held against the machine (-o's last checkpoint and export are not in it).
+// The run's memory as the kernel counts it (trainer_process_peak) over its steps, taken after the
+// last one, before -o's last checkpoint and export (trainer_gather_peaks), for every rank: rank 0's
+// in full, then each rank's, beside the plan's prediction for that rank on the CPU trainer (whose
+// peak is all in host memory): the figure the startup check held against the machine. The ranks
+// can differ: rank 0 holds the scalars, and across machines, as the root of Open MPI's fp32
+// reductions, their copies of the units (host/peak.c's MPI scratch).
 static void trainer_print_process_memory(const Trainer *tr) {
-    long long peak = proc_status_bytes("VmHWM"), before = tr->measure.resident_before;
-    if (peak < 0 || before < 0) return;
+    if (!tr->measure.rank_peaks) return;
+    const long long before = tr->measure.resident_before, run = tr->measure.rank_peaks[0], peak = run + before;
+    if (run < 0) return;
     char p[32], b[32], d[32], planned[80] = "";
     format_bytes(p, sizeof p, (double)peak);
     format_bytes(b, sizeof b, (double)before);
-    format_bytes(d, sizeof d, (double)(peak - before));
-    if (tr->args.build.precision == ARGS_PRECISION_EITHER) {
+    format_bytes(d, sizeof d, (double)run);
+    const int cpu = tr->args.build.precision == ARGS_PRECISION_EITHER, N = tr->be->world;
+    if (cpu) {
         char q[32];
-        format_bytes(q, sizeof q, plan_run_peak(&tr->args, &tr->cfg, tr->be->world).per_rank);
+        format_bytes(q, sizeof q, plan_run_peak(&tr->args, &tr->cfg, N, 0).per_rank);
         snprintf(planned, sizeof planned, "; the plan's %s", q);
     }
     printf("process memory (rank 0, the kernel's count): peak resident %s (VmHWM) - %s before the model state = %s "
-           "(%lld bytes) the run's peak%s\n", p, b, d, peak - before, planned);
+           "(%lld bytes) the run's peak%s\n", p, b, d, run, planned);
+    printf("process memory per rank (VmHWM - the resident set before the model state)%s:\n", cpu ? " | the plan's" : "");
+    for (int r = 0; r < N; r++) {
+        const long long got = tr->measure.rank_peaks[r];
+        format_bytes(d, sizeof d, (double)got);
+        printf("  rank %d  %s (%lld bytes)", r, got < 0 ? "unknown" : d, got);
+        if (cpu) {
+            const double want = plan_run_peak(&tr->args, &tr->cfg, N, r).per_rank;
+            format_bytes(p, sizeof p, want);
+            printf(" | %s (%.0f bytes, %+.1f%%)", p, want, got > 0 ? 100.0 * (want / (double)got - 1.0) : 0.0);
+        }
+        printf("\n");
+    }
 }
 
 // -oo disk, -op disk (rank 0): what the offload moved over the run, both files together, read and
@@ -389,9 +402,10 @@ static void print_step_line(const Trainer *tr, const TrainLoop *loop, const Step
     const double ms = r->ms, tokens = loop->tokens, exposed_ms = r->exposed_ms;
     double avg_ms = step > tr->start_step ? loop->total_ms / (step - tr->start_step) : ms;
     double eta = avg_ms * (a->steps - 1 - step) / 1000.0;
-    char sent[32], peak[32];
+    char sent[32], peak[32], engine[32];
     format_bytes(sent, sizeof sent, r->comm);
-    format_bytes(peak, sizeof peak, (double)r->peak);
+    format_bytes(peak, sizeof peak, (double)r->process_peak);
+    format_bytes(engine, sizeof engine, (double)r->engine_peak);
     double mfu = tr->compute->flops_fraction(tr->compute_state, model_flops_per_token(tr) * tokens / (ms / 1000.0) / tr->be->world);
     printf("step %*d/%d | loss %.6f", (int)log10(a->steps) + 1, step + 1, a->steps, r->loss);
     if (!isnan(r->val)) printf(" | val %.6f", r->val);
@@ -399,8 +413,9 @@ static void print_step_line(const Trainer *tr, const TrainLoop *loop, const Step
     if (mfu >= 0) printf(" | MFU %.1f%%", 100.0 * mfu);
     char note[128] = "";
     tr->compute->step_note(tr->compute_state, note, sizeof note);
-    printf(" | exposed comm %.1f ms (%.0f%%) | sent %s | peak %s%s | ETA %dm%02ds\n", exposed_ms,
-           ms > 0 ? 100.0 * exposed_ms / ms : 0.0, sent, peak, note, (int)eta / 60, (int)eta % 60);
+    printf(" | exposed comm %.1f ms (%.0f%%) | sent %s | peak %s process, %s engine%s | ETA %dm%02ds\n", exposed_ms,
+           ms > 0 ? 100.0 * exposed_ms / ms : 0.0, sent, r->process_peak < 0 ? "unknown" : peak, engine, note,
+           (int)eta / 60, (int)eta % 60);
     fflush(stdout);
 }
 void trainer_print_step(const Trainer *tr, const TrainLoop *loop, const StepResult *r) {

@@ -293,6 +293,29 @@ static void trainer_settle_heap(void) {
     mallopt(M_TRIM_THRESHOLD, HEAP_OWN_MAPPING);   // raised with it: the heap's free top given back past this
 }
 
+// This rank's peak memory, the one meaning of "peak" a run reports (the step line, log.csv's
+// mem_peak_bytes, the closing report): the kernel's count of the process's peak resident bytes
+// (VmHWM) less what it held before the model state was allocated (the program, the MPI library,
+// their buffers). Every buffer the run allocates is written in a step (the state, the activations,
+// the pool), so after one step it is the run's peak so far: model state, activations, transient
+// buffers, the pool's reserve and whatever MPI allocates for its collectives. -1 where unknown.
+long long trainer_process_peak(const Trainer *tr) {
+    long long peak = proc_status_bytes("VmHWM"), before = tr->measure.resident_before;
+    return peak < 0 || before < 0 ? -1 : peak - before;
+}
+
+// Every rank's peak to rank 0, one blocking scalar sum per rank (each rank adds its own figure, the
+// others 0: exact, the figures are far below 2^53): the ranks differ (rank 0 holds MPI's copies of
+// the units it reduces). Outside the engine, so in no ledger; -1 from any rank that cannot read it.
+void trainer_gather_peaks(Trainer *tr) {
+    const Zero3Backend *be = tr->be;
+    const long long mine = trainer_process_peak(tr);
+    long long *all = (long long *)xmalloc((size_t)be->world * sizeof(long long));
+    for (int r = 0; r < be->world; r++) all[r] = (long long)be->all_reduce_scalar(be->ctx, be->rank == r ? (double)mine : 0.0);
+    if (be->rank == 0) tr->measure.rank_peaks = all;
+    else free(all);
+}
+
 // Everything before the first step, for flags already parsed: the output folder, model, data,
 // resume, the params published where the stage needs them, what the run measures against.
 Trainer *trainer_create(const TrainArgs *args, const Zero3Backend *be, const TrainBuild *build) {
@@ -340,6 +363,7 @@ void trainer_destroy(Trainer *tr) {
     free(tr->data.targets);
     if (tr->output.log) fclose(tr->output.log);
     free(tr->measure.unit_exposed_sum);
+    free(tr->measure.rank_peaks);
     clip_probe_destroy(tr->clip_probe);
     output_files_free(tr->output.files);
     free(tr);
@@ -458,7 +482,8 @@ static void trainer_timed_step(Trainer *tr, StepResult *r) {
     r->loss = loss;
     r->norm = norm;
     r->comm = tr->z.observe.stats.comm_bytes;
-    r->peak = zero3_peak_bytes(&tr->z);
+    r->engine_peak = zero3_peak_bytes(&tr->z);
+    r->process_peak = trainer_process_peak(tr);
     tr->measure.ledger_step = tr->z.observe.stats.ledger;
     r->ms = (t1 - t0) * 1000.0;
     r->exposed_ms = trainer_timeline(tr, step, t0, t1);
@@ -495,6 +520,7 @@ static void trainer_check_finite(const Trainer *tr, const TrainLoop *loop, StepR
 static void trainer_finish(Trainer *tr, const TrainLoop *loop) {
     const TrainArgs *a = &tr->args;
     raise_stop_if_due(tr, a->steps, -1);
+    trainer_gather_peaks(tr);   // the steps' peak: the last checkpoint and export below are -o's, not the training's
     if (a->out_dir) {
         if (loop->saved_step != a->steps) trainer_checkpoint(tr, a->steps);
         trainer_export(tr);

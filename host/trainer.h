@@ -71,6 +71,7 @@ struct Trainer {
         RunPrediction predict;       // the time model's prediction for this run, and the measurement
         int open_files;              // with ZERO3_CHECK_STEPS: open files after the first step (-1: not yet)
         long long resident_before;   // the process's resident bytes (VmRSS) before the model state, -1 unknown
+        long long *rank_peaks;       // rank 0, at the end: every rank's trainer_process_peak (NULL before)
         int wire_node_ranks;         // rank 0, a run over several nodes: its node's ranks (0 .. this-1); 0: not counted
         double wire_sent, wire_step_start;   // the kernel's count of the bytes rank 0's node sent in the timed steps
         int wire_steps;              // the steps in wire_sent
@@ -91,7 +92,8 @@ typedef struct {
     float lr, loss, norm, val;         // val: NaN when the step did not validate
     double ms, exposed_ms;             // the step's time, and the part the compute side waited on collectives
     double comm;                       // bytes this rank sent in the step
-    size_t peak;                       // the engine's peak bytes in the step
+    long long process_peak;            // the process's peak resident bytes so far, less its baseline (trainer_process_peak)
+    size_t engine_peak;                // the engine's buffers at their most in the step: resident state + pool held
     int given_up_after;                // a stop signal gave the step up after this many micro-steps; -1: it ran whole
 } StepResult;
 
@@ -114,6 +116,10 @@ void trainer_report(Trainer *tr);                        // the startup report (
 double trainer_timeline(Trainer *tr, int step, double t0, double t1);   // the step's exposed ms, trace, prediction
 void trainer_print_step(const Trainer *tr, const TrainLoop *loop, const StepResult *r);   // the step line (rank 0)
 void trainer_summary(const Trainer *tr);                 // the end of the run (rank 0)
+
+// ---- train.c
+long long trainer_process_peak(const Trainer *tr);   // this rank's peak, the kernel's count (-1 unknown)
+void trainer_gather_peaks(Trainer *tr);             // every rank's trainer_process_peak to rank 0 (collective)
 
 // ---- evaluate.c
 float trainer_validate(Trainer *tr);   // the mean val loss over -m batches per rank; NaN when a stop cut it short

@@ -75,7 +75,7 @@ CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an 
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?')), load $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $pcol = 1 ] && printf "%-6s " prec
-printf "%-6s %-6s %10s %12s %14s %14s %8s\n" ranks stage ms/step tokens/s comm/step peak/rank "x floor"
+printf "%-6s %-6s %10s %12s %14s %14s %14s %8s\n" ranks stage ms/step tokens/s comm/step engine/rank process/rank "x floor"
 declare -A FLOOR_MS BANDWIDTH MACHINE STEP_MS COMM
 first_out=
 # the floor of precision p's step, from the model line of a run's output ($2): "-p P: F ms" (floor_line),
@@ -104,8 +104,9 @@ for n in 1 2; do
       read -r ms comm < <(awk -F, 'NR>2 { ms += $6; c++; comm = $8 } END { printf "%.3f %.0f\n", ms/c, comm }' "$dir/log.csv")
       STEP_MS[$n,$z,$p]=$ms; COMM[$n,$z,$p]=$comm
       [ $pcol = 1 ] && printf "%-6s " "$p"
-      awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) -v floor="${FLOOR_MS[$p]}" 'NR>2 { ms += $6; c++; comm = $8; peak = $10 }
-        END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB %8.2f\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, peak/1048576, ms/c/floor }' "$dir/log.csv"
+      # log.csv's engine peak (mem_engine_peak_bytes) and rank 0's process peak (mem_peak_bytes, the kernel's count)
+      awk -F, -v n="$n" -v z="$z" -v tok=$((B*T)) -v floor="${FLOOR_MS[$p]}" 'NR>2 { ms += $6; c++; comm = $8; proc = $10; eng = $13 }
+        END { printf "%-6d %-6d %10.1f %12.0f %12.2f MiB %10.2f MiB %10.2f MiB %8.2f\n", n, z, ms/c, tok/(ms/c/1000), comm/1048576, eng/1048576, proc/1048576, ms/c/floor }' "$dir/log.csv"
     done
   done
 done

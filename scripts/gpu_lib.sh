@@ -461,12 +461,13 @@ run_tests_n1() {
   done
 }
 
-# step_stats LOG: mean ms/step and tok/s over the steps after the first, last MFU, loss and peak
+# step_stats LOG: mean ms/step and tok/s over the steps after the first, last MFU, loss and peak (the
+# step line's engine peak, "X MiB engine": the device's buffers; its process peak is the host's)
 step_stats() {
   awk -F'|' '/^step /{n++; for(i=1;i<=NF;i++){f=$i; gsub(/^ +| +$/,"",f);
       if(f ~ /^loss /){split(f,a," "); loss=a[2]} if(f ~ / ms$/){split(f,a," "); ms=a[1]}
       if(f ~ /tok\/s$/){split(f,a," "); tok=a[1]} if(f ~ /^MFU /){split(f,a," "); mfu=a[2]}
-      if(f ~ /^peak /){sub(/^peak /,"",f); peak=f}}
+      if(f ~ /^peak /){sub(/^peak .*, /,"",f); peak=f}}
       if(n>1){sms+=ms; stok+=tok; k++}}
     END{if(k==0){print "no steps"; exit} printf "%.0f tok/s, %.1f ms/step, MFU %s, loss %s, peak %s\n", stok/k, sms/k, mfu, loss, peak}' "$1" 2>/dev/null
 }

@@ -18,7 +18,8 @@
 #            link), median over the steps: the verdict's figure;
 #   wait     rank 0's median wait on a backward gather that a prefetch can hide (the trace's "wait
 #            bwd_gather" spans, all but each backward's first two): the effect itself;
-#   peak     the run's peak memory per rank (log.csv's mem_peak_bytes; no clock in it).
+#   peak     the engine's peak memory per rank (log.csv's mem_engine_peak_bytes: its buffers, where the
+#            prefetch rule shows; no clock in it).
 # The verdict is scripts/lessons.sh's rule on post's exposed time over pre's, repeat by repeat:
 #   verdict bp: shown: BACKWARD_POST leaves more exposed a step than BACKWARD_PRE R.RRx (median of K pairs, spread LO-HIx)
 # when every repeat shows it by more than 10%, else "not shown" (too noisy, or the opposite).
@@ -78,7 +79,7 @@ def measure(name):
     waits = hideable_waits(name)
     with open(f"{tmp}/{name}/log.csv") as f:
         rows = [r for r in csv.DictReader(f) if int(r["step"]) >= 1]
-    return statistics.median(waits), len(waits) / len(rows), int(rows[-1]["mem_peak_bytes"])
+    return statistics.median(waits), len(waits) / len(rows), int(rows[-1]["mem_engine_peak_bytes"])
 
 print(f"  {'repeat':<8}{'wait per hideable gather: pre':>30}{'post':>10}{'post - pre':>12}"
       f"{'exposed a step: pre':>22}{'post':>11}")

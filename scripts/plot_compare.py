@@ -12,7 +12,8 @@ numbers the plot shows, the largest loss difference first.
         states' ratio), no picture
 
 The logs are the trainer's log.csv (docs/DESIGN.md "Log"): step,train_loss,val_loss,lr,grad_norm,ms,
-tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes, with rank 0's bytes.
+tokens_per_s,comm_bytes,mem_states_bytes,mem_engine_peak_bytes, with rank 0's bytes (the peak compared is
+the engine's buffers; mem_peak_bytes, the process's, is printed beside it).
 Needs matplotlib (Debian: python3-matplotlib).
 """
 
@@ -22,7 +23,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotlib  # noqa: E402
 
-REQUIRED = ("step", "train_loss", "val_loss", "ms", "comm_bytes", "mem_states_bytes", "mem_peak_bytes")
+REQUIRED = ("step", "train_loss", "val_loss", "ms", "comm_bytes", "mem_states_bytes", "mem_peak_bytes", "mem_engine_peak_bytes")
 InputError = plotlib.InputError
 
 
@@ -56,7 +57,8 @@ def compare(ddp, zero3):
         "max_val_diff": max((abs(a - b) for a, b in val_pairs), default=float("nan")),
         "final_train": (ddp["train_loss"][steps - 1], zero3["train_loss"][steps - 1]),
         "states": (ddp["mem_states_bytes"][-1], zero3["mem_states_bytes"][-1]),
-        "peak": (max(ddp["mem_peak_bytes"]), max(zero3["mem_peak_bytes"])),
+        "peak": (max(ddp["mem_engine_peak_bytes"]), max(zero3["mem_engine_peak_bytes"])),
+        "process": (max(ddp["mem_peak_bytes"]), max(zero3["mem_peak_bytes"])),
         "comm": (mean(ddp["comm_bytes"][later]), mean(zero3["comm_bytes"][later])),
         "ms": (mean(ddp["ms"][later]), mean(zero3["ms"][later])),
         "train_diff": train_diff,
@@ -174,7 +176,8 @@ def main(argv):
     print("final train loss         DDP %.6f   ZeRO-3 %.6f" % n["final_train"])
     print("model states per rank    DDP %.2f MiB   ZeRO-3 %.2f MiB   (x%.3f)"
           % (mib(n["states"][0]), mib(n["states"][1]), n["states"][1] / n["states"][0]))
-    print("peak per rank            DDP %.2f MiB   ZeRO-3 %.2f MiB" % (mib(n["peak"][0]), mib(n["peak"][1])))
+    print("engine peak per rank     DDP %.2f MiB   ZeRO-3 %.2f MiB" % (mib(n["peak"][0]), mib(n["peak"][1])))
+    print("process peak, rank 0     DDP %.2f MiB   ZeRO-3 %.2f MiB   (the kernel's count)" % (mib(n["process"][0]), mib(n["process"][1])))
     print("sent per rank per step   DDP %.2f MiB   ZeRO-3 %.2f MiB   (x%.3f)"
           % (mib(n["comm"][0]), mib(n["comm"][1]), n["comm"][1] / n["comm"][0] if n["comm"][0] else float("nan")))
     print("mean step time           DDP %.1f ms   ZeRO-3 %.1f ms" % (n["ms"][0], n["ms"][1]))

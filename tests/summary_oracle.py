@@ -28,7 +28,7 @@ of each step is waiting, and the compute share is small and known from the trace
   buffers at prefetch depth 1 (stage 3: during block 1's backward its params, block 0's prefetched,
   and the gradient buffers of the embedding, block 1 and block 2, still reducing: wte + wpe + 4
   blocks; stage 1 holds no transient buffer at all), and the same figure as the last step line's
-  peak less "this run holds"; its fragmentation as the reserve less that, and its share. (The
+  engine peak less "this run holds"; its fragmentation as the reserve less that, and its share. (The
   reserve itself is held against the backend's own count of what it allocated in
   tests/unit/test_engine_schedule.c.)
 - "time: measured": the mean over the measured steps of the trace's step slices (step), exposed
@@ -104,8 +104,8 @@ def check_pool(out, stage, holds, emb, block):
     count, reserve, held, frag, share = int(m.group(1)), mib(*m.group(2, 3)), mib(*m.group(4, 5)), mib(*m.group(6, 7)), float(m.group(8))
     hand = (emb + 4 * block) * 4 / 2**20 if stage == 3 else 0.0
     check(close(held, hand, 0.006, 0.01), f"pool: the last step held {held:.3f} MiB = {hand:.3f} by hand (+ padding)")
-    peaks = re.findall(r"\| peak ([\d.]+) (\S+)", out)
-    check(close(held, mib(*peaks[-1]) - holds, 0.011), f"pool: held {held:.3f} MiB = the last step's peak less the model state")
+    peaks = re.findall(r"\| peak [\d.]+ \S+ process, ([\d.]+) (\S+) engine", out)
+    check(close(held, mib(*peaks[-1]) - holds, 0.011), f"pool: held {held:.3f} MiB = the last step's engine peak less the model state")
     check(count == 0 if stage != 3 else count > 0, f"pool: {count} buffers ({'some' if stage == 3 else 'none'} by hand)")
     check(reserve >= held - 0.006 and close(frag, reserve - held, 0.011), f"pool: fragmentation {frag:.3f} MiB = reserve less held")
     check(close(share, 100 * (reserve - held) / reserve if reserve else 0.0, 0.6), f"pool: fragmentation {share}% of the reserve")

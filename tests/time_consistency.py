@@ -7,7 +7,7 @@
      (tid 1); per step the comm events' bytes by kind equal the ledger's;
   3. log.csv's compute_ms + exposed_comm_ms = ms, exposed >= 0;
   4. the communication thread changes no result: losses with ZERO3_COMM_THREAD=0 are identical;
-  5. stage 3 on one rank holds no more than DDP (mem_peak_bytes), and issues no data collective.
+  5. stage 3 on one rank holds no more than DDP (the engine's buffers: mem_engine_peak_bytes), and issues no data collective.
 """
 import csv, json, os, re, subprocess, sys, tempfile, shutil
 
@@ -100,7 +100,7 @@ def main():
         peaks = {}
         for stage in (0, 3):
             out, rows = run(1, stage, 8, ["-d", str(8 * T * 2)], os.path.join(tmp, f"s{stage}"))
-            peaks[stage] = int(rows[-1]["mem_peak_bytes"])
+            peaks[stage] = int(rows[-1]["mem_engine_peak_bytes"])
             measured, _ = ledger_rows(out)
             check(set(measured) == {"norm"}, f"one rank, stage {stage}: collectives {measured} (only the norm expected)")
         check(peaks[3] <= peaks[0], f"one rank: stage 3 peak {peaks[3]} > DDP's {peaks[0]}")

@@ -63,7 +63,7 @@ def to_mib(text):
 
 
 def read_variants(table):
-    """The rows of scripts/bench_variants.sh's table: (variant, sent, collectives, state, peak), MiB."""
+    """The rows of scripts/bench_variants.sh's table: (variant, sent, collectives, state, engine peak), MiB."""
     rows = []
     try:
         with plotlib.open_input(table) as f:
@@ -85,7 +85,7 @@ def stages(table, out_png, title):
     plt = plotlib.pyplot()
     names = [r[0] for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(14, 0.45 * len(rows) + 1.6), sharey=True)
-    for ax, col, title in ((axes[0], 3, "model state per rank, MiB"), (axes[1], 4, "peak per rank, MiB"),
+    for ax, col, title in ((axes[0], 3, "model state per rank, MiB"), (axes[1], 4, "the engine's peak per rank, MiB"),
                            (axes[2], 1, "sent per rank per step, MiB")):
         vals = [r[col] for r in rows]
         ax.barh(range(len(rows)), vals, color=["#4C72B0" if "-z 3" in n else "#8C8C8C" for n in names])
