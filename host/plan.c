@@ -396,7 +396,7 @@ static void print_peak_ranks(const Plan *p, int bf16) {
 }
 
 static void print_peak_table(const Plan *p, int bf16) {
-    printf("  %s, MiB per rank:%s   (rank 0's, the root of MPI's reductions; every rank's below)\n  stage", PRECISION_NAMES[bf16],
+    printf("  %s, MiB per rank:%s   (rank 0's; every rank's below)\n  stage", PRECISION_NAMES[bf16],
            bf16 && p->a->bf16 ? "   (this run's precision: -p bf16)" : "");
     for (int k = 0; k < PEAK_TERMS; k++) printf("  %13s", PEAK_TERM_NAMES[k]);
     printf("  %13s  busiest moment of the pool\n", "peak");
