@@ -121,25 +121,58 @@ void trainer_prepare_out_dir(const Trainer *tr) {
     agree_or_exit(tr->be, err);
 }
 
+// log.csv's columns (trainer_log_row writes a row of them), and those of a log written before the
+// process's peak had its own column: there mem_peak_bytes held the engine's peak, and there was no
+// mem_engine_peak_bytes.
+static const char LOG_HEADER[] = "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,"
+                                 "mem_peak_bytes,compute_ms,exposed_comm_ms,mem_engine_peak_bytes\n";
+static const char LOG_HEADER_ENGINE_PEAK[] = "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,"
+                                             "mem_states_bytes,mem_peak_bytes,compute_ms,exposed_comm_ms\n";
+
+// A row of the engine-peak log in today's columns: its 10th field (the engine's peak) moves to the
+// end, and the process's peak, never measured then, is left empty.
+static void log_row_upgraded(FILE *out, const char *line) {
+    const char *f[13];
+    int n = 0;
+    f[n++] = line;
+    for (const char *c = line; *c && n < 13; c++)
+        if (*c == ',') f[n++] = c + 1;
+    if (n != 12) { fputs(line, out); return; }   // not a row of that log: kept as it is
+    size_t engine_len = (size_t)(f[10] - f[9] - 1), tail_len = strcspn(f[11], "\n");
+    fprintf(out, "%.*s,,%.*s,%.*s,%.*s\n", (int)(f[9] - line - 1), line, (int)(f[11] - f[10] - 1), f[10],
+            (int)tail_len, f[11], (int)engine_len, f[9]);
+}
+
 // When resuming, log.csv keeps its header and the rows of the steps before the checkpoint; the rows
 // of steps the resumed run will redo are dropped (the file is rewritten beside and renamed; the
-// temp file is the one a -f 1 run killed before its first checkpoint left, so that goes too).
+// temp file is the one a -f 1 run killed before its first checkpoint left, so that goes too). A log
+// in the engine-peak columns is rewritten in today's, each row's figures where they now belong; a
+// log of other columns is refused (appending to it would mix two tables in one file).
 static int log_truncate(OutputFiles *files, const char *path, int keep_below, char *err, size_t errlen) {
     FILE *in = open_regular_file(path, NULL, 0);
     if (!in) return 0;   // no log yet: trainer_open_log starts one
+    char line[4096];
+    if (!fgets(line, sizeof line, in)) { fclose(in); return 0; }   // empty: trainer_open_log's header follows
+    const int upgrade = strcmp(line, LOG_HEADER_ENGINE_PEAK) == 0;
+    if (!upgrade && strcmp(line, LOG_HEADER) != 0) {
+        fclose(in);
+        set_err(err, errlen, "flag -o: %s has other columns than this trainer writes (its header: %.*s); move it aside to "
+                "resume", path, (int)strcspn(line, "\n"), line);
+        return -1;
+    }
     char tmp[4200];
     FILE *out = output_begin(files, path, tmp, sizeof tmp, err, errlen);
     if (!out) { fclose(in); return -1; }
-    char line[4096];
-    int first = 1;
+    fputs(LOG_HEADER, out);
     while (fgets(line, sizeof line, in)) {
         long long step;
         char *end;
         errno = 0;
         step = strtoll(line, &end, 10);
         int is_row = (end != line && *end == ',' && errno == 0);
-        if (first || (is_row && step >= 0 && step < keep_below)) fputs(line, out);
-        first = 0;
+        if (!is_row || step < 0 || step >= keep_below) continue;
+        if (upgrade) log_row_upgraded(out, line);
+        else fputs(line, out);
     }
     fclose(in);
     return commit_file(files, out, tmp, path, err, errlen);
@@ -166,9 +199,7 @@ void trainer_open_log(Trainer *tr) {
         else if (!append && exists) tr->output.log = output_begin(tr->output.files, path, tr->output.log_tmp, sizeof tr->output.log_tmp, err, sizeof err);
         else if (!append && !(tr->output.log = fopen(path, "w")))   // nothing to keep: the rows go straight in
             set_err(err, sizeof err, "flag -o: cannot write %s (%s)", path, strerror(errno));
-        if (tr->output.log && !append)
-            fprintf(tr->output.log, "step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes,"
-                    "compute_ms,exposed_comm_ms,mem_engine_peak_bytes\n");
+        if (tr->output.log && !append) fputs(LOG_HEADER, tr->output.log);
     }
     agree_or_exit(tr->be, err);
 }

@@ -106,4 +106,46 @@ $PY -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[len(b) // 2
 [ "$(grep -c '^error' "$work/flip.out")" -eq 1 ] && grep -q "^error.*shard_00001.bin: .*checksum mismatch" "$work/flip.out" ||
   { grep '^error' "$work/flip.out"; fail "a corrupt shard read by 2 ranks: want one error line naming it"; }
 echo "ok   resume warnings quote -p bf16 / -p fp32; a corrupt shard read by 2 of 3 ranks is one error line"
+# a log.csv written before mem_engine_peak_bytes (12 columns, mem_peak_bytes holding the engine's peak):
+# resumed, it is rewritten in today's columns, each old row's engine peak moved to the last column and
+# its process peak left empty, the rows after it complete; a log of other columns is refused in one line
+# and left as it was
+cp -r "$work/straight1" "$work/oldlog"
+$PY - "$work/oldlog/log.csv" <<'PY'
+import sys
+rows = open(sys.argv[1]).read().splitlines()
+out = ["step,train_loss,val_loss,lr,grad_norm,ms,tokens_per_s,comm_bytes,mem_states_bytes,mem_peak_bytes,compute_ms,exposed_comm_ms"]
+for r in rows[1:]:
+    f = r.split(",")
+    out.append(",".join(f[:9] + [f[12]] + f[10:12]))   # the old layout: the engine's peak in column 10
+open(sys.argv[1], "w").write("\n".join(out) + "\n")
+PY
+head -3 "$work/oldlog/log.csv" | cut -d, -f9-12 > "$work/oldlog.head"
+must_run oldlog 1 "${M[@]}" -s 1 -g 12 -x 8 -o "$work/oldlog" -y 1
+$PY - "$work/straight1/log.csv" "$work/oldlog/log.csv" <<'PY' || fail "the resumed old-column log: see above"
+import sys
+new, got = [open(p).read().splitlines() for p in sys.argv[1:]]
+assert got[0] == new[0], f"header {got[0]!r}, want {new[0]!r}"
+assert len(got) == 9, f"{len(got)} lines, want a header and 8 rows"
+ref_rows = {int(r.split(",")[0]): r.split(",") for r in new[1:]}
+for row in got[1:]:
+    g = row.split(",")
+    assert len(g) == 13, f"row {row!r}: {len(g)} fields"
+    step = int(g[0])
+    if step in ref_rows:   # the old rows: their engine peak moved to the end, no process peak
+        r = ref_rows[step]
+        assert g[9] == "" and g[12] == r[12] and g[:9] == r[:9] and g[10:12] == r[10:12], f"old row {row!r} against {r}"
+    else:
+        assert g[9] != "" and g[12] != "", f"new row {row!r} incomplete"
+assert sorted(int(r.split(",")[0]) for r in got[1:]) == list(range(8)), "want the steps 0-7"
+print("ok   a resumed 12-column log.csv is rewritten in 13, each figure where it belongs")
+PY
+cp -r "$work/straight1" "$work/otherlog"
+sed -i '1s/.*/step,loss,something_else/' "$work/otherlog/log.csv"
+cp "$work/otherlog/log.csv" "$work/otherlog.csv"
+! run otherlog 1 "${M[@]}" -s 1 -g 12 -x 8 -o "$work/otherlog" -y 1 || fail "a resume onto a log of other columns ran"
+[ "$(grep -c '^error' "$work/otherlog.out")" -eq 1 ] && grep -q "^error.*log.csv has other columns than this trainer writes" "$work/otherlog.out" ||
+  { cat "$work/otherlog.out"; fail "a log of other columns: want one error line naming it"; }
+cmp -s "$work/otherlog/log.csv" "$work/otherlog.csv" || fail "the refused resume changed the log"
+echo "ok   a log of other columns is refused in one line and left as it was"
 echo "test_checkpoint: all passed"
