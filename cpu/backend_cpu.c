@@ -126,6 +126,7 @@ typedef struct {
     int waiting;                  // the compute thread is blocked in wait (atomic)
     long poll_ns;
     // stamps
+    double away_s, away_end;      // the last stretch this process was not running (note_away), and its end
     void *parts;                  // the worker's buffer for a sum's parts (parts_buffer)
     size_t parts_cap;             // its bytes
     double *stamps;
@@ -441,7 +442,19 @@ static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause)
 // A deadline passed while this rank itself was not running (stopped by SIGSTOP, a debugger, a
 // suspended VM) is this rank's fault, not a peer's: drive counts the gaps between its tests longer
 // than SELF_GAP_S, and when they make up half the timeout, the line says so instead of blaming the peers.
+// A stop that ended just before the collective started counts too (note_away: the worker's idle
+// wait sees the gap): its peers gave up on this rank while it was stopped, so when it wakes into a
+// collective that no peer will join, the fault is still its own.
 #define SELF_GAP_S 1.0
+static void note_away(CpuComm *c, double gap, double now) {
+    if (gap > SELF_GAP_S) { c->away_s = gap; c->away_end = now; }
+}
+// How long this rank was not running during collective o or in the -ct seconds before it began.
+static double away_for(const CpuBackend *b, const CpuOp *o, double during) {
+    const CpuComm *c = &b->comm;
+    const double before = c->away_end >= o->ready - b->watch.timeout_s ? c->away_s : 0.0;
+    return during > before ? during : before;
+}
 #define PROGRESS_SAMPLE_S 0.2   // drive looks at the bytes moved this often
 // fewer bytes than this between two looks are no progress: Open MPI's progress engine itself reads and
 // writes a few bytes (its wake-up pipes) while a link is down; 16 KiB a look is 80 KB/s
@@ -449,8 +462,8 @@ static void op_timed_out(const CpuBackend *b, const CpuOp *o, const char *cause)
 
 static double deadline_of(const CpuOp *o) { double d; __atomic_load(&o->deadline, &d, __ATOMIC_ACQUIRE); return d; }
 
-static void drive(const CpuBackend *b, CpuOp *o, MPI_Request *req) {
-    const CpuComm *c = &b->comm;
+static void drive(CpuBackend *b, CpuOp *o, MPI_Request *req) {
+    CpuComm *c = &b->comm;
     double last = now_seconds(), not_running = 0.0;
     double bytes = proc_thread_io_bytes(), moved_at = last, next_sample = last + PROGRESS_SAMPLE_S;
     for (;;) {
@@ -471,13 +484,14 @@ static void drive(const CpuBackend *b, CpuOp *o, MPI_Request *req) {
             next_sample = now + PROGRESS_SAMPLE_S;
         }
         if (flag) return;
-        if (now - last > SELF_GAP_S) not_running += now - last;
+        if (now - last > SELF_GAP_S) { not_running += now - last; note_away(c, now - last, now); }
         last = now;
         if (now > deadline_of(o)) {
             char cause[200];
-            if (not_running > 0.5 * b->watch.timeout_s)
-                snprintf(cause, sizeof cause, "this rank itself was not running for %.1f s of it (stopped, or starved of "
-                         "CPU), so its peers are not to blame", not_running);
+            const double away = away_for(b, o, not_running);
+            if (away > 0.5 * b->watch.timeout_s)
+                snprintf(cause, sizeof cause, "this rank itself was not running for %.1f s of it or just before it (stopped, "
+                         "or starved of CPU), so its peers are not to blame", away);
             else snprintf(cause, sizeof cause, "a peer or its link is down");   // no byte moved for -ct seconds
             op_timed_out(b, o, cause);
         }
@@ -664,13 +678,23 @@ static double op_complete(CpuBackend *b, CpuOp *o) {
 }
 
 #ifdef USE_MPI
+#define IDLE_LOOK_NS 250000000L   // the idle worker looks at the clock 4 times a second
 // The worker: runs the queued collectives in order, each to completion.
 static void *comm_thread_main(void *arg) {
     CpuBackend *b = arg;
     CpuComm *c = &b->comm;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (c->qlen == 0 && !c->stop) pthread_cond_wait(&c->work, &c->mu);
+        while (c->qlen == 0 && !c->stop) {   // a timed wait, so that a stop of the process shows as a gap
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += IDLE_LOOK_NS;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            const double before = now_seconds();
+            pthread_cond_timedwait(&c->work, &c->mu, &ts);
+            const double after = now_seconds();
+            note_away(c, after - before - IDLE_LOOK_NS * 1e-9, after);
+        }
         if (c->qlen == 0) break;   // stopped, nothing left
         CpuOp *o = &c->op[c->queue[c->qhead]];
         c->qhead = (c->qhead + 1) % CPU_MAX_REQUESTS;
