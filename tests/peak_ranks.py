@@ -25,24 +25,16 @@ and holds them to each other:
 30% of the plan's process peak here; rank 0's figure printed for rank 1 fails 1 and 2.)
 Exit status 0 when every check holds; one line per check.
 """
-import argparse, csv, os, re, subprocess, sys, tempfile
+import argparse, csv, os, re, sys, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peak import launch, run   # the trainer's runs as tests/peak.py makes them
 
 MODEL = "d2c64h2t64"
 FLAGS = ["-b", "1", "-t", "16", "-x", "2", "-v", "0", "-z", "3"]
 CASES = [(1, []), (2, []), (2, ["-p", "bf16"])]
 PROCESS_TOL, DIFF_TOL_MIB, ENGINE_TOL = 0.10, 1.0, 0.005
 MIB = 1048576.0
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
-    return p.stdout
-
-
-def launch(n, args):
-    return (["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n)] if n > 1 else []) + args
 
 
 def plan_ranks(binary, n, extra):
