@@ -232,36 +232,56 @@ static void check_lifecycle(int keep) {
     zero3_free(&z);
 }
 
+// One clocked step; returns 0 and says why in `why` when a bound fails. A loaded machine can
+// preempt the process between the engine's stamp and the double's sleep (milliseconds that count
+// as exposed but not as waited), so the caller retries: an engine that counts the compute, or the
+// waits twice, misses by COMPUTE_MS or WAIT_MS a wait on every try, never by chance on one.
+static int clocked_step_fits(Zero3 *z, int stage, char *why, size_t why_len) {
+    clocked = 1; n_wait = 0; waited_ms = computed_ms = 0;
+    double t0 = now_seconds();
+    one_step(z, COMPUTE_MS);
+    double wall = now_seconds() - t0;
+    clocked = 0;
+    int n;
+    const Zero3Event *ev = zero3_timeline_read(z, &n);
+    double exposed_ms = z->observe.stats.exposed_s * 1e3;
+    // the engine's wait spans enclose the double's sleeps, with a few stamps' overhead; the compute
+    // spans between them must not count
+    if (!(n_wait >= 2 && exposed_ms >= waited_ms && exposed_ms <= waited_ms + 0.2 * n_wait + 0.5)) {
+        snprintf(why, why_len, "stage %d: exposed %.2f ms, the clock says %d waits took %.2f ms", stage, exposed_ms, n_wait, waited_ms);
+        return 0;
+    }
+    double first = 1e30, last = -1e30, compute_ms = 0;
+    for (int i = 0; i < n; i++) {
+        if (ev[i].t_begin < first) first = ev[i].t_begin;
+        if (ev[i].t_end > last) last = ev[i].t_end;
+        if (ev[i].t_end < ev[i].t_begin) { snprintf(why, why_len, "stage %d: event %d ends before it begins", stage, i); return 0; }
+        if (ev[i].type == ZERO3_EV_FORWARD || ev[i].type == ZERO3_EV_BACKWARD) compute_ms += 1e3 * (ev[i].t_end - ev[i].t_begin);
+    }
+    if (!(n > 0 && first >= t0 && last - first <= wall)) {
+        snprintf(why, why_len, "stage %d: the timeline (%.2f ms) leaves the wall clock (%.2f ms)", stage, 1e3 * (last - first), 1e3 * wall);
+        return 0;
+    }
+    if (!(compute_ms >= computed_ms && compute_ms <= computed_ms + 1.0)) {
+        snprintf(why, why_len, "stage %d: compute spans %.2f ms, the clock says %.2f ms", stage, compute_ms, computed_ms);
+        return 0;
+    }
+    snprintf(why, why_len, "stage %d: %d waits of %.0f ms took %.2f ms: exposed %.2f ms; compute %.2f ms (the clock: %.2f); wall %.2f ms",
+             stage, n_wait, WAIT_MS, waited_ms, exposed_ms, compute_ms, computed_ms, 1e3 * wall);
+    return 1;
+}
+
+#define CLOCK_TRIES 5
 static void check_exposed_clock(int stage) {
     Zero3 z; Zero3Backend be;
     Case c = {stage, 4, 0, 0, 0, ZERO3_F32};
     make(&z, &be, c);
     one_step(&z, 0.0);   // the first step records the schedule
-    clocked = 1; n_wait = 0; waited_ms = computed_ms = 0;
-    double t0 = now_seconds();
-    one_step(&z, COMPUTE_MS);
-    double wall = now_seconds() - t0;
-    clocked = 0;
-    int n;
-    const Zero3Event *ev = zero3_timeline_read(&z, &n);
-    double exposed_ms = z.observe.stats.exposed_s * 1e3;
-    // the engine's wait spans enclose the double's sleeps, with a few stamps' overhead; the compute
-    // spans between them must not count
-    CHECK(n_wait >= 2 && exposed_ms >= waited_ms && exposed_ms <= waited_ms + 0.2 * n_wait + 0.5,
-          "stage %d: exposed %.2f ms, the clock says %d waits took %.2f ms", stage, exposed_ms, n_wait, waited_ms);
-    double first = 1e30, last = -1e30, compute_ms = 0;
-    for (int i = 0; i < n; i++) {
-        if (ev[i].t_begin < first) first = ev[i].t_begin;
-        if (ev[i].t_end > last) last = ev[i].t_end;
-        CHECK(ev[i].t_end >= ev[i].t_begin, "stage %d: event %d ends before it begins", stage, i);
-        if (ev[i].type == ZERO3_EV_FORWARD || ev[i].type == ZERO3_EV_BACKWARD) compute_ms += 1e3 * (ev[i].t_end - ev[i].t_begin);
-    }
-    CHECK(n > 0 && first >= t0 && last - first <= wall, "stage %d: the timeline (%.2f ms) leaves the wall clock (%.2f ms)", stage,
-          1e3 * (last - first), 1e3 * wall);
-    CHECK(compute_ms >= computed_ms && compute_ms <= computed_ms + 1.0,
-          "stage %d: compute spans %.2f ms, the clock says %.2f ms", stage, compute_ms, computed_ms);
-    printf("  stage %d: %d waits of %.0f ms took %.2f ms: exposed %.2f ms; compute %.2f ms (the clock: %.2f); wall %.2f ms\n",
-           stage, n_wait, WAIT_MS, waited_ms, exposed_ms, compute_ms, computed_ms, 1e3 * wall);
+    char why[256];
+    int tries = 0, fits = 0;
+    while (!fits && tries < CLOCK_TRIES) { fits = clocked_step_fits(&z, stage, why, sizeof why); tries++; }
+    CHECK(fits, "%s (on each of %d tries)", why, CLOCK_TRIES);
+    if (fits) printf("  %s%s\n", why, tries > 1 ? " (a try the machine's load disturbed, retried)" : "");
     zero3_free(&z);
 }
 
