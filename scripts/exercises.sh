@@ -2,7 +2,8 @@
 # Six exercises on ZeRO, each answered by the program: one section each, every
 # figure from a run (or a plan) this script makes, on the CPU.
 #
-#   scripts/exercises.sh [-q] [-m MIB] [-o DIR] [SECTION ...]      SECTION: 1..6, loop, capacity, all
+#   scripts/exercises.sh [-q] [-m MIB] [-o DIR] [SECTION ...]      SECTION: 1..6, loop, capacity, paper,
+#                                                                         deepspeed, all
 #     1         bytes per parameter (bf16 + AdamW) and DDP's model state per rank: the planner's 7B
 #               figures and a -p bf16 run's split
 #     2         which of P, G, O each stage shards, the model state per rank against N: the planner's
@@ -17,6 +18,10 @@
 #     loop      the closed loop: -z 0..3 from the same init and data, the loss of every step side by side
 #     capacity  DDP adds throughput, not capacity: the model state and the process peak per rank
 #               against N, DDP flat and ZeRO-3 falling ~1/N (runs on 1, 2, 4 ranks; the planner beyond)
+#     paper     a template of questions for reading the ZeRO paper (the problem, the three stages, the cost, the
+#               conclusion): each question answered by a figure of the -z 0..3 runs or the planner
+#     deepspeed docs/examples/deepspeed's ds_zero1/2/3.json through scripts/translate_config.py, each printed command run,
+#               their memory logs side by side; ds_report, the launcher and Hugging Face's Trainer here
 #     all       every section (the default)
 #   -q       quick: the smallest models, the fewest steps (the test suite's mode, under 2 minutes)
 #   -m MIB   a memory budget per rank, in MiB (1-1048576): sections 5 and capacity say what fits
@@ -32,17 +37,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
-USAGE="usage: $0 [-q] [-m MIB] [-o DIR] [1|2|3|4|5|6|loop|capacity|all ...]"
-SECTIONS="1 2 3 4 5 6 loop capacity"
+USAGE="usage: $0 [-q] [-m MIB] [-o DIR] [1|2|3|4|5|6|loop|capacity|paper|deepspeed|all ...]"
+SECTIONS="1 2 3 4 5 6 loop capacity paper deepspeed"
 QUICK=0; BUDGET=; OUT=; WHICH=()
 while [ $# -gt 0 ]; do case "$1" in
   -q) QUICK=1; shift ;;
   -m) [ $# -ge 2 ] || die "-m: missing its value, a budget in MiB ($USAGE)"; BUDGET=$2; need_int -m BUDGET 1 1048576; shift 2 ;;
   -o) [ $# -ge 2 ] || die "-o: missing its value, a folder ($USAGE)"; OUT=$2; [ -n "$OUT" ] || die "-o: needs a folder"; shift 2 ;;
-  -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   all) WHICH+=($SECTIONS); shift ;;
   *) case " $SECTIONS " in *" $1 "*) WHICH+=("$1"); shift ;;
-     *) die "$1: not a section (1..6, loop, capacity, all) nor an option ($USAGE)" ;; esac ;;
+     *) die "$1: not a section (1..6, loop, capacity, paper, deepspeed, all) nor an option ($USAGE)" ;; esac ;;
 esac; done
 [ ${#WHICH[@]} -gt 0 ] || WHICH=($SECTIONS)
 [ -z "$OUT" ] || need_new_folder -o "$OUT"
@@ -344,6 +349,86 @@ section_capacity() {
   else
     echo "  DDP's deepest model stays where one rank puts it; ZeRO-3's grows with N: more ranks, a larger model"
   fi
+}
+
+# the flags of a printed `command: mpirun -np N ./train_gpt2_zero3 FLAGS` line
+command_flags() { sed -nE 's/^command: mpirun -np [0-9]+ \.\/train_gpt2_zero3 (.*)$/\1/p' <<<"$1"; }
+
+section_deepspeed() {
+  echo "== the DeepSpeed way to run them: ds_report, the deepspeed launcher and ds_zero1/2/3.json, their memory logs side by side"
+  local z cfg out cmd flags f
+  for z in 1 2 3; do
+    cfg=docs/examples/deepspeed/ds_zero$z.json
+    out=$($PY scripts/translate_config.py --ranks "$N" --model "$MODEL" "$cfg" 2>&1) || die "scripts/translate_config.py $cfg: $(echo "$out" | grep -m1 .)"
+    cmd=$(sed -n 's/^command: //p' <<<"$out"); flags=$(command_flags "$out")
+    [ -n "$flags" ] || die "scripts/translate_config.py $cfg printed no command line"
+    echo "  deepspeed --num_gpus=$N train.py --deepspeed $cfg"
+    echo "    is  $cmd   (scripts/translate_config.py --ranks $N --model $MODEL $cfg)"
+    # shellcheck disable=SC2086  # the translator's flags, one word each
+    trainer "ds$z" "$N" $flags -t 64 -x "$STEPS" -v 0 -S 1337
+  done
+  echo "  run here with -t 64 -x $STEPS -v 0 -S 1337 added (the configs name no sequence length or step count); what each one's"
+  echo "  closing report says, rank 0, the memory log DeepSpeed prints with its see_memory_usage:"
+  printf '    %-9s %14s %14s %18s %14s %12s\n' config "model state" "process peak" "pool held (most)" "sent/step" "final loss"
+  for z in 1 2 3; do
+    f=$DIR/ds$z.out
+    printf '    %-9s %14s %10s MiB %18s %10s MiB %12s\n' "ds_zero$z" "$(state_of "$f")" "$(mib "$(proc_of "$f")")" \
+      "$(sed -nE 's/.*held at most ([0-9.]+ [KMG]?i?B) in them.*/\1/p' <<<"$(pool_of "$f")")" \
+      "$(mib "$(ledger_of "$f" | sum_bytes)")" "$(losses_of "$f" | tail -1 | cut -d' ' -f2)"
+  done
+  echo "  ds_report checks the machine before a run; here every run's startup report does (ds_zero3's, its first lines):"
+  sed -n '/^| GPT-2 ZeRO trainer/,/^| links/p' "$DIR/ds3.out" | sed 's/^/    /'
+  echo "  the launcher: \`deepspeed --num_gpus=N\` starts N processes and their rendezvous; mpirun -np N does both here"
+  echo "  (scripts/launch.sh for several machines, scripts/slurm/ for a Slurm cluster)."
+  echo "  Hugging Face's TrainingArguments(deepspeed=\"ds_zero2.json\") hands a config to a trainer; this program is the"
+  echo "  trainer, and the config becomes its flags (the lines above): there is nothing to hand it to."
+}
+
+# a template of questions for reading the ZeRO paper, each question answered by a figure of the runs
+section_paper() {
+  echo "== the paper's note: the template's questions, answered by the four -z runs ($MODEL, $N ranks) and the planner"
+  stage_runs
+  local z l b c s0 s3 st
+  declare -A bytes count state
+  for z in 0 1 2 3; do
+    l=$(ledger_of "$DIR/z$z.out"); bytes[$z]=$(sum_bytes <<<"$l"); count[$z]=$(sum_count <<<"$l")
+    state[$z]=$(tomib "$(state_of "$DIR/z$z.out")")
+  done
+  echo "  1. the problem"
+  awk -v s0="${state[0]}" -v s3="${state[3]}" -v n="$N" 'BEGIN {
+    printf "     which states does DDP repeat on every rank? all three, params, grads and optimizer: -z 0 holds %.2f MiB a rank,\n", s0
+    printf "       the whole model'"'"'s; -z 3 holds %.2f MiB, %.3f of it (1/N = %.3f, the padding aside)\n", s3, s3 / s0, 1 / n }'
+  echo "     where do model states end and activations, temporary buffers and fragmentation begin? section 4 (exercises.sh 4)"
+  echo "       draws the line in one run: the state is the shards; the rest is the pool, the activations and the process's own"
+  echo "  2. the three stages"
+  awk -v s0="${state[0]}" -v s1="${state[1]}" -v s2="${state[2]}" -v s3="${state[3]}" \
+      -v b0="${bytes[0]}" -v b1="${bytes[1]}" -v b2="${bytes[2]}" -v b3="${bytes[3]}" \
+      -v rs2="$(kind_of "$(ledger_of "$DIR/z2.out")" reduce_scatter | cut -d' ' -f2)" \
+      -v g3="$(ledger_of "$DIR/z3.out" | awk '$1 ~ /^(fwd|bwd)_gather$/ {b += $3} END {print b + 0}')" 'BEGIN {
+    printf "     ZeRO-1 shards the optimizer state: %.2f MiB a rank against DDP'"'"'s %.2f, and sends %.3fx DDP'"'"'s bytes (nothing more)\n", s1, s0, b1 / b0
+    printf "     ZeRO-2 shards the gradients too: %.2f MiB; each rank keeps the sum of its 1/N only, so the backward reduce-scatters\n", s2
+    printf "       (%d bytes a step, %.0f%% of what it sends; DDP all-reduces the same bytes twice over: reduce-scatter + all-gather)\n", rs2, 100 * rs2 / b2
+    printf "     ZeRO-3 shards the params as well: %.2f MiB; no rank holds a unit it must compute with, so each is all-gathered\n", s3
+    printf "       before its forward and again before its backward (%d bytes a step, %.0f%% of what it sends: %.2fx DDP'"'"'s in all)\n", g3, 100 * g3 / b3, b3 / b0 }'
+  echo "  3. the cost"
+  awk -v b0="${bytes[0]}" -v b3="${bytes[3]}" -v c0="${count[0]}" -v c3="${count[3]}" 'BEGIN {
+    printf "     when is ZeRO-3 slow? when its extra %.2fx bytes and %d collectives a step (DDP: %d) meet a slow link, a compute too\n", b3 / b0, c3, c0
+    print  "       small to hide them, or many small units: section 6 measures the three reasons; lessons.sh ex6 gives the verdict" }'
+  echo "     what are prefetch, buckets and overlap for? to start a gather before its unit is needed, while another unit"
+  echo "       computes: -pd sets how far ahead, -wrap the unit (the bucket), and lessons.sh prefetch and prefetch0 time"
+  echo "       the exposed waits with and without it (docs/time.md)"
+  echo "  4. the conclusion"
+  awk -v s0="${state[0]}" -v s1="${state[1]}" -v b0="${bytes[0]}" -v b1="${bytes[1]}" 'BEGIN {
+    printf "     if the model fits under DDP, would ZeRO help? stage 1 costs nothing: DDP'"'"'s bytes (%.3fx) for %.0f%% of its state;\n", b1 / b0, 100 * s1 / s0
+    print  "       beyond it, the lowest stage that fits: each higher one sends more or waits more (section 5'"'"'s rule)" }'
+  echo "     when ZeRO-2, when ZeRO-3? the planner's answer for 7.5B on 64 ranks (./train_gpt2_zero3 -plan 64 -e 7.5B), the lowest"
+  echo "       stage whose model state fits a rank's budget (the activations aside):"
+  st=$(./train_gpt2_zero3 -plan 64 -e 7.5B | sed -n '/^model-state memory per rank, mixed/,/^  3 /p' | awk '/^  [0-3] / {print $1, $(NF-1)}')
+  [ "$(wc -l <<<"$st")" = 4 ] || die "-plan 64 -e 7.5B: no per-stage model-state table"
+  for b in 80 40 24 8; do
+    awk -v b="$b" '{ if (pick == "" && $2 <= b) { pick = $1; gb = $2 } }
+      END { printf "       %3d GB a rank: %s\n", b, pick == "" ? "none fits: more ranks, or offload (-oo)" : sprintf("-z %s (%.3f GB)", pick, gb) }' <<<"$st"
+  done
 }
 
 for s in "${WHICH[@]}"; do "section_$s"; done

@@ -16,7 +16,11 @@
 #     gathers than ZeRO-2's (a slow emulated link: the wait is the link's), the waits' sum;
 #  loop  every step's loss equal across -z 0..3 and equal to a one-rank run of the same global batch;
 #  capacity  DDP's state flat in N, ZeRO-3's x N constant; the planner's deepest fitting model: N=1
-#     by hand (tests/peak.py's closed form), DDP flat beyond, ZeRO-3 growing with N.
+#     by hand (tests/peak.py's closed form), DDP flat beyond, ZeRO-3 growing with N;
+#  paper  ZeRO-3's state 1/N of DDP's, ZeRO-2's reduce-scatter (N-1)/N of the gradients, the
+#     collectives by hand from the unit count, 7.5B's stage per budget by the closed form;
+#  deepspeed  docs/examples/deepspeed's three configs' commands by hand, their bf16 states (2 + 2 + 12 bytes a
+#     parameter, sharded as each stage says), one final loss for all three, ZeRO-3 1.5x the bytes.
 # The careless user: an unknown section, bad -m, an -o folder holding files (refused, its files kept),
 # a SIGTERM during a run (exit 143, the runs stopped, nothing left), a build that fails (one line).
 # About 2 minutes on 2 loaded cores.
@@ -70,8 +74,8 @@ $PY - "$work/all.out" "$work/one.out" "$work/n2_z2.out" "$work/n2_z3.out" <<'PY'
 import math, re, sys
 out = open(sys.argv[1]).read()
 one, n2 = open(sys.argv[2]).read(), {2: open(sys.argv[3]).read(), 3: open(sys.argv[4]).read()}
-sec = {m.group(1): m.group(2) for m in re.finditer(r"^== (exercise \d|the closed loop|capacity)[^\n]*\n(.*?)(?=^== |\Z)", out, re.M | re.S)}
-assert len(sec) == 8, f"sections found: {sorted(sec)}"
+sec = {m.group(1): m.group(2) for m in re.finditer(r"^== (exercise \d|the closed loop|capacity|the paper's note|the DeepSpeed way)[^\n]*\n(.*?)(?=^== |\Z)", out, re.M | re.S)}
+assert len(sec) == 10, f"sections found: {sorted(sec)}"
 GiB, MiB = 2 ** 30, 2 ** 20
 def close(a, b, rel, what):
     assert abs(a - b) <= rel * abs(b) + 1e-12, f"{what}: {a} against {b}"
@@ -200,6 +204,38 @@ ns = sorted(fit)
 assert all(fit[n][0] == fit[2][0] <= fit[1][0] for n in ns[1:]), f"DDP's deepest should stay flat: {fit}"
 assert all(fit[a][1] < fit[b][1] for a, b in zip(ns, ns[1:])) and fit[64][1] > 8 * fit[64][0], f"ZeRO-3's should grow with N: {fit}"
 print(f"capacity: states flat / 1/N; one rank L={want} by hand; deepest {fit}")
+
+# paper: d2c64h2t64 (3,323,648 parameters, 4 units) on 4 ranks, fp32; 7.5B by the closed form
+s = sec["the paper's note"]
+P, N, U = 3323648, 4, 4
+s0, s3, r = map(float, re.search(r"-z 0 holds ([\d.]+) MiB a rank.*?-z 3 holds ([\d.]+) MiB, ([\d.]+) of it", s, re.S).groups())
+close(s0, st[0], 1e-9, "paper: DDP's state against exercise 2's"); close(r, 1 / N, 2e-3, "paper: ZeRO-3's share of DDP's state")
+assert re.search(r"sends 1\.000x DDP's bytes", s) and re.search(r"1\.50x DDP's in all", s), s
+rs = int(re.search(r"\((\d+) bytes a step, \d+% of what it sends; DDP", s).group(1))
+close(rs, (N - 1) / N * 4 * P, 1e-3, "paper: ZeRO-2's reduce-scatter, (N-1)/N of the fp32 gradients")
+c3, c0 = map(int, re.search(r"(\d+) collectives a step \(DDP: (\d+)\)", s).groups())
+assert (c3, c0) == ((U + 1) + (U - 1) + U + 1, U + 1), f"paper: collectives {c3}, {c0}; by hand {(U + 1) + (U - 1) + U + 1}, {U + 1}"
+psi = 7.5e9
+z = [16 * psi, 4 * psi + 12 * psi / 64, 2 * psi + 14 * psi / 64, 16 * psi / 64]
+for b, got in re.findall(r"^ +(\d+) GB a rank: (.*)$", s, re.M):
+    pick = next((k for k in range(4) if z[k] / 1e9 <= int(b)), None)
+    assert got == (f"-z {pick} ({z[pick] / 1e9:.3f} GB)" if pick is not None else "none fits: more ranks, or offload (-oo)"), f"paper: {b} GB: {got}, by hand -z {pick}"
+assert len(re.findall(r"GB a rank: ", s)) == 4, s
+print(f"paper: ZeRO-3 {r} of DDP's state, reduce-scatter {rs} B by hand, collectives {c3}/{c0}, 7.5B budgets by the closed form")
+
+# deepspeed: the three configs by hand (docs/examples/deepspeed), bf16 states 2 + 2 + 12 bytes a parameter
+s = sec["the DeepSpeed way"]
+for k, extra in ((1, ""), (2, ""), (3, " -pd 1 -pt 640")):   # stage 3's "auto" persistence: 10 x the hidden size 64
+    want = f"is  mpirun -np 4 ./train_gpt2_zero3 -e d2c64h2t64 -z {k} -p bf16 -b 4 -l 0.0001{extra}   "
+    assert want in s, f"ds_zero{k}.json: want {want!r} in {s}"
+ds = {int(k): r for k, *r in re.findall(r"^    ds_zero(\d)\s+([\d.]+ [KMG]?i?B)\s+([\d.]+) MiB\s+([\d.]+ [KMG]?i?B)\s+([\d.]+) MiB\s+([\d.]+)$", s, re.M)}
+assert sorted(ds) == [1, 2, 3], ds
+for k, per in ((1, 4 + 12 / N), (2, 2 + 14 / N), (3, 16 / N)):
+    close(mib(ds[k][0]), P * per / MiB, 2e-3, f"ds_zero{k}: bf16 state {per} bytes a parameter")
+assert ds[1][4] == ds[2][4] == ds[3][4], f"the three configs' final losses differ: {ds}"
+assert float(ds[1][3]) == float(ds[2][3]) and abs(float(ds[3][3]) / float(ds[1][3]) - 1.5) < 0.01, ds
+assert re.search(r"^    \| GPT-2 ZeRO trainer   CPU bf16", s, re.M) and re.search(r"^    \| ranks    N=4, ZeRO stage 3", s, re.M), s
+print(f"deepspeed: the commands by hand, bf16 states 7, 5.5, 4 bytes a parameter, one final loss {ds[1][4]}")
 PY
 
 # 5 with a budget between the stages' process peaks: the verdict the rule gives on its own table
