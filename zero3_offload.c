@@ -147,7 +147,7 @@ static void run_request(Zero3Offload *o, const Request *r) {
     if (rc) snprintf(why, sizeof why, "%s of unit %s's record failed (%s)", op == IO_READ ? "the read" : "the write",
                      o->z->units[u].name, rc == ENODATA ? "the file is shorter than the run made it: truncated" : strerror(rc));
     else if (op == IO_READ && record_checksum(buf, bytes) != o->checksum[u])
-        snprintf(why, sizeof why, "unit %s's record changed since the run wrote it (checksum mismatch)", o->z->units[u].name);
+        snprintf(why, sizeof why, "unit %s's record changed behind the run's back since it wrote it (checksum mismatch: overwritten, or truncated and written past)", o->z->units[u].name);
     else if (op == IO_WRITE) o->written[u] = 1;
     if (why[0]) {
         pthread_mutex_lock(&o->mu);

@@ -47,15 +47,9 @@ if ! make -s -j"$(nproc 2>/dev/null || echo 2)" test_prerequisites >"$logs/prere
 fi
 
 pass=0; fail=0; skip=0; failed=()
-# Each test's mpiruns keep their scratch folders under a base of the test's own: Open MPI 4 puts every
-# mpirun's in one folder a user (/tmp/ompi.HOST.UID), which the last mpirun to end removes, and an
-# mpirun starting in a test beside it can find the folder gone between its mkdirs ("orte_session_dir
-# failed"). A test run alone keeps Open MPI's default (the cluster's nodes have their own /tmp).
 start_test() {   # in the background: timeout makes itself the leader of the test's process group
   start_of[$1]=$(date +%s)
-  local own=()
-  if [[ " ${shared[*]} " == *" $1 "* ]]; then mkdir -p "$logs/o.$1"; own=("OMPI_MCA_orte_tmpdir_base=$logs/o.$1"); fi
-  env "${own[@]}" timeout -k 10 "$TEST_TIMEOUT" bash "tests/test_$1.sh" >"$logs/$1.log" 2>&1 </dev/null &
+  timeout -k 10 "$TEST_TIMEOUT" bash "tests/test_$1.sh" >"$logs/$1.log" 2>&1 </dev/null &
   pid_of[$1]=$!
 }
 finish_one() {   # waits for any running test, prints its output and its verdict

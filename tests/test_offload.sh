@@ -210,6 +210,7 @@ tamper() {   # tamper NAME HOW [FILE FLAG]: HOW is truncate or flip; the optimiz
   one_error "$how" "$name" "offload: $f: "
   [ ! -e "$f" ] || fail "$how: the state file was left behind"
 }
+# (a later record written past the cut makes the file whole again, with zeros: the read's checksum says so)
 tamper trunc truncate
 grep -q "truncated\|changed behind the run's back" "$work/trunc.err" || { cat "$work/trunc.err"; fail "truncate: the line does not say what happened"; }
 tamper flip flip
