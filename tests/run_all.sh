@@ -37,9 +37,17 @@ for n in "${ordered[@]}"; do
 done
 
 logs=$(mktemp -d)
+# Open MPI 4 keeps every mpirun's scratch folder in one folder a user, which the last mpirun to end
+# removes with the files in it, unless a folder is left in it; an mpirun starting in the test beside
+# it can find it gone between its mkdirs ("orte_session_dir failed"). An empty folder of the suite's
+# own in it keeps it for the suite's run.
+ompi_top=${TMPDIR:-/tmp}/ompi.$(hostname).$(id -u)
+keep=$ompi_top/run_all.$$
+mkdir -p -m 700 "$keep" 2>/dev/null || keep=
+unkeep() { [ -z "$keep" ] || { rmdir "$keep"; rmdir "$ompi_top"; } 2>/dev/null; }
 declare -A pid_of start_of
 stop_all() { local p; for p in "${pid_of[@]}"; do kill -TERM -- -"$p" 2>/dev/null; done
-             echo "stopped during: ${!pid_of[*]}" >&2; rm -rf "$logs"; exit 130; }
+             echo "stopped during: ${!pid_of[*]}" >&2; rm -rf "$logs"; unkeep; exit 130; }
 trap stop_all INT TERM
 
 if ! make -s -j"$(nproc 2>/dev/null || echo 2)" test_prerequisites >"$logs/prerequisites.log" 2>&1; then
@@ -75,7 +83,7 @@ for n in "${shared[@]}"; do
   start_test "$n"
 done
 while [ "${#pid_of[@]}" -gt 0 ]; do finish_one; done
-rm -rf "$logs"
+rm -rf "$logs"; unkeep
 
 [ $fail -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed, $skip skipped"
