@@ -123,6 +123,8 @@ acts_of() { need "$1" "$(sed -nE 's/.*activations per rank: ([0-9.]+ [KMG]?i?B) 
 # the process peak in bytes: the closing report's `process memory` line, its "(B bytes) the run's peak"
 proc_of() { need "$1" "$(sed -nE 's/^process memory \(rank 0.*\(([0-9]+) bytes\) the run.s peak.*/\1/p' "$1" | head -1)" "its process memory line"; }
 pool_of() { need "$1" "$(grep -m1 '^buffer pool' "$1")" "its buffer pool line"; }
+# the pool's busiest moment, "12.39 MiB", from a buffer pool line ($1)
+held_of() { sed -nE 's/.*held at most ([0-9.]+ [KMG]?i?B) in them.*/\1/p' <<<"$1"; }
 # the last step's measured ledger: "KIND COUNT BYTES" lines
 ledger_of() {
   local l; l=$(sed -n '/^collective ledger, last step/,/^ledger:/p' "$1" |
@@ -204,7 +206,7 @@ section_4() {
   stage_runs
   local f=$DIR/z3.out acts pool res held frag
   acts=$(acts_of "$f"); pool=$(pool_of "$f")
-  res=$(sed -nE 's/.*reserve ([0-9.]+ [KMG]?i?B);.*/\1/p' <<<"$pool"); held=$(sed -nE 's/.*held at most ([0-9.]+ [KMG]?i?B) in them.*/\1/p' <<<"$pool")
+  res=$(sed -nE 's/.*reserve ([0-9.]+ [KMG]?i?B);.*/\1/p' <<<"$pool"); held=$(held_of "$pool")
   frag=$(sed -nE 's/.*fragmentation ([0-9.]+ [KMG]?i?B \([0-9.]+%\)).*/\1/p' <<<"$pool")
   echo "  model states       $(state_of "$f") per rank: the shards of params, grads and optimizer state (this run holds)"
   echo "  activations        ${acts%|*} per rank kept for the backward; ${acts#*|} with recompute (-rc 1): they scale with -b and -t, not with N"
@@ -373,7 +375,7 @@ section_deepspeed() {
   for z in 1 2 3; do
     f=$DIR/ds$z.out
     printf '    %-9s %14s %10s MiB %18s %10s MiB %12s\n' "ds_zero$z" "$(state_of "$f")" "$(mib "$(proc_of "$f")")" \
-      "$(sed -nE 's/.*held at most ([0-9.]+ [KMG]?i?B) in them.*/\1/p' <<<"$(pool_of "$f")")" \
+      "$(held_of "$(pool_of "$f")")" \
       "$(mib "$(ledger_of "$f" | sum_bytes)")" "$(losses_of "$f" | tail -1 | cut -d' ' -f2)"
   done
   echo "  ds_report checks the machine before a run; here every run's startup report does (ds_zero3's, its first lines):"
@@ -388,10 +390,10 @@ section_deepspeed() {
 section_paper() {
   echo "== the paper's note: the template's questions, answered by the four -z runs ($MODEL, $N ranks) and the planner"
   stage_runs
-  local z l b c s0 s3 st
-  declare -A bytes count state
+  local z b st
+  declare -A ledger bytes count state
   for z in 0 1 2 3; do
-    l=$(ledger_of "$DIR/z$z.out"); bytes[$z]=$(sum_bytes <<<"$l"); count[$z]=$(sum_count <<<"$l")
+    ledger[$z]=$(ledger_of "$DIR/z$z.out"); bytes[$z]=$(sum_bytes <<<"${ledger[$z]}"); count[$z]=$(sum_count <<<"${ledger[$z]}")
     state[$z]=$(tomib "$(state_of "$DIR/z$z.out")")
   done
   echo "  1. the problem"
@@ -403,8 +405,8 @@ section_paper() {
   echo "  2. the three stages"
   awk -v s0="${state[0]}" -v s1="${state[1]}" -v s2="${state[2]}" -v s3="${state[3]}" \
       -v b0="${bytes[0]}" -v b1="${bytes[1]}" -v b2="${bytes[2]}" -v b3="${bytes[3]}" \
-      -v rs2="$(kind_of "$(ledger_of "$DIR/z2.out")" reduce_scatter | cut -d' ' -f2)" \
-      -v g3="$(ledger_of "$DIR/z3.out" | awk '$1 ~ /^(fwd|bwd)_gather$/ {b += $3} END {print b + 0}')" 'BEGIN {
+      -v rs2="$(kind_of "${ledger[2]}" reduce_scatter | cut -d' ' -f2)" \
+      -v g3="$(awk '$1 ~ /^(fwd|bwd)_gather$/ {b += $3} END {print b + 0}' <<<"${ledger[3]}")" 'BEGIN {
     printf "     ZeRO-1 shards the optimizer state: %.2f MiB a rank against DDP'"'"'s %.2f, and sends %.3fx DDP'"'"'s bytes (nothing more)\n", s1, s0, b1 / b0
     printf "     ZeRO-2 shards the gradients too: %.2f MiB; each rank keeps the sum of its 1/N only, so the backward reduce-scatters\n", s2
     printf "       (%d bytes a step, %.0f%% of what it sends; DDP all-reduces the same bytes twice over: reduce-scatter + all-gather)\n", rs2, 100 * rs2 / b2
