@@ -160,6 +160,7 @@ struct CpuBackend {
     CpuGroups groups;
     struct { int on; Zero3Links links; } links;   // the emulated links (emulate_links), when on
     double sum_squares;   // the spans of one norm added so far (sum_squares_add)
+    struct { double *sums; size_t cap; } chunks;   // one span's chunk sums (sum_squares_add), kept
     struct {
         double timeout_s;     // a collective's deadline after its start (0: none)
         double report_s;      // a transfer that waited longer is reported as a stall when it ends
@@ -934,9 +935,15 @@ static double cpu_all_reduce_scalar(void *ctx, double x) {
 #define SQUARES_LANES 8
 static inline __attribute__((always_inline)) double chunk_squares(const void *xv, size_t n, int is_bf16) {
     double lane[SQUARES_LANES] = {0};
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i + SQUARES_LANES <= n; i += SQUARES_LANES)   // whole rows of lanes: one vector of doubles
+        for (int l = 0; l < SQUARES_LANES; l++) {
+            double v = is_bf16 ? bf16_to_f32(((const uint16_t *)xv)[i + l]) : ((const float *)xv)[i + l];
+            lane[l] += v * v;
+        }
+    for (int l = 0; i < n; i++, l++) {
         double v = is_bf16 ? bf16_to_f32(((const uint16_t *)xv)[i]) : ((const float *)xv)[i];
-        lane[i % SQUARES_LANES] += v * v;
+        lane[l] += v * v;
     }
     double s = 0.0;
     for (int l = 0; l < SQUARES_LANES; l++) s += lane[l];
@@ -945,18 +952,26 @@ static inline __attribute__((always_inline)) double chunk_squares(const void *xv
 static double chunk_squares_bf16(const uint16_t *x, size_t n) { return chunk_squares(x, n, 1); }
 static double chunk_squares_f32(const float *x, size_t n) { return chunk_squares(x, n, 0); }
 static void cpu_sum_squares_add(void *ctx, const void *xv, size_t n, Zero3DType t) {
+    CpuBackend *b = ctx;
     const int is_bf16 = t == ZERO3_BF16;
     size_t nchunks = (n + 4095) / 4096;
-    double total = 0.0;
-    #pragma omp parallel for ordered schedule(static)
+    if (nchunks > b->chunks.cap) {
+        free(b->chunks.sums);
+        b->chunks.sums = xmalloc(nchunks * sizeof(double));
+        b->chunks.cap = nchunks;
+    }
+    double *sums = b->chunks.sums;
+    // the chunks on every thread at once, then their sums in chunk order on this one: an ordered
+    // add inside the loop would hold each thread's first chunk until the threads before it ended
+    #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < nchunks; c++) {
         size_t end = (c + 1) * 4096 < n ? (c + 1) * 4096 : n;
-        double s = is_bf16 ? chunk_squares_bf16((const uint16_t *)xv + c * 4096, end - c * 4096)
-                           : chunk_squares_f32((const float *)xv + c * 4096, end - c * 4096);
-        #pragma omp ordered
-        total += s;
+        sums[c] = is_bf16 ? chunk_squares_bf16((const uint16_t *)xv + c * 4096, end - c * 4096)
+                          : chunk_squares_f32((const float *)xv + c * 4096, end - c * 4096);
     }
-    ((CpuBackend *)ctx)->sum_squares += total;
+    double total = 0.0;
+    for (size_t c = 0; c < nchunks; c++) total += sums[c];
+    b->sum_squares += total;
 }
 static double cpu_sum_squares_total(void *ctx) {
     CpuBackend *b = ctx;
@@ -1233,6 +1248,7 @@ void backend_cpu_finish(Zero3Backend *be) {
     free(b->comm.stamps);
     free(b->comm.parts);
     free(b->watch.nodes);
+    free(b->chunks.sums);
     free(b);
     be->ctx = NULL;
 }
