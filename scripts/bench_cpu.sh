@@ -3,7 +3,7 @@
 #   scripts/bench_cpu.sh [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both] [-z STAGES] [-r]
 #   scripts/bench_cpu.sh --floor [-e MODEL] [-b B] [-t T] [-x STEPS] [-p fp32|bf16|both]
 # --floor: the step against its physical floor, one rank, phase by phase: tools/bench/bench_floor.c
-# measures the peaks and a STREAM triad, then one training run with the phase clock
+# measures the peaks and the memory's bandwidth (STREAM-style passes), then one training run with the phase clock
 # (ZERO3_CPU_PHASES, cpu/gpt2_cpu.c) gives each phase's mean ms, and the table prints both. With
 # BENCH_CLOCK=cpu (a loaded machine) everything runs on one thread and is timed in CPU seconds.
 # -p: the trainer's precision (-p bf16: mixed precision); both runs each configuration in fp32, then
@@ -19,7 +19,7 @@
 # of each precision: the same total work at any N, so one floor for every row of a precision; a
 # PyTorch row uses the bf16 floor). Below the table, for each stage and precision: 2 ranks over 1,
 # and what copying the 2-rank row's comm/step once (read and write, both ranks at once, at the
-# triad's bandwidth) would add to the 1-rank step: the cost ZeRO on one machine cannot go under
+# memory's bandwidth) would add to the 1-rank step: the cost ZeRO on one machine cannot go under
 # without sharing memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,7 +79,7 @@ printf "%-6s %-6s %10s %12s %14s %14s %14s %8s\n" ranks stage ms/step tokens/s c
 declare -A FLOOR_MS BANDWIDTH MACHINE STEP_MS COMM
 first_out=
 # the floor of precision p's step, from the model line of a run's output ($2): "-p P: F ms" (floor_line),
-# and the machine's triad in GB/s
+# and the machine's memory bandwidth in GB/s
 measure_floor() {
   local p=$1 dims report
   dims=$(model_dims "$2")
@@ -87,8 +87,8 @@ measure_floor() {
   # shellcheck disable=SC2086   # dims is the flags, split on purpose
   report=$(OMP_NUM_THREADS=$CORES ./build/bench_floor $dims -B "$B" -T "$T" -p "$p") || die "bench_floor -p $p failed"
   FLOOR_MS[$p]=$(awk '$1 == "step" { print $2 }' <<<"$report")
-  BANDWIDTH[$p]=$(sed -n 's/.* triad \([0-9.]*\) GB\/s.*/\1/p' <<<"$report")
-  [ -n "${FLOOR_MS[$p]}" ] && [ -n "${BANDWIDTH[$p]}" ] || die "bench_floor -p $p printed no step floor or triad: $report"
+  BANDWIDTH[$p]=$(sed -n 's/.* memory \([0-9.]*\) GB\/s.*/\1/p' <<<"$report")
+  [ -n "${FLOOR_MS[$p]}" ] && [ -n "${BANDWIDTH[$p]}" ] || die "bench_floor -p $p printed no step floor or memory bandwidth: $report"
   MACHINE[$p]=$(grep '^machine' <<<"$report")
 }
 for n in 1 2; do

@@ -104,12 +104,12 @@ echo "ok: bench_io: $(grep -c ' GB/s' "$work/io.out") ways on a tiny file, bad i
 
 # -- bench_cpu.sh's table: each row's "x floor" is its ms/step over the floor line's, the ratio lines are
 # the 2-rank row over the 1-rank row, and the copy's ms is 2 ranks x (read + write) of the row's comm/step
-# at the floor line's triad, all worked out again here from the printed figures
+# at the floor line's memory bandwidth, all worked out again here from the printed figures
 scripts/bench_cpu.sh -e d2c64h2t64 -b 2 -t 32 -x 2 -z 3 -p fp32 >"$work/bench.out" 2>"$work/bench.err" ||
   { cat "$work/bench.err"; fail "bench_cpu.sh's table"; }
 cat "$work/bench.out"
 awk '
-  $1 == "floor" { floor = $4; for (i = 1; i <= NF; i++) if ($i == "triad") gbs = $(i + 1) }
+  $1 == "floor" { floor = $4; for (i = 1; i <= NF; i++) if ($i == "memory") gbs = $(i + 1) }
   $1 ~ /^[12]$/ && $2 == "3" { ms[$1] = $3; xf[$1] = $NF; comm[$1] = $5 }
   /^stage 3, -p fp32: 2 ranks \/ 1 rank/ { ratio = $11; sub(/x;$/, "", ratio); copy = $(NF - 2) }
   END {

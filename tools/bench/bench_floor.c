@@ -12,8 +12,13 @@ cores), on the wall clock, or with BENCH_CLOCK=cpu on this process's CPU time (o
 machine's wall clock counts the other programs' turns; bench_peak.h says why not several threads):
     peak fp32    12 chains of 512-bit VFMADD231PS a thread (tools/bench/bench_peak.h)
     peak bf16    the same with VDPBF16PS (0 without AVX512_BF16: then the bf16 matmuls count at the fp32 peak)
-    bandwidth    a STREAM triad a[i] = b[i] + s*c[i] over three arrays of 64 MiB each (well past any
-                 cache), 12 bytes an element (two reads, one write; write-allocate not counted, as STREAM)
+    bandwidth    the faster of two STREAM-style passes over 64 MiB arrays (well past any cache):
+                 the triad a[i] = b[i] + s*c[i], 16 bytes an element (two reads, one write, and the read
+                 of a's line that a write to it costs first: write-allocate, which STREAM leaves out),
+                 and an update in place a[i] = a[i]*s + b[i], 12 bytes (two reads, one write to a line
+                 just read), the pattern of AdamW and of every gradient accumulated in place. A floor
+                 a phase beats is none: AdamW's passes run faster than the triad counted as STREAM
+                 counts it (12 bytes)
 
 The floor of a phase is max(FLOPs / peak, bytes / bandwidth): the roofline, since inside one pass
 the loads stream while the arithmetic runs. The step's floor is the sum over the phases, since they
@@ -112,21 +117,28 @@ static void phase_counts(const Shape *s, Cost cost[F_PHASES]) {
                                                                 //   the bf16 param; fp32: read p, g, m, v, write p, m, v
 }
 
-// a STREAM triad over `threads` threads: GB/s, the best of `tries`
-static double triad_gbs(int threads, int tries) {
+// Memory bandwidth over `threads` threads, the best of `tries` of each pass (the file's top says which
+// two and the bytes each moves): what the memory carried, in GB/s.
+typedef struct { double triad, in_place; } Bandwidth;
+static Bandwidth memory_gbs(int threads, int tries) {
     const size_t n = 16u << 20;   // floats an array: 64 MiB
     float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float)), *c = malloc(n * sizeof(float));
-    if (!a || !b || !c) { fprintf(stderr, "error: bench_floor: cannot allocate the triad's 192 MiB\n"); exit(1); }
+    if (!a || !b || !c) { fprintf(stderr, "error: bench_floor: cannot allocate the bandwidth passes' 192 MiB\n"); exit(1); }
     #pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t i = 0; i < n; i++) { a[i] = 0.0f; b[i] = 1.0f; c[i] = 2.0f; }   // each thread touches its own pages
-    double best = 0.0;
+    Bandwidth best = {0.0, 0.0};
+    const float scalar = 3.0f, half = 0.5f;
     for (int t = 0; t < tries; t++) {
         double t0 = peak_now(threads);
-        const float scalar = 3.0f;
         #pragma omp parallel for num_threads(threads) schedule(static)
         for (size_t i = 0; i < n; i++) a[i] = b[i] + scalar * c[i];
-        double seconds = peak_now(threads) - t0, gbs = 3.0 * n * sizeof(float) / seconds * 1e-9;
-        if (gbs > best) best = gbs;
+        double t1 = peak_now(threads);
+        #pragma omp parallel for num_threads(threads) schedule(static)
+        for (size_t i = 0; i < n; i++) a[i] = a[i] * half + b[i];
+        double t2 = peak_now(threads);
+        double triad = 4.0 * n * sizeof(float) / (t1 - t0) * 1e-9, in_place = 3.0 * n * sizeof(float) / (t2 - t1) * 1e-9;
+        if (triad > best.triad) best.triad = triad;
+        if (in_place > best.in_place) best.in_place = in_place;
     }
     volatile float sink = a[n / 2];
     (void)sink;
@@ -186,10 +198,11 @@ int main(int argc, char **argv) {
     }
     const int threads = omp_get_max_threads();
     double fma = peak_gflops(PEAK_FP32_FMA, threads, 5), dp = peak_gflops(PEAK_BF16_DP, threads, 5);
-    double bw = triad_gbs(threads, 5);
+    Bandwidth mem = memory_gbs(threads, 5);
+    double bw = mem.triad > mem.in_place ? mem.triad : mem.in_place;
     double mm_peak = s.bf16 && dp > 0 ? dp : fma;
-    printf("machine, %d threads: fp32 FMA %.1f GFLOP/s, VDPBF16PS %.1f GFLOP/s, triad %.2f GB/s; matmuls at the %s peak\n",
-           threads, fma, dp, bw, s.bf16 && dp > 0 ? "VDPBF16PS" : "fp32 FMA");
+    printf("machine, %d threads: fp32 FMA %.1f GFLOP/s, VDPBF16PS %.1f GFLOP/s, memory %.2f GB/s (triad %.2f, in place %.2f); "
+           "matmuls at the %s peak\n", threads, fma, dp, bw, mem.triad, mem.in_place, s.bf16 && dp > 0 ? "VDPBF16PS" : "fp32 FMA");
     if (fma <= 0) { fprintf(stderr, "error: bench_floor: this CPU has no 512-bit FMA to measure a peak with\n"); return 1; }
     printf("%-12s %9s %9s %10s %10s %9s %8s\n", "phase", "GFLOP", "MB", "floor ms", "bound", have_ms ? "ms" : "", have_ms ? "ratio" : "");
     double floor_sum = 0;
