@@ -20,7 +20,9 @@
 # PyTorch row uses the bf16 floor). Below the table, for each stage and precision: 2 ranks over 1,
 # and what copying the 2-rank row's comm/step once (read and write, both ranks at once, at the
 # memory's bandwidth) would add to the 1-rank step: the cost ZeRO on one machine cannot go under
-# without sharing memory.
+# without sharing memory; then one rank's half alone (B/2 on half the cores, no peer: each rank's
+# compute without its collectives), which splits what the 2 ranks add into the collectives and the
+# shared machine (2 ranks less the half) and the half batch itself (the half less 1 rank).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/args.sh
@@ -71,6 +73,7 @@ make -s train_gpt2_zero3 build/bench_floor >/dev/null
 for n in 1 2; do for z in $STAGES; do for p in $precs; do
   trainer_accepts "$n" -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -p "$p"
 done; done; done
+for p in $precs; do trainer_accepts 1 -e "$MODEL" -b $((B / 2)) -t "$T" -x "$STEPS" -p "$p"; done
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)   # the cores, not an OMP_NUM_THREADS the user exported
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo '?')), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -120,12 +123,26 @@ if [ $TORCH = 1 ]; then   # PyTorch's bf16 step: its ms/step over the timed step
   [ $pcol = 1 ] && printf "%-6s " torch
   awk -v ms="$ms" -v tok=$((B*T)) -v floor="${FLOOR_MS[bf16]}" 'BEGIN { printf "%-6s %-6s %10.1f %12.0f %14s %14s %8.2f   (PyTorch bf16 autocast, 1 process, %s)\n", 1, "-", ms, tok/(ms/1000), "", "", ms/floor, "eager" }'
 fi
+# One rank's half alone: what each of the 2 ranks computes (B/2, its share of the cores), run with
+# no peer, so no collective and no second process beside it. The 2-rank step less this is what the
+# collectives and the two ranks' sharing of the machine cost; this less the 1-rank step, what the
+# half batch on fewer threads costs (smaller matmuls; the weights packed by each rank).
+declare -A HALF_MS
+for p in $precs; do
+  dir="$out/half$p"
+  OMP_NUM_THREADS=$(( CORES / 2 > 1 ? CORES / 2 : 1 )) ./train_gpt2_zero3 -e "$MODEL" -b $((B / 2)) -t "$T" -x "$STEPS" \
+    -p "$p" -v 0 -o "$dir" >"$dir.out"
+  HALF_MS[$p]=$(awk -F, 'NR>2 { ms += $6; c++ } END { printf "%.3f", ms/c }' "$dir/log.csv")
+done
 for p in $precs; do echo "floor -p $p: ${FLOOR_MS[$p]} ms a step; ${MACHINE[$p]}"; done
 for z in $STAGES; do for p in $precs; do
   awk -v z="$z" -v p="$p" -v one="${STEP_MS[1,$z,$p]}" -v two="${STEP_MS[2,$z,$p]}" -v comm="${COMM[2,$z,$p]}" -v gbs="${BANDWIDTH[$p]}" \
+      -v half="${HALF_MS[$p]}" -v threads=$(( CORES / 2 > 1 ? CORES / 2 : 1 )) -v b=$((B / 2)) \
     'BEGIN { copy = 2 * 2 * comm / (gbs * 1e9) * 1000   # 2 ranks, each reading and writing its bytes once
              printf "stage %d, -p %s: 2 ranks / 1 rank = %.2fx; one copy of the collectives'"'"' bytes would add %.1f ms (%.2fx)\n",
-                    z, p, two / one, copy, (one + copy) / one }'
+                    z, p, two / one, copy, (one + copy) / one
+             printf "stage %d, -p %s: one rank'"'"'s half alone (B=%d, %d thread%s, no peer) %.1f ms: the collectives and the shared machine add %+.1f ms, the half batch %+.1f ms\n",
+                    z, p, b, threads, (threads > 1 ? "s" : ""), half, two - half, half - one }'
 done; done
 if [ $TORCH = 1 ] && [[ " $precs " == *" bf16 "* ]]; then
   read -r z _ <<<"$STAGES"

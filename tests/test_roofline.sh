@@ -103,8 +103,9 @@ set -e
 echo "ok: bench_io: $(grep -c ' GB/s' "$work/io.out") ways on a tiny file, bad inputs refused, no file left"
 
 # -- bench_cpu.sh's table: each row's "x floor" is its ms/step over the floor line's, the ratio lines are
-# the 2-rank row over the 1-rank row, and the copy's ms is 2 ranks x (read + write) of the row's comm/step
-# at the floor line's memory bandwidth, all worked out again here from the printed figures
+# the 2-rank row over the 1-rank row, the copy's ms is 2 ranks x (read + write) of the row's comm/step
+# at the floor line's memory bandwidth, and the half alone (-b 2 over 2 ranks: B=1 each) splits the
+# rows' difference in two parts that add up to it, all worked out again here from the printed figures
 scripts/bench_cpu.sh -e d2c64h2t64 -b 2 -t 32 -x 2 -z 3 -p fp32 >"$work/bench.out" 2>"$work/bench.err" ||
   { cat "$work/bench.err"; fail "bench_cpu.sh's table"; }
 cat "$work/bench.out"
@@ -112,8 +113,12 @@ awk '
   $1 == "floor" { floor = $4; for (i = 1; i <= NF; i++) if ($i == "memory") gbs = $(i + 1) }
   $1 ~ /^[12]$/ && $2 == "3" { ms[$1] = $3; xf[$1] = $NF; comm[$1] = $5 }
   /^stage 3, -p fp32: 2 ranks \/ 1 rank/ { ratio = $11; sub(/x;$/, "", ratio); copy = $(NF - 2) }
+  /^stage 3, -p fp32: one rank.s half alone \(B=1, / { half = $14; added = $23; batch = $(NF - 1) }
   END {
-    if (!floor || !gbs || !ms[1] || !ms[2] || ratio == "") { print "missing figures"; exit 1 }
+    if (!floor || !gbs || !ms[1] || !ms[2] || ratio == "" || !half) { print "missing figures"; exit 1 }
+    # the 2 ranks less the half, the half less 1 rank: the rows and the half (each printed to 0.1 ms)
+    if (added - (ms[2] - half) > 0.11 || (ms[2] - half) - added > 0.11) { print "2 ranks less the half " added ", by hand " ms[2] - half; exit 1 }
+    if (batch - (half - ms[1]) > 0.11 || (half - ms[1]) - batch > 0.11) { print "the half less 1 rank " batch ", by hand " half - ms[1]; exit 1 }
     for (n = 1; n <= 2; n++) if (xf[n] - ms[n] / floor > 0.011 || ms[n] / floor - xf[n] > 0.011) { print "row " n ": x floor " xf[n] ", by hand " ms[n] / floor; exit 1 }
     if (ratio - ms[2] / ms[1] > 0.011 || ms[2] / ms[1] - ratio > 0.011) { print "2/1 ratio " ratio ", by hand " ms[2] / ms[1]; exit 1 }
     want = 4 * comm[2] * 1048576 / (gbs * 1e9) * 1000
