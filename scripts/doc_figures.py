@@ -63,12 +63,21 @@ def run_env():
     return env
 
 
+# A command that several figures show (the README's and the primer's ledger, say) runs once a call:
+# its output, or its failure, is kept by the command's text. A figure's output must not depend on
+# when it runs (else no check could hold it), so once is as good as twice.
+_RUNS = {}
+
+
 def output_of(cmd):
-    p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, env=run_env(),
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"exit {p.returncode}: {p.stderr.strip()[-400:]}")
-    return "".join(line.rstrip() + "\n" for line in p.stdout.splitlines())
+    if cmd not in _RUNS:
+        p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, env=run_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _RUNS[cmd] = (p.returncode, p.stderr.strip()[-400:], "".join(line.rstrip() + "\n" for line in p.stdout.splitlines()))
+    rc, err, out = _RUNS[cmd]
+    if rc != 0:
+        raise RuntimeError(f"exit {rc}: {err}")
+    return out
 
 
 def figures(text):
