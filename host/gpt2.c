@@ -255,6 +255,8 @@ static void init_piece(const GPT2Piece *p, void *varg) {
     float std = gpt2_init_std(a->cfg, p->kind);
     int is_ln_weight = (p->kind == W_LN1W || p->kind == W_LN2W || p->kind == W_LNFW);
     size_t wte_real = (size_t)a->cfg->vocab_size * a->cfg->channels;
+    // each value a function of its place alone: any split over the threads gives the same bits
+    #pragma omp parallel for schedule(static) if (p->count > (1u << 16))
     for (size_t i = 0; i < p->count; i++) {
         size_t e = p->file_elem + i;   // the value depends only on the element's place in the file
         if (is_ln_weight) out[i] = 1.0f;
