@@ -81,6 +81,9 @@ echo "model $MODEL, $((B*T)) tokens/step, $STEPS steps, $CORES cores ($(date -u 
 printf "%-6s %-6s %10s %12s %14s %14s %14s %8s\n" ranks stage ms/step tokens/s comm/step engine/rank process/rank "x floor"
 declare -A FLOOR_MS BANDWIDTH MACHINE STEP_MS COMM
 first_out=
+# a run's mean ms a step from its log.csv (column 6), the first step (the warm-up) left out
+mean_step_ms() { awk -F, 'NR>2 { ms += $6; c++ } END { printf "%.3f", ms/c }' "$1"; }
+HALF_THREADS=$(( CORES / 2 > 1 ? CORES / 2 : 1 ))   # one of 2 ranks' share of the cores
 # the floor of precision p's step, from the model line of a run's output ($2): "-p P: F ms" (floor_line),
 # and the machine's memory bandwidth in GB/s
 measure_floor() {
@@ -97,14 +100,14 @@ measure_floor() {
 for n in 1 2; do
   for z in $STAGES; do
     for p in $precs; do
-      threads=$(( CORES / n )); [ $threads -ge 1 ] || threads=1
+      threads=$(( n == 1 ? CORES : HALF_THREADS ))
       dir="$out/r$n$z$p"
       cmd=(./train_gpt2_zero3 -e "$MODEL" -b $((B / n)) -t "$T" -x "$STEPS" -z "$z" -p "$p" -v 0 -o "$dir")
       if [ "$n" -gt 1 ]; then cmd=(mpirun --oversubscribe --bind-to none -np "$n" "${cmd[@]}"); fi
       OMP_NUM_THREADS=$threads "${cmd[@]}" >"$dir.out"
       [ -n "$first_out" ] || first_out=$dir.out   # its model line: the shapes every floor counts
       [ -n "${FLOOR_MS[$p]:-}" ] || measure_floor "$p" "$dir.out"
-      read -r ms comm < <(awk -F, 'NR>2 { ms += $6; c++; comm = $8 } END { printf "%.3f %.0f\n", ms/c, comm }' "$dir/log.csv")
+      ms=$(mean_step_ms "$dir/log.csv"); comm=$(awk -F, 'NR>2 { comm = $8 } END { printf "%.0f", comm }' "$dir/log.csv")
       STEP_MS[$n,$z,$p]=$ms; COMM[$n,$z,$p]=$comm
       [ $pcol = 1 ] && printf "%-6s " "$p"
       # log.csv's engine peak (mem_engine_peak_bytes) and rank 0's process peak (mem_peak_bytes, the kernel's count)
@@ -130,14 +133,13 @@ fi
 declare -A HALF_MS
 for p in $precs; do
   dir="$out/half$p"
-  OMP_NUM_THREADS=$(( CORES / 2 > 1 ? CORES / 2 : 1 )) ./train_gpt2_zero3 -e "$MODEL" -b $((B / 2)) -t "$T" -x "$STEPS" \
-    -p "$p" -v 0 -o "$dir" >"$dir.out"
-  HALF_MS[$p]=$(awk -F, 'NR>2 { ms += $6; c++ } END { printf "%.3f", ms/c }' "$dir/log.csv")
+  OMP_NUM_THREADS=$HALF_THREADS ./train_gpt2_zero3 -e "$MODEL" -b $((B / 2)) -t "$T" -x "$STEPS" -p "$p" -v 0 -o "$dir" >"$dir.out"
+  HALF_MS[$p]=$(mean_step_ms "$dir/log.csv")
 done
 for p in $precs; do echo "floor -p $p: ${FLOOR_MS[$p]} ms a step; ${MACHINE[$p]}"; done
 for z in $STAGES; do for p in $precs; do
   awk -v z="$z" -v p="$p" -v one="${STEP_MS[1,$z,$p]}" -v two="${STEP_MS[2,$z,$p]}" -v comm="${COMM[2,$z,$p]}" -v gbs="${BANDWIDTH[$p]}" \
-      -v half="${HALF_MS[$p]}" -v threads=$(( CORES / 2 > 1 ? CORES / 2 : 1 )) -v b=$((B / 2)) \
+      -v half="${HALF_MS[$p]}" -v threads=$HALF_THREADS -v b=$((B / 2)) \
     'BEGIN { copy = 2 * 2 * comm / (gbs * 1e9) * 1000   # 2 ranks, each reading and writing its bytes once
              printf "stage %d, -p %s: 2 ranks / 1 rank = %.2fx; one copy of the collectives'"'"' bytes would add %.1f ms (%.2fx)\n",
                     z, p, two / one, copy, (one + copy) / one

@@ -356,11 +356,12 @@ section_capacity() {
 # the flags of a printed `command: mpirun -np N ./train_gpt2_zero3 FLAGS` line
 command_flags() { sed -nE 's/^command: mpirun -np [0-9]+ \.\/train_gpt2_zero3 (.*)$/\1/p' <<<"$1"; }
 
+ds_config() { echo "docs/examples/deepspeed/ds_zero$1.json"; }   # the DeepSpeed example of stage $1
 section_deepspeed() {
   local z cfg out cmd flags f
   declare -A translated
   for z in 1 2 3; do   # every config translated before the section's first line: a bad one stops it before it starts
-    cfg=docs/examples/deepspeed/ds_zero$z.json
+    cfg=$(ds_config "$z")
     out=$($PY scripts/translate_config.py --ranks "$N" --model "$MODEL" "$cfg" 2>&1) ||
       die "scripts/translate_config.py: $(echo "$out" | grep -m1 . | sed 's/^error: //')"
     [ -n "$(command_flags "$out")" ] || die "scripts/translate_config.py $cfg printed no command line"
@@ -368,7 +369,7 @@ section_deepspeed() {
   done
   echo "== the DeepSpeed way to run them: ds_report, the deepspeed launcher and ds_zero1/2/3.json, their memory logs side by side"
   for z in 1 2 3; do
-    cfg=docs/examples/deepspeed/ds_zero$z.json out=${translated[$z]}
+    cfg=$(ds_config "$z") out=${translated[$z]}
     cmd=$(sed -n 's/^command: //p' <<<"$out"); flags=$(command_flags "$out")
     echo "  deepspeed --num_gpus=$N train.py --deepspeed $cfg"
     echo "    is  $cmd   (scripts/translate_config.py --ranks $N --model $MODEL $cfg)"
