@@ -202,10 +202,11 @@ static void linear_forward(GPT2ComputeState *m, float *out, const float *inp, co
     if (m->bf16) PHASE(m, PHASE_MATMUL, matmul_forward_bf16(m->mm, out, inp, w, b, m->B, m->T, C, OC));
     else PHASE(m, PHASE_MATMUL, matmul_forward(out, inp, w, b, m->B, m->T, C, OC));
 }
+// dinp is written (GRAD_WRITE): in GPT-2 each linear layer's input gradient has no other contribution
 static void linear_backward(GPT2ComputeState *m, float *dinp, void *dw, void *db, const float *dout,
                             const float *inp, const void *w, int C, int OC) {
-    if (m->bf16) PHASE(m, PHASE_MATMUL, matmul_backward_bf16(m->mm, dinp, dw, db, dout, inp, w, m->B, m->T, C, OC));
-    else PHASE(m, PHASE_MATMUL, matmul_backward(dinp, dw, db, dout, inp, w, m->B, m->T, C, OC));
+    if (m->bf16) PHASE(m, PHASE_MATMUL, matmul_backward_bf16(m->mm, dinp, GRAD_WRITE, dw, db, dout, inp, w, m->B, m->T, C, OC));
+    else PHASE(m, PHASE_MATMUL, matmul_backward(dinp, GRAD_WRITE, dw, db, dout, inp, w, m->B, m->T, C, OC));
 }
 
 // a bf16 layernorm's weight and bias, widened into the state's scratch
@@ -308,10 +309,8 @@ static void lm_head_backward(GPT2ComputeState *m, const GPT2EmbedParams *w, cons
     float **s = m->acts;
     PHASE(m, PHASE_LOGITS, {
         for (size_t i = 0; i < BT; i++) s[S_DLOSSES][i] = dloss;
-        memset(s[S_DLOGITS], 0, BT * Vp * sizeof(float));
-        crossentropy_softmax_backward(s[S_DLOGITS], s[S_DLOSSES], s[A_PROBS], m->targets, B, T, V, Vp);
+        crossentropy_softmax_backward(s[S_DLOGITS], GRAD_WRITE, s[S_DLOSSES], s[A_PROBS], m->targets, B, T, V, Vp);
     });
-    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DLN], 0, BT * C * sizeof(float)));
     linear_backward(m, s[S_DLN], dw->wte, NULL, s[S_DLOGITS], s[A_LNF], w->wte, C, Vp);
 }
 
@@ -324,28 +323,20 @@ static void final_norm_backward(GPT2ComputeState *m, const GPT2HeadParams *w, co
                   s[A_LNF_MEAN], s[A_LNF_RSTD]);
 }
 
-// dresidual holds d(residual3 of block l) on entry and d(its input) on exit.
+// dresidual holds d(residual3 of block l) on entry and d(its input) on exit. The scratch gradients
+// (dfch_gelu, dfch, dln, datty, dqkv) are written by their one producer, so they are never zeroed.
 static void block_backward(GPT2ComputeState *m, int l, const GPT2BlockParams *w, const GPT2BlockParams *dw) {
     const int B = m->B, T = m->T, C = m->cfg.channels, NH = m->cfg.num_heads;
-    const size_t BT = (size_t)B * T;
     float **a = m->layer_acts[l], **s = m->acts;
     float *dres = s[S_DRESIDUAL], *dln = s[S_DLN];
     // MLP: residual3 = residual2 + fcproj, so d(fcproj) = dres and dres flows on to residual2
-    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DFCH_GELU], 0, BT * 4 * C * sizeof(float)));
     linear_backward(m, s[S_DFCH_GELU], dw->fcprojw, dw->fcprojb, dres, a[A_FCH_GELU], w->fcprojw, 4 * C, C);
-    PHASE(m, PHASE_ELEMENTWISE, {
-        memset(s[S_DFCH], 0, BT * 4 * C * sizeof(float));
-        gelu_backward(s[S_DFCH], a[A_FCH], s[S_DFCH_GELU], B * T * 4 * C);
-        memset(dln, 0, BT * C * sizeof(float));
-    });
+    PHASE(m, PHASE_ELEMENTWISE, gelu_backward(s[S_DFCH], GRAD_WRITE, a[A_FCH], s[S_DFCH_GELU], B * T * 4 * C));
     linear_backward(m, dln, dw->fcw, dw->fcb, s[S_DFCH], a[A_LN2], w->fcw, C, 4 * C);
     norm_backward(m, dres, dw->ln2w, dw->ln2b, dln, a[A_RESIDUAL2], w->ln2w, a[A_LN2_MEAN], a[A_LN2_RSTD]);
     // attention: residual2 = residual + attproj, the same split
-    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DATTY], 0, BT * C * sizeof(float)));
     linear_backward(m, s[S_DATTY], dw->attprojw, dw->attprojb, dres, a[A_ATTY], w->attprojw, C, C);
-    PHASE(m, PHASE_ELEMENTWISE, memset(s[S_DQKV], 0, BT * 3 * C * sizeof(float)));
-    PHASE(m, PHASE_ATTENTION, attention_backward(s[S_DQKV], s[S_DPREATT], s[S_DATT], s[S_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH));
-    PHASE(m, PHASE_ELEMENTWISE, memset(dln, 0, BT * C * sizeof(float)));
+    PHASE(m, PHASE_ATTENTION, attention_backward(s[S_DQKV], GRAD_WRITE, s[S_DPREATT], s[S_DATT], s[S_DATTY], a[A_QKV], a[A_ATT], B, T, C, NH));
     linear_backward(m, dln, dw->qkvw, dw->qkvb, s[S_DQKV], a[A_LN1], w->qkvw, C, 3 * C);
     norm_backward(m, dres, dw->ln1w, dw->ln1b, dln, block_input(m, l), w->ln1w, a[A_LN1_MEAN], a[A_LN1_RSTD]);
 }

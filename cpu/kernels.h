@@ -5,9 +5,14 @@ Used by the CPU compute (cpu/gpt2_cpu.c). Conventions, as in llm.c:
 - every tensor is row-major; B batch, T time, C channels, NH heads, hs = C/NH head size,
   OC output channels, V vocabulary, Vp vocabulary padded (columns V..Vp-1 are padding);
 - a weight is (OC, C), as nn.Linear stores it, so out = inp @ weight^T + bias;
-- every backward ACCUMULATES (+=) into its parameter-gradient and input-gradient outputs and never
-  overwrites them: gradients are summed over micro-steps, and the tied wte gets gradient both from
-  the LM head and from the encoder. The caller zeroes a gradient when it wants a fresh one.
+- every backward ACCUMULATES (+=) into its parameter-gradient outputs and never overwrites them:
+  gradients are summed over micro-steps, and the tied wte gets gradient both from the LM head and
+  from the encoder. The caller zeroes a gradient when it wants a fresh one.
+- an input gradient is accumulated too, unless the caller says it is the buffer's only contribution
+  (GradInto below): the kernels whose input gradient has one producer in GPT-2 (the linear layer's
+  dinp, attention's, gelu's, the logits') can then write it, and the caller need not zero it first, a pass over
+  memory saved. Written or added into zero, the values are the same bits (0 + y is y, and the sign
+  of a zero y never reaches a sum: every accumulator starts at +0).
 
 Performance and determinism:
 - matmul is >90% of the time. It is one blocked matrix product (mm_gemm below) used for all three
@@ -28,6 +33,11 @@ Performance and determinism:
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+
+// How a backward puts an input gradient into its buffer: added to what is there (other
+// contributions are summed in it, as the residual stream's), or written (the only contribution:
+// what was in the buffer does not matter).
+typedef enum { GRAD_ADD, GRAD_WRITE } GradInto;
 
 // ------------------------------------------------------------------------------------------------
 // SIMD vocabulary
@@ -332,13 +342,13 @@ static inline void matmul_forward(float *out, const float *inp, const float *wei
 }
 
 // Given dout (B,T,OC) = dL/dout of matmul_forward:
-//   dinp (B,T,C)  += dout @ weight            (the weight as stored, (OC,C))
+//   dinp (B,T,C)  += dout @ weight            (the weight as stored, (OC,C); = with GRAD_WRITE)
 //   dweight (OC,C) += dout^T @ inp            (sum over all B*T tokens)
 //   dbias (OC)     += dout summed over tokens (dbias may be NULL)
-static inline void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                                   const float *weight, int B, int T, int C, int OC) {
+static inline void matmul_backward(float *dinp, GradInto dinp_into, float *dweight, float *dbias, const float *dout,
+                                   const float *inp, const float *weight, int B, int T, int C, int OC) {
     int BT = B * T;
-    mm_gemm_parallel(dinp, C, dout, OC, 1, weight, C, 1, NULL, 1, BT, C, OC);
+    mm_gemm_parallel(dinp, C, dout, OC, 1, weight, C, 1, NULL, dinp_into == GRAD_ADD, BT, C, OC);
     // rows of dweight are output channels: A[o][bt] = dout[bt][o] is dout read as a transpose
     mm_gemm_parallel(dweight, C, dout, 1, OC, inp, C, 1, NULL, 1, OC, C, BT);
     if (dbias) {
@@ -489,7 +499,7 @@ static inline void layernorm_backward(float *dinp, float *dweight, float *dbias,
 
 // out (B,T,C), preatt (B,NH,T,T), att (B,NH,T,T), inp (B,T,3C).
 // Masked entries (t2 > t) of preatt and att are written as 0.
-static inline void attention_forward(float *out, float *preatt, float *att, const float *inp,
+static inline void attention_forward_rows(float *out, float *preatt, float *att, const float *inp,
                                      int B, int T, int C, int NH) {
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
@@ -523,7 +533,8 @@ static inline void attention_forward(float *out, float *preatt, float *att, cons
 // Given dout (B,T,C), inp = qkv (B,T,3C) and att (B,NH,T,T) from the forward, per head:
 //   datt    = dout V^T                                   (T,T), t2 <= t
 //   dscore  = att * (datt - sum_t2(att * datt)) / sqrt(hs)   (softmax backward, and the 1/sqrt(hs))
-//   dQ += dscore K,   dK += dscore^T Q,   dV += att^T dout    -> accumulated into dinp (B,T,3C)
+//   dQ += dscore K,   dK += dscore^T Q,   dV += att^T dout    -> into dinp (B,T,3C): added, or
+//                                                                 written (GRAD_WRITE: each once)
 // dpreatt and datt (B,NH,T,T) are scratch: their contents on entry do not matter (the kernel writes
 // every entry before it reads it, so one scratch buffer can be reused by every layer without
 // zeroing). On return datt[t][t2] holds dL/datt and dpreatt[t][t2] holds dL/d(q.k) = dL/dpreatt / sqrt(hs)
@@ -531,9 +542,9 @@ static inline void attention_forward(float *out, float *preatt, float *att, cons
 // Two phases, each parallel over (b, h, block of rows): the first owns query rows t (datt, dscore,
 // dQ); the second owns key rows t2 (dK, dV), which sum over all t >= t2. No two tasks write the same
 // element, so no atomics and no thread-count dependence.
-static inline void attention_backward(float *dinp, float *dpreatt, float *datt, const float *dout, const float *inp,
-                                      const float *att, int B, int T, int C, int NH) {
-    int hs = C / NH, C3 = 3 * C;
+static inline void attention_backward_rows(float *dinp, GradInto into, float *dpreatt, float *datt, const float *dout,
+                                      const float *inp, const float *att, int B, int T, int C, int NH) {
+    int hs = C / NH, C3 = 3 * C, add = into == GRAD_ADD;
     float scale = 1.0f / sqrtf((float)hs);
     int row_blocks = (T + ATT_ROW_BLOCK - 1) / ATT_ROW_BLOCK;
     #pragma omp parallel for collapse(3) schedule(dynamic, 1)
@@ -560,7 +571,7 @@ static inline void attention_backward(float *dinp, float *dpreatt, float *datt, 
                 }
                 // dQ[t0:t1] += dscore[t0:t1, 0:t1] @ K[0:t1]
                 mm_gemm(dinp + ((size_t)b * T + t0) * C3 + h * hs, C3, dscore_bh + (size_t)t0 * T, T, 1,
-                        k, C3, 1, NULL, 1, t1 - t0, hs, t1);
+                        k, C3, 1, NULL, add, t1 - t0, hs, t1);
             }
         }
     }
@@ -577,13 +588,164 @@ static inline void attention_backward(float *dinp, float *dpreatt, float *datt, 
                 // key rows t2 in [r0,r1) get contributions from query rows t in [r0,T): A[t2][t] = X[t][t2]
                 // dK[r0:r1] += dscore[r0:T, r0:r1]^T @ Q[r0:T]
                 mm_gemm(dk + (size_t)r0 * C3, C3, dscore_bh + (size_t)r0 * T + r0, 1, T,
-                        q + (size_t)r0 * C3, C3, 1, NULL, 1, r1 - r0, hs, T - r0);
+                        q + (size_t)r0 * C3, C3, 1, NULL, add, r1 - r0, hs, T - r0);
                 // dV[r0:r1] += att[r0:T, r0:r1]^T @ dout[r0:T]
                 mm_gemm(dv + (size_t)r0 * C3, C3, att_bh + (size_t)r0 * T + r0, 1, T,
-                        dout_h + (size_t)r0 * C, C, 1, NULL, 1, r1 - r0, hs, T - r0);
+                        dout_h + (size_t)r0 * C, C, 1, NULL, add, r1 - r0, hs, T - r0);
             }
         }
     }
+}
+
+
+// ------------------------------------------------------------------------------------------------
+// The same attention a head at a time, for heads whose operands fit on the stack (T=64, hs=64 in
+// d12 at the sequence lengths this trainer runs most; att_head_fits says which): each operand is
+// packed into mm_tile's panels ONCE per head, where the row blocks above pack K^T and V again for
+// every block and every call. Each product is then mm_tile over those panels, in the depth blocks
+// mm_gemm uses, and the panels hold the same values, so every sum has the same terms in the same
+// order: the results are bitwise those of the _rows functions (tests/unit/test_cpu_kernels.c checks
+// it). Where a row tile's product runs over fewer keys than the 32-row block's (t0 + 8 instead of
+// t1), the terms left out are the zeros of the causal mask, which add nothing to a sum that starts
+// at +0; where it runs over more (a key panel of 32), the extra scores are masked after.
+
+#define ATT_HEAD_FLOATS 16384   // one packed operand of a head: 64 KiB; three of them per thread
+static inline int att_round_up(int x, int to) { return (x + to - 1) / to * to; }
+static inline int att_head_fits(int T, int hs) {
+    return (size_t)att_round_up(T, MM_TILE_COLS) * att_round_up(hs, MM_TILE_COLS) <= ATT_HEAD_FLOATS;
+}
+static inline int att_cols(int total, int at) { return total - at < MM_TILE_COLS ? total - at : MM_TILE_COLS; }
+
+// out (rows x cols of a tile) = init + A panel @ B panel over `depth`, in MM_DEPTH_BLOCK blocks as
+// mm_gemm sums them (a sub-block of a panel is the panel from its k0-th row on)
+static inline void mm_tile_depth(float *out, size_t ldo, const float *a_panel, const float *b_panel, int depth,
+                                 int rows, int cols, int accumulate) {
+    for (int k0 = 0; k0 < depth; k0 += MM_DEPTH_BLOCK) {
+        int d = depth - k0 < MM_DEPTH_BLOCK ? depth - k0 : MM_DEPTH_BLOCK;
+        mm_tile(out, ldo, a_panel + (size_t)k0 * MM_TILE_ROWS, b_panel + (size_t)k0 * MM_TILE_COLS, d, rows, cols,
+                NULL, (accumulate || k0 > 0) ? MM_ADD : MM_STORE);
+    }
+}
+
+// X (T rows, row stride ld) as B panels of 32 columns over depth T: panel c at dst + c*T*32
+static inline void att_pack_rows_as_b(float *dst, const float *x, size_t ld, int T, int hs) {
+    for (int c = 0; c * MM_TILE_COLS < hs; c++)
+        mm_pack_b(dst + (size_t)c * T * MM_TILE_COLS, x + c * MM_TILE_COLS, ld, 1, T, att_cols(hs, c * MM_TILE_COLS));
+}
+// X^T (X: T rows of hs, row stride ld) as B panels of 32 of X's rows over depth hs: panel j at dst + j*hs*32
+static inline void att_pack_transposed_as_b(float *dst, const float *x, size_t ld, int T, int hs) {
+    for (int j = 0; j * MM_TILE_COLS < T; j++)
+        mm_pack_b(dst + (size_t)j * hs * MM_TILE_COLS, x + (size_t)j * MM_TILE_COLS * ld, 1, ld, hs,
+                  att_cols(T, j * MM_TILE_COLS));
+}
+
+// One head: q points at its Q (row stride 3C; K at q + C, V at q + 2C), out_h at its output channels
+static inline void attention_forward_head(float *out_h, float *preatt_bh, float *att_bh, const float *q,
+                                          int T, int C, int hs, float scale) {
+    const int C3 = 3 * C;
+    float q_panels[ATT_HEAD_FLOATS] __attribute__((aligned(64)));
+    float kt_panels[ATT_HEAD_FLOATS] __attribute__((aligned(64)));
+    float v_panels[ATT_HEAD_FLOATS] __attribute__((aligned(64)));
+    float att_rows[MM_TILE_ROWS * (ATT_HEAD_FLOATS / MM_TILE_COLS)] __attribute__((aligned(64)));
+    mm_pack_a(q_panels, q, C3, 1, T, hs);
+    att_pack_transposed_as_b(kt_panels, q + C, C3, T, hs);   // K^T: B[i][t2] = K[t2][i]
+    att_pack_rows_as_b(v_panels, q + 2 * C, C3, T, hs);
+    for (int t0 = 0; t0 < T; t0 += MM_TILE_ROWS) {
+        int rows = T - t0 < MM_TILE_ROWS ? T - t0 : MM_TILE_ROWS, keys = t0 + rows;   // rows see keys [0, keys)
+        for (int n0 = 0; n0 < keys; n0 += MM_TILE_COLS)
+            mm_tile_depth(preatt_bh + (size_t)t0 * T + n0, T, q_panels + (size_t)t0 * hs, kt_panels + (size_t)n0 * hs,
+                          hs, rows, att_cols(T, n0), 0);
+        for (int t = t0; t < keys; t++) {
+            float *p = preatt_bh + (size_t)t * T, *a = att_bh + (size_t)t * T;
+            for (int t2 = 0; t2 <= t; t2++) p[t2] *= scale;
+            ck_softmax(a, p, t + 1);
+            for (int t2 = t + 1; t2 < T; t2++) { p[t2] = 0.0f; a[t2] = 0.0f; }
+        }
+        mm_pack_a(att_rows, att_bh + (size_t)t0 * T, T, 1, rows, keys);
+        for (int c0 = 0; c0 < hs; c0 += MM_TILE_COLS)
+            mm_tile_depth(out_h + (size_t)t0 * C + c0, C, att_rows, v_panels + (size_t)c0 * T, keys, rows,
+                          att_cols(hs, c0), 0);
+    }
+}
+
+// One head's backward (the pointers as attention_forward_head's; dq_h at its dQ, dK at dq_h + C,
+// dV at dq_h + 2C): the query rows first (datt, dscore, dQ), then the key rows (dK, dV), which
+// need every query row's dscore.
+static inline void attention_backward_head(float *dq_h, int add, float *dscore_bh, float *datt_bh,
+                                           const float *dout_h, const float *q, const float *att_bh,
+                                           int T, int C, int hs, float scale) {
+    const int C3 = 3 * C;
+    float a_panels[ATT_HEAD_FLOATS] __attribute__((aligned(64)));   // dout, as A
+    float b_panels[2][ATT_HEAD_FLOATS] __attribute__((aligned(64)));
+    float a_rows[MM_TILE_ROWS * (ATT_HEAD_FLOATS / MM_TILE_COLS)] __attribute__((aligned(64)));
+    float *vt_panels = b_panels[0], *k_panels = b_panels[1];
+    mm_pack_a(a_panels, dout_h, C, 1, T, hs);
+    att_pack_transposed_as_b(vt_panels, q + 2 * C, C3, T, hs);   // V^T
+    att_pack_rows_as_b(k_panels, q + C, C3, T, hs);
+    for (int t0 = 0; t0 < T; t0 += MM_TILE_ROWS) {
+        int rows = T - t0 < MM_TILE_ROWS ? T - t0 : MM_TILE_ROWS, keys = t0 + rows;
+        for (int n0 = 0; n0 < keys; n0 += MM_TILE_COLS)   // datt = dout V^T
+            mm_tile_depth(datt_bh + (size_t)t0 * T + n0, T, a_panels + (size_t)t0 * hs, vt_panels + (size_t)n0 * hs,
+                          hs, rows, att_cols(T, n0), 0);
+        for (int t = t0; t < keys; t++) {   // softmax backward; the masked part a true 0 (read below)
+            const float *a = att_bh + (size_t)t * T, *da = datt_bh + (size_t)t * T;
+            float *ds = dscore_bh + (size_t)t * T;
+            float dot = ck_dot(a, da, t + 1);
+            for (int t2 = 0; t2 <= t; t2++) ds[t2] = a[t2] * (da[t2] - dot) * scale;
+            for (int t2 = t + 1; t2 < T; t2++) ds[t2] = 0.0f;
+        }
+        mm_pack_a(a_rows, dscore_bh + (size_t)t0 * T, T, 1, rows, keys);   // dQ = dscore K
+        for (int c0 = 0; c0 < hs; c0 += MM_TILE_COLS)
+            mm_tile_depth(dq_h + (size_t)t0 * C3 + c0, C3, a_rows, k_panels + (size_t)c0 * T, keys, rows,
+                          att_cols(hs, c0), add);
+    }
+    float *q_panels = b_panels[0], *dout_panels = b_panels[1];
+    att_pack_rows_as_b(q_panels, q, C3, T, hs);
+    att_pack_rows_as_b(dout_panels, dout_h, C, T, hs);
+    // key rows [s0, s0+rows) get contributions from query rows t >= s0; the sums start at the first
+    // row r0 of their block of ATT_ROW_BLOCK, as attention_backward_rows' do (its depth blocks, so its
+    // bits), and a tile of rows stays inside one block (MM_TILE_ROWS is 6 on AVX2: 32 is no multiple)
+    for (int r0 = 0; r0 < T; r0 += ATT_ROW_BLOCK)
+    for (int s0 = r0, r1 = T - r0 < ATT_ROW_BLOCK ? T : r0 + ATT_ROW_BLOCK; s0 < r1; s0 += MM_TILE_ROWS) {
+        int rows = r1 - s0 < MM_TILE_ROWS ? r1 - s0 : MM_TILE_ROWS, depth = T - r0;
+        mm_pack_a(a_rows, dscore_bh + (size_t)r0 * T + s0, 1, T, rows, depth);   // dK = dscore^T Q
+        for (int c0 = 0; c0 < hs; c0 += MM_TILE_COLS)
+            mm_tile_depth(dq_h + C + (size_t)s0 * C3 + c0, C3, a_rows, q_panels + (size_t)c0 * T + (size_t)r0 * MM_TILE_COLS,
+                          depth, rows, att_cols(hs, c0), add);
+        mm_pack_a(a_rows, att_bh + (size_t)r0 * T + s0, 1, T, rows, depth);   // dV = att^T dout
+        for (int c0 = 0; c0 < hs; c0 += MM_TILE_COLS)
+            mm_tile_depth(dq_h + 2 * C + (size_t)s0 * C3 + c0, C3, a_rows,
+                          dout_panels + (size_t)c0 * T + (size_t)r0 * MM_TILE_COLS, depth, rows, att_cols(hs, c0), add);
+    }
+}
+
+// out (B,T,C), preatt and att (B,NH,T,T), inp = qkv (B,T,3C): a head at a time where it fits, else by rows
+static inline void attention_forward(float *out, float *preatt, float *att, const float *inp, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    if (!att_head_fits(T, hs)) { attention_forward_rows(out, preatt, att, inp, B, T, C, NH); return; }
+    float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t bh = (size_t)b * NH + h;
+            attention_forward_head(out + (size_t)b * T * C + h * hs, preatt + bh * T * T, att + bh * T * T,
+                                   inp + (size_t)b * T * 3 * C + h * hs, T, C, hs, scale);
+        }
+}
+
+// as attention_backward_rows (its contract, and its bits), a head at a time where it fits
+static inline void attention_backward(float *dinp, GradInto into, float *dpreatt, float *datt, const float *dout,
+                                      const float *inp, const float *att, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    if (!att_head_fits(T, hs)) { attention_backward_rows(dinp, into, dpreatt, datt, dout, inp, att, B, T, C, NH); return; }
+    float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t bh = (size_t)b * NH + h, qkv = (size_t)b * T * 3 * C + h * hs;
+            attention_backward_head(dinp + qkv, into == GRAD_ADD, dpreatt + bh * T * T, datt + bh * T * T,
+                                    dout + (size_t)b * T * C + h * hs, inp + qkv, att + bh * T * T, T, C, hs, scale);
+        }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -626,17 +788,18 @@ static inline void gelu_forward(float *out, const float *inp, int N) {
     }
 }
 
-// dinp (N) += gelu'(inp) * dout
-static inline void gelu_backward(float *dinp, const float *inp, const float *dout, int N) {
+// dinp (N) += gelu'(inp) * dout   (= with GRAD_WRITE)
+static inline void gelu_backward(float *dinp, GradInto into, const float *inp, const float *dout, int N) {
     int n_vecs = (N + CK_VEC - 1) / CK_VEC;
     #pragma omp parallel for schedule(static)
     for (int iv = 0; iv < n_vecs; iv++) {
         int i = iv * CK_VEC, n = N - i < CK_VEC ? N - i : CK_VEC;
         if (n == CK_VEC) {
-            ck_store(dinp + i, ck_load(dinp + i) + ck_gelu_grad(ck_load(inp + i)) * ck_load(dout + i));
+            ck_vec d = ck_gelu_grad(ck_load(inp + i)) * ck_load(dout + i);
+            ck_store(dinp + i, into == GRAD_ADD ? ck_load(dinp + i) + d : d);
         } else {
-            ck_vec d = ck_load_part(dinp + i, n) + ck_gelu_grad(ck_load_part(inp + i, n)) * ck_load_part(dout + i, n);
-            ck_store_part(dinp + i, d, n);
+            ck_vec d = ck_gelu_grad(ck_load_part(inp + i, n)) * ck_load_part(dout + i, n);
+            ck_store_part(dinp + i, into == GRAD_ADD ? ck_load_part(dinp + i, n) + d : d, n);
         }
     }
 }
@@ -684,9 +847,9 @@ static inline void crossentropy_forward(float *losses, const float *probs, const
 
 // The softmax and the cross-entropy backward in one step: d loss / d logit[i] = probs[i] - [i == target].
 // dlogits (B,T,Vp) += (probs - onehot(target)) * dlosses (B,T), first V columns only (the padding
-// has no gradient and is left untouched).
-static inline void crossentropy_softmax_backward(float *dlogits, const float *dlosses, const float *probs,
-                                                 const int *targets, int B, int T, int V, int Vp) {
+// has no gradient: left untouched by GRAD_ADD, written 0 by GRAD_WRITE, which writes every column).
+static inline void crossentropy_softmax_backward(float *dlogits, GradInto into, const float *dlosses,
+                                                 const float *probs, const int *targets, int B, int T, int V, int Vp) {
     int BT = B * T;
     #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < BT; bt++) {
@@ -694,9 +857,11 @@ static inline void crossentropy_softmax_backward(float *dlogits, const float *dl
         const float *p = probs + (size_t)bt * Vp;
         float dloss = dlosses[bt];
         int target = targets[bt];
-        for (int i = 0; i < V; i++) {
-            float indicator = i == target ? 1.0f : 0.0f;
-            dz[i] += (p[i] - indicator) * dloss;
+        if (into == GRAD_ADD)
+            for (int i = 0; i < V; i++) dz[i] += (p[i] - (i == target ? 1.0f : 0.0f)) * dloss;
+        else {
+            for (int i = 0; i < V; i++) dz[i] = (p[i] - (i == target ? 1.0f : 0.0f)) * dloss;
+            for (int i = V; i < Vp; i++) dz[i] = 0.0f;
         }
     }
 }

@@ -522,14 +522,14 @@ static inline void matmul_forward_bf16(Bf16Matmul *mm, float *out, const float *
 }
 
 // Given dout (B,T,OC) fp32 = dL/dout of matmul_forward_bf16:
-//   dinp (B,T,C) fp32    += dout @ weight
+//   dinp (B,T,C) fp32    += dout @ weight                         (= with GRAD_WRITE)
 //   dweight (OC,C) bf16   = bf16(dweight + dout^T @ inp)
 //   dbias (OC) bf16       = bf16(dbias + dout summed over tokens)   (dbias may be NULL)
-static inline void matmul_backward_bf16(Bf16Matmul *mm, float *dinp, uint16_t *dweight, uint16_t *dbias,
-                                        const float *dout, const float *inp, const uint16_t *weight,
+static inline void matmul_backward_bf16(Bf16Matmul *mm, float *dinp, GradInto dinp_into, uint16_t *dweight,
+                                        uint16_t *dbias, const float *dout, const float *inp, const uint16_t *weight,
                                         int B, int T, int C, int OC) {
     int BT = B * T;
-    bk_gemm_parallel(mm, dinp, NULL, C, dout, OC, 1, weight, 1, C, 1, NULL, 1, BT, C, OC);
+    bk_gemm_parallel(mm, dinp, NULL, C, dout, OC, 1, weight, 1, C, 1, NULL, dinp_into == GRAD_ADD, BT, C, OC);
     bk_gemm_parallel(mm, NULL, dweight, C, dout, 1, OC, inp, 0, C, 1, NULL, 1, OC, C, BT);
     if (dbias) {
         // over chunks of channels, sequential over tokens (a fixed order), rounded once at the end

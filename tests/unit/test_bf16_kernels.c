@@ -17,7 +17,8 @@ kernels, which it must catch.) What is checked:
   bf16 where the kernel rounds, and summed in float64; EVERY element must be within
   bf16_sum_bound (the derivation is at the top of cpu/kernels_bf16.h: fp32 accumulation of K + 1
   exact products, plus one bf16 rounding for dweight and dbias). Gradients start non-zero, so the
-  accumulation (+= for dinp, one rounding of old + sum for dweight/dbias) is checked too;
+  accumulation (+= for dinp, one rounding of old + sum for dweight/dbias) is checked too; dinp
+  written instead (GRAD_WRITE, over NaN) must be bitwise dinp added into zeros;
 - the two paths agree within twice the bound (each is within the bound of the same exact sum);
 - the result is bitwise the same on 1, 2 and 3 OpenMP threads, and nothing is written outside the
   outputs (guard bytes on either side of each).
@@ -156,18 +157,20 @@ static int guards_intact(const void *buf, size_t bytes) {
 }
 static void free_guarded(void *buf) { free((unsigned char *)buf - GUARD); }
 
-static Result run_case(const Case *k, Bf16Path path) {
+// dinp_into: GRAD_ADD starts dinp at the case's dinp0; GRAD_WRITE at NaN, which must not show through
+static Result run_case(const Case *k, Bf16Path path, GradInto dinp_into) {
     int BT = k->B * k->T;
     size_t out_bytes = (size_t)BT * k->OC * 4, dinp_bytes = (size_t)BT * k->C * 4;
     size_t dw_bytes = (size_t)k->OC * k->C * 2, db_bytes = (size_t)k->OC * 2;
     Result r = {guarded(out_bytes), guarded(dinp_bytes), guarded(dw_bytes), guarded(db_bytes)};
     for (size_t i = 0; i < (size_t)BT * k->OC; i++) r.out[i] = NAN;   // must be overwritten
-    memcpy(r.dinp, k->dinp0, dinp_bytes);
+    if (dinp_into == GRAD_ADD) memcpy(r.dinp, k->dinp0, dinp_bytes);
+    else for (size_t i = 0; i < (size_t)BT * k->C; i++) r.dinp[i] = NAN;
     memcpy(r.dw, k->dw0, dw_bytes);
     memcpy(r.db, k->db0, db_bytes);
     Bf16Matmul mm = bf16_matmul_new(path);
     matmul_forward_bf16(&mm, r.out, k->inp, k->w, k->bias, k->B, k->T, k->C, k->OC);
-    matmul_backward_bf16(&mm, r.dinp, r.dw, r.db, k->dout, k->inp, k->w, k->B, k->T, k->C, k->OC);
+    matmul_backward_bf16(&mm, r.dinp, dinp_into, r.dw, r.db, k->dout, k->inp, k->w, k->B, k->T, k->C, k->OC);
     bf16_matmul_free(&mm);
     if (!guards_intact(r.out, out_bytes) || !guards_intact(r.dinp, dinp_bytes) || !guards_intact(r.dw, dw_bytes) ||
         !guards_intact(r.db, db_bytes)) {
@@ -276,17 +279,27 @@ static void run_shape(int B, int T, int C, int OC, int both_paths) {
     Result results[2];
     for (int p = 0; p < 1 + both_paths; p++) {
         omp_set_num_threads(1);
-        results[p] = run_case(&k, paths[p]);
+        results[p] = run_case(&k, paths[p], GRAD_ADD);
         check_against_reference(&k, results[p], bf16_path_name(paths[p]));
         for (int threads = 2; threads <= 3; threads++) {
             omp_set_num_threads(threads);
-            Result again = run_case(&k, paths[p]);
+            Result again = run_case(&k, paths[p], GRAD_ADD);
             if (!same_result(&k, results[p], again)) {
                 failures++;
                 fprintf(stderr, "  FAIL %s: %d threads differ from 1 thread\n", bf16_path_name(paths[p]), threads);
             }
             free_result(again);
         }
+        // dinp written (GRAD_WRITE, over NaN) is bitwise dinp added into zeros
+        Case zero_init = k;
+        zero_init.dinp0 = calloc((size_t)BT * C, sizeof(float));
+        if (!zero_init.dinp0) { fprintf(stderr, "out of memory\n"); exit(2); }
+        Result written = run_case(&k, paths[p], GRAD_WRITE), added = run_case(&zero_init, paths[p], GRAD_ADD);
+        if (memcmp(written.dinp, added.dinp, (size_t)BT * C * sizeof(float))) {
+            failures++;
+            fprintf(stderr, "  FAIL %s: dinp written differs from dinp added into zeros\n", bf16_path_name(paths[p]));
+        }
+        free_result(written); free_result(added); free(zero_init.dinp0);
     }
     if (both_paths) { check_paths_agree(&k, results[0], results[1]); free_result(results[1]); }
     free_result(results[0]);

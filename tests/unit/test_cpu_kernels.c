@@ -125,7 +125,7 @@ static int guards_intact(const Buffer *b) {
 // ------------------------------------------------------------------------------------------------
 // results: each kernel run records what it produced and what that should equal (mult * reference)
 
-#define MAX_RESULTS 32
+#define MAX_RESULTS 40
 typedef struct {
     char name[64];
     float *got;             // a copy of the output
@@ -238,15 +238,15 @@ static void run_matmul(const char *cs, const Config *c, Results *rs) {
     record(rs, "matmul_forward out, bias NULL", 1, &out, ref(cs, "matmul.out_nobias"));
     Buffer dinp = buffer_new((size_t)B * T * C, 0), dweight = buffer_new((size_t)OC * C, 0), dbias = buffer_new(OC, 0);
     for (int call = 1; call <= 2; call++) {
-        matmul_backward(dinp.data, dweight.data, dbias.data, ref(cs, "matmul.dout"), inp, weight, B, T, C, OC);
+        matmul_backward(dinp.data, GRAD_ADD, dweight.data, dbias.data, ref(cs, "matmul.dout"), inp, weight, B, T, C, OC);
         record(rs, "matmul_backward dinp", call, &dinp, ref(cs, "matmul.dinp"));
         record(rs, "matmul_backward dweight", call, &dweight, ref(cs, "matmul.dweight"));
         record(rs, "matmul_backward dbias", call, &dbias, ref(cs, "matmul.dbias"));
     }
-    // dbias NULL: the other two gradients are unchanged
-    buffer_fill(&dinp, 0); buffer_fill(&dweight, 0);
-    matmul_backward(dinp.data, dweight.data, NULL, ref(cs, "matmul.dout"), inp, weight, B, T, C, OC);
-    record(rs, "matmul_backward dinp, dbias NULL", 1, &dinp, ref(cs, "matmul.dinp"));
+    // dbias NULL: the other two gradients are unchanged; dinp written over NaN (GRAD_WRITE must not read it)
+    buffer_fill(&dinp, NAN); buffer_fill(&dweight, 0);
+    matmul_backward(dinp.data, GRAD_WRITE, dweight.data, NULL, ref(cs, "matmul.dout"), inp, weight, B, T, C, OC);
+    record(rs, "matmul_backward dinp written, dbias NULL", 1, &dinp, ref(cs, "matmul.dinp"));
     record(rs, "matmul_backward dweight, dbias NULL", 1, &dweight, ref(cs, "matmul.dweight"));
     free(out.base); free(dinp.base); free(dweight.base); free(dbias.base);
 }
@@ -264,10 +264,14 @@ static void run_attention(const char *cs, const Config *c, Results *rs) {
     for (int call = 1; call <= 2; call++) {
         buffer_fill(&dpreatt, NAN);   // scratch: whatever is in it must not matter
         buffer_fill(&datt, NAN);
-        attention_backward(dinp.data, dpreatt.data, datt.data, ref(cs, "attention.dout"), inp,
+        attention_backward(dinp.data, GRAD_ADD, dpreatt.data, datt.data, ref(cs, "attention.dout"), inp,
                            ref(cs, "attention.att"), B, T, C, NH);
         record(rs, "attention_backward dinp", call, &dinp, ref(cs, "attention.dinp"));
     }
+    buffer_fill(&dinp, NAN);   // written over: every element of q, k and v once
+    attention_backward(dinp.data, GRAD_WRITE, dpreatt.data, datt.data, ref(cs, "attention.dout"), inp,
+                       ref(cs, "attention.att"), B, T, C, NH);
+    record(rs, "attention_backward dinp written", 1, &dinp, ref(cs, "attention.dinp"));
     if (!guards_intact(&dpreatt) || !guards_intact(&datt)) {
         Result *r = &rs->r[rs->n - 1];
         r->guards_ok = 0;   // a stray write into the scratch guards fails the dinp check
@@ -282,9 +286,12 @@ static void run_gelu(const char *cs, const Config *c, Results *rs) {
     gelu_forward(out.data, ref(cs, "gelu.inp"), N);
     record(rs, "gelu_forward out", 1, &out, ref(cs, "gelu.out"));
     for (int call = 1; call <= 2; call++) {
-        gelu_backward(dinp.data, ref(cs, "gelu.inp"), ref(cs, "gelu.dout"), N);
+        gelu_backward(dinp.data, GRAD_ADD, ref(cs, "gelu.inp"), ref(cs, "gelu.dout"), N);
         record(rs, "gelu_backward dinp", call, &dinp, ref(cs, "gelu.dinp"));
     }
+    buffer_fill(&dinp, NAN);   // written over: what was there must not matter
+    gelu_backward(dinp.data, GRAD_WRITE, ref(cs, "gelu.inp"), ref(cs, "gelu.dout"), N);
+    record(rs, "gelu_backward dinp written", 1, &dinp, ref(cs, "gelu.dinp"));
     free(out.base); free(dinp.base);
 }
 
@@ -318,10 +325,62 @@ static void run_softmax_crossentropy(const char *cs, const Config *c, Results *r
     record(rs, "crossentropy_forward losses", 1, &losses, ref(cs, "softmax.losses"));
     Buffer dlogits = buffer_new((size_t)B * T * Vp, 0);
     for (int call = 1; call <= 2; call++) {
-        crossentropy_softmax_backward(dlogits.data, ref(cs, "softmax.dlosses"), probs_in.data, targets, B, T, V, Vp);
+        crossentropy_softmax_backward(dlogits.data, GRAD_ADD, ref(cs, "softmax.dlosses"), probs_in.data, targets, B, T, V, Vp);
         record(rs, "crossentropy_softmax_backward dlogits", call, &dlogits, ref(cs, "softmax.dlogits"));
     }
+    buffer_fill(&dlogits, NAN);   // written over, the padded columns too (to the reference's 0)
+    crossentropy_softmax_backward(dlogits.data, GRAD_WRITE, ref(cs, "softmax.dlosses"), probs_in.data, targets, B, T, V, Vp);
+    record(rs, "crossentropy_softmax_backward dlogits written", 1, &dlogits, ref(cs, "softmax.dlogits"));
     free(probs.base); free(probs_in.base); free(losses.base); free(dlogits.base);
+}
+
+// The attention a head at a time (where att_head_fits) against the row blocks: the same bits, for
+// the forward's three outputs and the backward's dinp, added into a random one and written over NaN.
+// Random inputs: T=300 with hs=32 runs sums over more than one depth block (MM_DEPTH_BLOCK).
+static float att_random(unsigned *state) { *state = *state * 1664525u + 1013904223u; return (float)(*state >> 8) / 16777216.0f - 0.5f; }
+static int check_attention_paths(void) {
+    const int shapes[][4] = {{2, 64, 128, 2}, {1, 300, 64, 2}, {3, 7, 72, 3}, {1, 1, 16, 2}};   // B, T, C, NH
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+        int B = shapes[si][0], T = shapes[si][1], C = shapes[si][2], NH = shapes[si][3];
+        if (!att_head_fits(T, C / NH)) { printf("attention paths: T=%d hs=%d does not fit a head's panels\n", T, C / NH); return 1; }
+        size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_att = (size_t)B * NH * T * T;
+        float *qkv = malloc(n_qkv * 4), *dout = malloc(n_out * 4), *dinit = malloc(n_qkv * 4);
+        float *out[2], *preatt[2], *att[2], *dadd[2], *dwrite[2], *scratch = malloc(2 * n_att * 4);
+        if (!qkv || !dout || !dinit || !scratch) die("out of memory", NULL);
+        unsigned st = 12345u + (unsigned)si;
+        for (size_t i = 0; i < n_qkv; i++) { qkv[i] = 4.0f * att_random(&st); dinit[i] = att_random(&st); }
+        for (size_t i = 0; i < n_out; i++) dout[i] = att_random(&st);
+        for (int path = 0; path < 2; path++) {
+            out[path] = malloc(n_out * 4); preatt[path] = malloc(n_att * 4); att[path] = malloc(n_att * 4);
+            dadd[path] = malloc(n_qkv * 4); dwrite[path] = malloc(n_qkv * 4);
+            if (!out[path] || !preatt[path] || !att[path] || !dadd[path] || !dwrite[path]) die("out of memory", NULL);
+            for (size_t i = 0; i < n_att; i++) preatt[path][i] = att[path][i] = NAN;
+            memcpy(dadd[path], dinit, n_qkv * 4);
+            for (size_t i = 0; i < n_qkv; i++) dwrite[path][i] = NAN;
+            for (size_t i = 0; i < 2 * n_att; i++) scratch[i] = NAN;
+            if (path == 0) {
+                attention_forward(out[0], preatt[0], att[0], qkv, B, T, C, NH);
+                attention_backward(dadd[0], GRAD_ADD, scratch, scratch + n_att, dout, qkv, att[0], B, T, C, NH);
+                attention_backward(dwrite[0], GRAD_WRITE, scratch, scratch + n_att, dout, qkv, att[0], B, T, C, NH);
+            } else {
+                attention_forward_rows(out[1], preatt[1], att[1], qkv, B, T, C, NH);
+                attention_backward_rows(dadd[1], GRAD_ADD, scratch, scratch + n_att, dout, qkv, att[1], B, T, C, NH);
+                attention_backward_rows(dwrite[1], GRAD_WRITE, scratch, scratch + n_att, dout, qkv, att[1], B, T, C, NH);
+            }
+        }
+        const char *differs = memcmp(out[0], out[1], n_out * 4) ? "out" : memcmp(preatt[0], preatt[1], n_att * 4) ? "preatt"
+                            : memcmp(att[0], att[1], n_att * 4) ? "att" : memcmp(dadd[0], dadd[1], n_qkv * 4) ? "dinp added"
+                            : memcmp(dwrite[0], dwrite[1], n_qkv * 4) ? "dinp written" : NULL;
+        if (differs) {
+            printf("  FAIL attention B=%d T=%d C=%d NH=%d: %s a head at a time differs from the row blocks'\n", B, T, C, NH, differs);
+            return 1;
+        }
+        for (int path = 0; path < 2; path++) { free(out[path]); free(preatt[path]); free(att[path]); free(dadd[path]); free(dwrite[path]); }
+        free(qkv); free(dout); free(dinit); free(scratch);
+    }
+    printf("attention a head at a time: bitwise the row blocks' on %zu shapes (T up to 300: sums past one depth block)\n",
+           sizeof(shapes) / sizeof(shapes[0]));
+    return 0;
 }
 
 typedef void (*RunFn)(const char *, const Config *, Results *);
@@ -339,7 +398,7 @@ static int check_gelu_targeted(void) {
     float x[N], out[N], dout[N], dinp[N];
     for (int i = 0; i < N; i++) { x[i] = -3.0f + (float)i / 128.0f; dout[i] = 1.0f; dinp[i] = 0.0f; }
     gelu_forward(out, x, N);
-    gelu_backward(dinp, x, dout, N);
+    gelu_backward(dinp, GRAD_ADD, x, dout, N);
     double worst_f = 0.0, worst_b = 0.0;
     for (int i = 0; i < N; i++) {
         double xd = x[i], c = 0.044715, k = sqrt(2.0 / M_PI);
@@ -447,6 +506,7 @@ int main(int argc, char **argv) {
     }
     if (check_gelu_targeted()) return 1;
     if (check_layernorm_eps()) return 1;
+    if (check_attention_paths()) return 1;
     printf("test_cpu_kernels: all %d checks passed (tolerance %.0e), bitwise identical on 1, 2 and 3 threads\n",
            checks, TOL);
     return 0;

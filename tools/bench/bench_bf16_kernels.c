@@ -75,13 +75,13 @@ int main(int argc, char **argv) {
             int reps = OC > 10000 ? 3 : 10;
             double flops = 2.0 * BT * C * OC, t[6];
             BEST_TIME(t[0], reps, threads, matmul_forward(out, inp, w, bias, B, T, C, OC));
-            BEST_TIME(t[1], reps, threads, matmul_backward(dinp, dw, db, dout, inp, w, B, T, C, OC));
+            BEST_TIME(t[1], reps, threads, matmul_backward(dinp, GRAD_ADD, dw, db, dout, inp, w, B, T, C, OC));
             for (int p = 0; p < 2; p++) {
                 Bf16Path path = p == 0 ? BF16_PATH_AVX512 : BF16_PATH_PORTABLE;
                 if (!bf16_path_available(path)) { t[2 + 2 * p] = t[3 + 2 * p] = 0; continue; }
                 Bf16Matmul mm = bf16_matmul_new(path);
                 BEST_TIME(t[2 + 2 * p], reps, threads, matmul_forward_bf16(&mm, out, inp, w16, b16, B, T, C, OC));
-                BEST_TIME(t[3 + 2 * p], reps, threads, matmul_backward_bf16(&mm, dinp, dw16, db16, dout, inp, w16, B, T, C, OC));
+                BEST_TIME(t[3 + 2 * p], reps, threads, matmul_backward_bf16(&mm, dinp, GRAD_ADD, dw16, db16, dout, inp, w16, B, T, C, OC));
                 bf16_matmul_free(&mm);
             }
             double peaks[6] = {peak_fma, peak_fma, peak_dp, peak_dp, peak_fma, peak_fma};

@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
             omp_set_num_threads(threads);
             double t_fwd, t_bwd;
             BEST_TIME(t_fwd, reps, threads, matmul_forward(out, inp, weight, bias, B, T, C, OC));
-            BEST_TIME(t_bwd, reps, threads, matmul_backward(dinp, dweight, dbias, dout, inp, weight, B, T, C, OC));
+            BEST_TIME(t_bwd, reps, threads, matmul_backward(dinp, GRAD_ADD, dweight, dbias, dout, inp, weight, B, T, C, OC));
             printf("%-10s %7d %7d %8d | %10.2f %9.1f | %10.2f %9.1f\n", shapes[s].name, C, OC, thread_counts[tc],
                    1e3 * t_fwd, flops / t_fwd * 1e-9, 1e3 * t_bwd, 2 * flops / t_bwd * 1e-9);
         }
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
             omp_set_num_threads(threads);
             double t_fwd, t_bwd;
             BEST_TIME(t_fwd, 3, threads, attention_forward(out, preatt, att, qkv, B, T, C, NH));
-            BEST_TIME(t_bwd, 3, threads, attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH));
+            BEST_TIME(t_bwd, 3, threads, attention_backward(dqkv, GRAD_ADD, dpreatt, datt, dout, qkv, att, B, T, C, NH));
             printf("%-10s %7d %7s %8d | %10.2f %9.1f | %10.2f %9.1f\n", "attention", C, "T=1024", thread_counts[tc],
                    1e3 * t_fwd, 2 * product / t_fwd * 1e-9, 1e3 * t_bwd, 4 * product / t_bwd * 1e-9);
         }
@@ -140,13 +140,13 @@ int main(int argc, char **argv) {
                 TIMED(K_RESIDUAL, residual_forward(res3, res2, fcproj, BT * C));
                 // backward; dres holds d(res3) and flows down (the residual backward is its copy into dfcproj)
                 TIMED(K_RESIDUAL, residual_backward(dfcproj, dres, dres, BT * C));
-                TIMED(K_MATMUL, matmul_backward(dfch_gelu, dw, dbias, dfcproj, fch_gelu, fcprojw, B, T, 4 * C, C));
-                TIMED(K_GELU, gelu_backward(dfch, fch, dfch_gelu, BT * 4 * C));
-                TIMED(K_MATMUL, matmul_backward(dln, dw, dbias, dfch, ln2, fcw, B, T, C, 4 * C));
+                TIMED(K_MATMUL, matmul_backward(dfch_gelu, GRAD_WRITE, dw, dbias, dfcproj, fch_gelu, fcprojw, B, T, 4 * C, C));
+                TIMED(K_GELU, gelu_backward(dfch, GRAD_WRITE, fch, dfch_gelu, BT * 4 * C));
+                TIMED(K_MATMUL, matmul_backward(dln, GRAD_WRITE, dw, dbias, dfch, ln2, fcw, B, T, C, 4 * C));
                 TIMED(K_LAYERNORM, layernorm_backward(dres, dlnw, dlnb, dln, res2, lnw, mean2, rstd2, B, T, C));
-                TIMED(K_MATMUL, matmul_backward(datty, dw, dbias, dres, atty, attprojw, B, T, C, C));
-                TIMED(K_ATTENTION, attention_backward(dqkv, dpreatt, datt, datty, qkv, att, B, T, C, NH));
-                TIMED(K_MATMUL, matmul_backward(dln, dw, dbias, dqkv, ln1, qkvw, B, T, C, 3 * C));
+                TIMED(K_MATMUL, matmul_backward(datty, GRAD_WRITE, dw, dbias, dres, atty, attprojw, B, T, C, C));
+                TIMED(K_ATTENTION, attention_backward(dqkv, GRAD_WRITE, dpreatt, datt, datty, qkv, att, B, T, C, NH));
+                TIMED(K_MATMUL, matmul_backward(dln, GRAD_WRITE, dw, dbias, dqkv, ln1, qkvw, B, T, C, 3 * C));
                 TIMED(K_LAYERNORM, layernorm_backward(dres, dlnw, dlnb, dln, x, lnw, mean1, rstd1, B, T, C));
             }
             #undef TIMED
