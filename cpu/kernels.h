@@ -497,6 +497,14 @@ static inline void layernorm_backward(float *dinp, float *dweight, float *dbias,
 #define ATT_ROW_BLOCK 32   // query rows per task: rows [t0,t1) need keys [0,t1), so at T=64 two blocks skip a quarter of the square
 #endif
 
+// One query row t of a head, both paths: p (the raw scores Q[t] K^T, T wide) scaled in place into
+// preatt, a = its softmax over keys t2 <= t, and both written 0 for the masked keys t2 > t.
+static inline void att_causal_softmax_row(float *p, float *a, int t, int T, float scale) {
+    for (int t2 = 0; t2 <= t; t2++) p[t2] *= scale;
+    ck_softmax(a, p, t + 1);
+    for (int t2 = t + 1; t2 < T; t2++) { p[t2] = 0.0f; a[t2] = 0.0f; }
+}
+
 // out (B,T,C), preatt (B,NH,T,T), att (B,NH,T,T), inp (B,T,3C).
 // Masked entries (t2 > t) of preatt and att are written as 0.
 static inline void attention_forward_rows(float *out, float *preatt, float *att, const float *inp,
@@ -516,12 +524,8 @@ static inline void attention_forward_rows(float *out, float *preatt, float *att,
                 // raw scores Q[t0:t1] K[0:t1]^T; B[i][t2] = K[t2][i] is K read as a transpose
                 mm_gemm(preatt_bh + (size_t)t0 * T, T, q + (size_t)t0 * C3, C3, 1, k, 1, C3, NULL, 0, t1 - t0, t1, hs);
                 // scale, causal softmax over t2 <= t, zero the masked part
-                for (int t = t0; t < t1; t++) {
-                    float *p = preatt_bh + (size_t)t * T, *a = att_bh + (size_t)t * T;
-                    for (int t2 = 0; t2 <= t; t2++) p[t2] *= scale;
-                    ck_softmax(a, p, t + 1);
-                    for (int t2 = t + 1; t2 < T; t2++) { p[t2] = 0.0f; a[t2] = 0.0f; }
-                }
+                for (int t = t0; t < t1; t++)
+                    att_causal_softmax_row(preatt_bh + (size_t)t * T, att_bh + (size_t)t * T, t, T, scale);
                 // out[t0:t1] = att[t0:t1, 0:t1] @ V[0:t1]
                 mm_gemm(out + ((size_t)b * T + t0) * C + h * hs, C, att_bh + (size_t)t0 * T, T, 1,
                         v, C3, 1, NULL, 0, t1 - t0, hs, t1);
@@ -655,12 +659,8 @@ static inline void attention_forward_head(float *out_h, float *preatt_bh, float 
         for (int n0 = 0; n0 < keys; n0 += MM_TILE_COLS)
             mm_tile_depth(preatt_bh + (size_t)t0 * T + n0, T, q_panels + (size_t)t0 * hs, kt_panels + (size_t)n0 * hs,
                           hs, rows, att_cols(T, n0), 0);
-        for (int t = t0; t < keys; t++) {
-            float *p = preatt_bh + (size_t)t * T, *a = att_bh + (size_t)t * T;
-            for (int t2 = 0; t2 <= t; t2++) p[t2] *= scale;
-            ck_softmax(a, p, t + 1);
-            for (int t2 = t + 1; t2 < T; t2++) { p[t2] = 0.0f; a[t2] = 0.0f; }
-        }
+        for (int t = t0; t < keys; t++)
+            att_causal_softmax_row(preatt_bh + (size_t)t * T, att_bh + (size_t)t * T, t, T, scale);
         mm_pack_a(att_rows, att_bh + (size_t)t0 * T, T, 1, rows, keys);
         for (int c0 = 0; c0 < hs; c0 += MM_TILE_COLS)
             mm_tile_depth(out_h + (size_t)t0 * C + c0, C, att_rows, v_panels + (size_t)c0 * T, keys, rows,
@@ -845,6 +845,12 @@ static inline void crossentropy_forward(float *losses, const float *probs, const
     for (int bt = 0; bt < BT; bt++) losses[bt] = -logf(probs[(size_t)bt * Vp + targets[bt]]);
 }
 
+// d loss / d logit = (probability - [the logit is the target]) * the loss's gradient
+static inline float ce_dlogit(float p, int is_target, float dloss) {
+    float indicator = is_target ? 1.0f : 0.0f;
+    return (p - indicator) * dloss;
+}
+
 // The softmax and the cross-entropy backward in one step: d loss / d logit[i] = probs[i] - [i == target].
 // dlogits (B,T,Vp) += (probs - onehot(target)) * dlosses (B,T), first V columns only (the padding
 // has no gradient: left untouched by GRAD_ADD, written 0 by GRAD_WRITE, which writes every column).
@@ -858,9 +864,9 @@ static inline void crossentropy_softmax_backward(float *dlogits, GradInto into, 
         float dloss = dlosses[bt];
         int target = targets[bt];
         if (into == GRAD_ADD)
-            for (int i = 0; i < V; i++) dz[i] += (p[i] - (i == target ? 1.0f : 0.0f)) * dloss;
+            for (int i = 0; i < V; i++) dz[i] += ce_dlogit(p[i], i == target, dloss);
         else {
-            for (int i = 0; i < V; i++) dz[i] = (p[i] - (i == target ? 1.0f : 0.0f)) * dloss;
+            for (int i = 0; i < V; i++) dz[i] = ce_dlogit(p[i], i == target, dloss);
             for (int i = V; i < Vp; i++) dz[i] = 0.0f;
         }
     }

@@ -74,7 +74,7 @@ MUTATIONS=(
 "38|cpu/kernels.h|const float eps = 1e-5f;|const float eps = 1e-6f;||$KERNELS"
 "39|cpu/kernels.h|for (int t2 = 0; t2 <= t; t2++) p[t2] *= scale;|for (int t2 = 0; t2 < t; t2++) p[t2] *= scale;||$KERNELS"
 "40|cpu/kernels.h|dx[i] += s * (dy[i] * weight[i] - mean_dnorm - norm * mean_dnorm_norm);|dx[i] += s * (dy[i] * weight[i] - mean_dnorm);||$KERNELS"
-"41|cpu/kernels.h|dz[i] += (p[i] - indicator) * dloss;|dz[i] += (p[i] - indicator);||$KERNELS"
+"41|cpu/kernels.h|return (p - indicator) * dloss;|return (p - indicator);||$KERNELS"
 "42|cpu/backend_cpu.c|1.0f - powf(beta1, (float)t), 1.0f - powf(beta2, (float)t)};|1.0f - powf(beta1, (float)t), 1.0f - powf(beta1, (float)t)};|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
 "43|cpu/adamw.c|float p = master[i] * decay;|float p = master[i];|$ENGINE_T|$ENGINE"
 "44|host/passes.c|p->compute->lm_head_backward(p->state, &emb, &demb, dloss);|p->compute->lm_head_backward(p->state, &emb, &demb, 1.0f);|test_gpt2|TEST_STAGES=3 mpirun -np 2 ./test_gpt2 $CLIP"
