@@ -53,10 +53,13 @@ the 2^-8-sized error mixed precision accepts.
 
 Blocking, as cpu/kernels.h's mm_gemm (and the same bytes per level): a register tile of 8 rows x 32
 columns (16 zmm accumulators) runs over packed panels; one step of the tile is a PAIR of k, so a
-B panel is BK_DEPTH_BLOCK/2 pairs x 32 columns of 32-bit words (32 KiB, L1) and an A block is 256 rows
-x BK_DEPTH_BLOCK bf16 (256 KiB, L2). Each output is summed by one thread in an order fixed by the
-shapes, so results are bitwise the same for any number of OpenMP threads. Stack per thread: about
-300 KiB, and 256 KiB more for a task with a bf16 output (its fp32 sums until the one rounding).
+B panel is BK_DEPTH_BLOCK/2 pairs x 32 columns of 32-bit words (32 KiB, L1) and an A block is 512 rows
+x BK_DEPTH_BLOCK bf16 (512 KiB, L2). A task is 512 rows x 128 columns: at B*T = 512 tokens every
+panel of the weight is packed once a matmul (two row blocks would pack each twice), and the 768-wide
+layers still make 6 tasks for the threads. Each output is summed by one thread in an order fixed by
+the shapes (the blocks never split a sum), so results are bitwise the same for any number of OpenMP
+threads and any block sizes. Stack per thread: about 570 KiB, and 256 KiB more for a task with a
+bf16 output (its fp32 sums until the one rounding).
 */
 #ifndef CPU_KERNELS_BF16_H
 #define CPU_KERNELS_BF16_H
@@ -141,10 +144,10 @@ static inline void f32_from_bf16_array(float *dst, const uint16_t *src, size_t n
 #define BK_DEPTH_BLOCK 512  // bf16 elements of k (256 pairs) per block: the fp32 kernel's bytes
 #endif
 #ifndef BK_ROW_BLOCK        // (block sizes can be set with -D to experiment)
-#define BK_ROW_BLOCK (32 * BK_TILE_ROWS)
+#define BK_ROW_BLOCK (64 * BK_TILE_ROWS)   // rows of one parallel task: 512, all of B*T = 8*64
 #endif
 #ifndef BK_COL_BLOCK
-#define BK_COL_BLOCK 256    // width of one parallel task (a multiple of BK_TILE_COLS)
+#define BK_COL_BLOCK 128    // width of one parallel task (a multiple of BK_TILE_COLS)
 #endif
 
 static inline uint32_t bk_pair(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }

@@ -318,10 +318,12 @@ int main(int argc, char **argv) {
                portable_only ? "--portable-only" : "this CPU has no AVX512_BF16");
     check_rounding();
     // B, T, C, OC: tiny; odd everything; K = C past one depth block (512) and odd; M past one row
-    // block (256) and N past one column block (256), both ragged; K = B*T past a depth block; d12-like
+    // block and N past one column block, both ragged; K = B*T past a depth block; d12-like; then
+    // operands packed ahead (3 or more blocks): the forward's A and B, then dweight's B (M = OC)
+    const int R = BK_ROW_BLOCK, N = BK_COL_BLOCK;
     const int shapes[][4] = {{1, 1, 1, 1}, {2, 3, 7, 5}, {3, 5, 37, 33}, {1, 13, 515, 70}, {2, 150, 24, 291},
-                             {2, 300, 33, 40}, {1, 64, 768, 96},
-                             {2, 300, 40, 600}, {1, 520, 37, 530}};   // operands packed ahead (3 blocks)
+                             {1, R + 7, 33, 40}, {1, 64, 768, 96}, {2, 300, 40, N + 5},
+                             {1, 2 * R + 8, 37, 2 * N + 18}, {1, 40, 24, 2 * R + 8}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]) && !failures; s++)
         run_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], both);
     if (failures) { printf("test_bf16_kernels: FAIL (%d elements or checks out of bound)\n", failures); return 1; }
