@@ -168,6 +168,8 @@ MUTATIONS=(
 # figure gathered for every rank (tests/peak_ranks.py: each rank against the plan's for that rank)
 "100|host/outdir.c|r->comm, tr->z.resident.bytes, r->process_peak,|r->comm, tr->z.resident.bytes, (long long)r->engine_peak,|train_gpt2_zero3|bash tests/test_peak.sh"
 "101|host/train.c|be->all_reduce_scalar(be->ctx, be->rank == r ? (double)mine : 0.0)|be->all_reduce_scalar(be->ctx, be->rank == 0 ? (double)mine : 0.0)|train_gpt2_zero3|bash tests/test_peak.sh"
+# 111: the fp32 pack's 8 x 8 transpose sends one k's row to the wrong place (the panels of A and of W^T)
+"111|cpu/kernels.h|_mm256_storeu_ps(out + 1 * (size_t)dst_w, _mm256_permute2f128_ps(u1, u5, 0x20));|_mm256_storeu_ps(out + 1 * (size_t)dst_w, _mm256_permute2f128_ps(u2, u6, 0x20));||$KERNELS"
 )
 
 # apply_mutation FILE OLD NEW: OLD (\n a newline, \\ a backslash) must occur exactly once in FILE
