@@ -286,15 +286,22 @@ static inline void mm_pack_a(float *dst, const float *a, size_t a_rs, size_t a_k
         }
     } else {
         // A is read as a transpose (a_rs == 1: dout^T, dscore^T, att^T): each k is one contiguous run
-        // of `rows` floats, read once and cut into the panels. A copy of constant size compiles to
-        // vector moves, a variable one to a call: hence the separate tail.
-        for (int k = 0; k < depth; k++) {
-            const float *src = a + (size_t)k * a_ks;
-            for (int p = 0; p < full_panels; p++)
-                memcpy(dst + ((size_t)p * depth + k) * MM_TILE_ROWS, src + p * MM_TILE_ROWS, MM_TILE_ROWS * sizeof(float));
-            if (tail_rows)
-                memcpy(dst + ((size_t)full_panels * depth + k) * MM_TILE_ROWS, src + full_panels * MM_TILE_ROWS,
-                       tail_rows * sizeof(float));
+        // of `rows` floats, cut into the panels. A panel at a time, so that the writes run in one
+        // stream: k at a time across the panels wrote 32 streams a panel apart (8 KiB, the same L1
+        // sets), 8.2% of mm_gemm's samples at d12 B=8 (perf record, 2 threads), 3.5% this way. Each k's
+        // run is read 8 floats at a time, the next panel's the other half of the same cache line. A copy of
+        // constant size compiles to vector moves, a variable one to a call: hence the separate tail.
+        for (int p = 0; p < full_panels; p++) {
+            float *panel = dst + (size_t)p * depth * MM_TILE_ROWS;
+            const float *src = a + p * MM_TILE_ROWS;
+            for (int k = 0; k < depth; k++)
+                memcpy(panel + (size_t)k * MM_TILE_ROWS, src + (size_t)k * a_ks, MM_TILE_ROWS * sizeof(float));
+        }
+        if (tail_rows) {
+            float *panel = dst + (size_t)full_panels * depth * MM_TILE_ROWS;
+            const float *src = a + full_panels * MM_TILE_ROWS;
+            for (int k = 0; k < depth; k++)
+                memcpy(panel + (size_t)k * MM_TILE_ROWS, src + (size_t)k * a_ks, tail_rows * sizeof(float));
         }
     }
     if (tail_rows) {
