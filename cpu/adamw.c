@@ -67,7 +67,7 @@ void adamw_host(const Zero3AdamSegment *segs, int nsegs, Zero3DType gt, Zero3DTy
     void (*update)(const AdamStretch *, AdamArrays, int, size_t) =
         fusion == ADAMW_UNFUSED || gt == ZERO3_F32 ? adamw_stretch_unfused : adamw_stretch_vector;
     const int grad_is_bf16 = gt == ZERO3_BF16;
-    const size_t grad_bytes = grad_is_bf16 ? 2 : 4;
+    const size_t grad_bytes = zero3_dtype_size(gt);
     for (int s = 0; s < nsegs; s++) {
         float *master = segs[s].master, *m = segs[s].m, *v = segs[s].v;
         const char *grad = (const char *)segs[s].grad;
