@@ -293,6 +293,7 @@ static inline void bk_pack_b(uint32_t *panel, const void *b, int b_bf16, size_t 
 // ------------------------------------------------------------------------------------------------
 // The register tile, one per path: out (rows x cols of a BK_TILE_ROWS x BK_TILE_COLS tile, row
 // stride ldo) = init + sum over `pairs` of the packed panels; mode and bias as mm_tile's.
+// next_a: an A panel the AVX-512 tile prefetches while it runs (bk_gemm says why).
 
 // sums[r][n] -> out, with the init the mode says (the ragged-edge store of both tiles)
 static inline void bk_store_sums(float *out, size_t ldo, const float sums[BK_TILE_ROWS][BK_TILE_COLS], int rows,
@@ -341,11 +342,12 @@ static inline void bk_tile_portable(float *out, size_t ldo, const uint32_t *a_pa
 #if BK_HAVE_X86
 __attribute__((target("avx512f,avx512bf16"), noinline))
 static void bk_tile_avx512(float *out, size_t ldo, const uint32_t *a_panel, const uint32_t *b_panel, int pairs,
-                           int rows, int cols, const float *bias, int mode) {
+                           int rows, int cols, const float *bias, int mode, const uint32_t *next_a) {
     __m512 acc[BK_TILE_ROWS][2];
     for (int r = 0; r < BK_TILE_ROWS; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int kp = 0; kp < pairs; kp++) {
         const uint32_t *b_row = b_panel + (size_t)kp * BK_TILE_COLS;   // 64-byte aligned: see bk_gemm
+        _mm_prefetch((const char *)(next_a + (size_t)kp * BK_TILE_ROWS), _MM_HINT_T0);   // see bk_gemm
         __m512bh b0 = (__m512bh)_mm512_load_si512(b_row), b1 = (__m512bh)_mm512_load_si512(b_row + 16);
         for (int r = 0; r < BK_TILE_ROWS; r++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32((int)a_panel[(size_t)kp * BK_TILE_ROWS + r]);
@@ -371,16 +373,16 @@ static void bk_tile_avx512(float *out, size_t ldo, const uint32_t *a_panel, cons
 #endif
 
 static inline void bk_tile(Bf16Path path, float *out, size_t ldo, const uint32_t *a_panel, const uint32_t *b_panel,
-                           int pairs, int rows, int cols, const float *bias, int mode) {
+                           int pairs, int rows, int cols, const float *bias, int mode, const uint32_t *next_a) {
 #if BK_HAVE_X86
-    if (path == BF16_PATH_AVX512) { bk_tile_avx512(out, ldo, a_panel, b_panel, pairs, rows, cols, bias, mode); return; }
+    if (path == BF16_PATH_AVX512) { bk_tile_avx512(out, ldo, a_panel, b_panel, pairs, rows, cols, bias, mode, next_a); return; }
 #endif
     bk_tile_portable(out, ldo, a_panel, b_panel, pairs, rows, cols, bias, mode);
 }
 
 // ------------------------------------------------------------------------------------------------
 // The matrix product: out (M,N) fp32 = init + A (M,K) @ B (K,N), strides and init as mm_gemm's
-// (A fp32; B fp32 or bf16, b_bf16 says which; bias fp32). Single-threaded.
+// (A fp32; B fp32 or bf16, b_bf16 says which; bias fp32). Single-threaded; N <= BK_COL_BLOCK (a task).
 //
 // Packed once (bk_gemm_parallel): an operand that several tasks read is packed before them, and the
 // tasks read its panels (a_pre, b_pre) instead of packing their own copies; the panels are the same
@@ -398,8 +400,14 @@ static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a
                            const void *b, int b_bf16, size_t b_ks, size_t b_ns, const float *bias, int accumulate,
                            int M, int N, int K, BkPacked pre) {
     uint32_t a_block[BK_A_BLOCK_WORDS] __attribute__((aligned(64)));
-    uint32_t b_panel[BK_B_PANEL_WORDS] __attribute__((aligned(64)));
+    uint32_t b_panels[BK_COL_BLOCK / BK_TILE_COLS * BK_B_PANEL_WORDS] __attribute__((aligned(64)));
     size_t b_elem = b_bf16 ? sizeof(uint16_t) : sizeof(float);
+    const int tiles = (N + BK_TILE_COLS - 1) / BK_TILE_COLS;   // N <= BK_COL_BLOCK: one task
+    // Per depth block: the task's B panels (4 x 32 KiB, L2), then each A panel (8 KiB, L1) meets all
+    // of them. A panel's first tile also prefetches the next A panel (next_a): a packed A that
+    // lives in memory (the lm head's backward: dlogits, 51 MB) otherwise stalls the tile at each
+    // 4 KiB page, where the hardware's prefetchers stop (lm head backward 264-301 -> 329-343
+    // GFLOP/s on one thread, tools/bench/bench_bf16_kernels.c). The same sums in the same order.
     for (int r0 = 0; r0 < M; r0 += BK_ROW_BLOCK) {   // with pre.a_pre, M is one row block
         int rows = M - r0 < BK_ROW_BLOCK ? M - r0 : BK_ROW_BLOCK;
         for (int k0 = 0, kb = 0; k0 < K; k0 += BK_DEPTH_BLOCK, kb++) {
@@ -407,17 +415,20 @@ static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a
             int mode = (accumulate || k0 > 0) ? MM_ADD : bias ? MM_BIAS : MM_STORE;
             const uint32_t *a_panels = pre.a_pre ? pre.a_pre + (size_t)kb * BK_A_BLOCK_WORDS : a_block;
             if (!pre.a_pre) bk_pack_a(a_block, a + (size_t)r0 * a_rs + (size_t)k0 * a_ks, a_rs, a_ks, rows, depth);
-            for (int n0 = 0; n0 < N; n0 += BK_TILE_COLS) {
-                int cols = N - n0 < BK_TILE_COLS ? N - n0 : BK_TILE_COLS;
-                const uint32_t *panel = b_panel;
-                if (pre.b_pre) panel = pre.b_pre + (size_t)kb * pre.b_kstride + (size_t)(n0 / BK_TILE_COLS) * BK_B_PANEL_WORDS;
-                else bk_pack_b(b_panel, (const char *)b + ((size_t)k0 * b_ks + (size_t)n0 * b_ns) * b_elem, b_bf16, b_ks,
-                               b_ns, depth, cols);
-                for (int r = 0; r < rows; r += BK_TILE_ROWS) {
-                    int tile_rows = rows - r < BK_TILE_ROWS ? rows - r : BK_TILE_ROWS;
-                    bk_tile(path, out + (size_t)(r0 + r) * ldo + n0, ldo,
-                            a_panels + (size_t)(r / BK_TILE_ROWS) * bk_a_panel_stride(pairs), panel, pairs,
-                            tile_rows, cols, bias ? bias + n0 : NULL, mode);
+            const uint32_t *b_at = pre.b_pre ? pre.b_pre + (size_t)kb * pre.b_kstride : b_panels;
+            for (int t = 0; !pre.b_pre && t < tiles; t++) {
+                int n0 = t * BK_TILE_COLS, cols = N - n0 < BK_TILE_COLS ? N - n0 : BK_TILE_COLS;
+                bk_pack_b(b_panels + (size_t)t * BK_B_PANEL_WORDS, (const char *)b + ((size_t)k0 * b_ks + (size_t)n0 * b_ns) * b_elem,
+                          b_bf16, b_ks, b_ns, depth, cols);
+            }
+            for (int r = 0; r < rows; r += BK_TILE_ROWS) {
+                int tile_rows = rows - r < BK_TILE_ROWS ? rows - r : BK_TILE_ROWS;
+                const uint32_t *a_panel = a_panels + (size_t)(r / BK_TILE_ROWS) * bk_a_panel_stride(pairs);
+                const uint32_t *next_a = r + BK_TILE_ROWS < rows ? a_panel + bk_a_panel_stride(pairs) : a_panel;
+                for (int t = 0; t < tiles; t++) {
+                    int n0 = t * BK_TILE_COLS, cols = N - n0 < BK_TILE_COLS ? N - n0 : BK_TILE_COLS;
+                    bk_tile(path, out + (size_t)(r0 + r) * ldo + n0, ldo, a_panel, b_at + (size_t)t * BK_B_PANEL_WORDS,
+                            pairs, tile_rows, cols, bias ? bias + n0 : NULL, mode, t == 0 ? next_a : a_panel);
                 }
             }
         }
