@@ -123,9 +123,9 @@ build/bench_floor: tools/bench/bench_floor.c tools/bench/bench_peak.h
 	@mkdir -p build
 	gcc $(CFLAGS) -o $@ $< -lm
 # the collectives between the ranks of one machine against a memory copy of their bytes
-build/bench_collectives: tools/bench/bench_collectives.c
+build/bench_collectives: tools/bench/bench_collectives.c $(OBJDIR)/cpu/backend_cpu_mpi.o $(LIB)
 	@mkdir -p build
-	$(CC_CPU) $(CFLAGS) -o $@ $<
+	$(CC_CPU) $(CFLAGS) -o $@ $< $(OBJDIR)/cpu/backend_cpu_mpi.o $(LIB) $(LDLIBS_CPU)
 # the offload stream's I/O by pread threads and by io_uring (the latter only with liburing-dev)
 build/bench_io: tools/bench/bench_io.c
 	@mkdir -p build

@@ -14,6 +14,17 @@ engine's communication thread does (non-blocking, then MPI_Wait):
     by moves         the same sum as the CPU backend makes it (cpu/backend_cpu.c, "sums, made of
                      moves"): MPI_Ialltoall sends part r of every rank's n elements to rank r,
                      which adds its N parts in rank order
+and the same two collectives as the trainer runs them, through the CPU backend (cpu/backend_cpu.c:
+its communication thread, started and waited on as the engine does), in fp32 and in bf16:
+    engine gather    the backend's all-gather
+    engine sum       the backend's reduce-scatter (a sum made of moves, as on one machine)
+Where the ranks can read each other's memory the backend makes both of reads of the peers' buffers
+(cpu/backend_cpu.c, "reads of the peers' memory"); ZERO3_PEER_READS=0 runs them on MPI's
+transfers instead, so the two runs side by side price the reads:
+
+    mpirun -np 2 ./build/bench_collectives
+    mpirun -np 2 -x ZERO3_PEER_READS=0 ./build/bench_collectives
+
 and, beside them, what a memory copy of the same bytes costs on the same rank at the same moment
 (the other ranks copying too, so the memory's bandwidth is shared as in the collective):
     copy             memcpy of the (N-1)/N n elements a rank receives (one read, one write)
@@ -24,7 +35,10 @@ before each), the slowest rank's time. "x copy" is the collective over its copy:
 library moves the bytes at the machine's copy speed, so a faster collective must copy less (shared
 memory read in place), not copy faster.
 */
+#include "../../cpu/backend_cpu.h"
+#include "../../proc/bf16.h"
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +66,7 @@ static double median_seconds(Action what, void *arg, int reps) {
     return t[reps / 2];
 }
 
-typedef struct { float *full, *full2, *shard; size_t n, shard_n; int N, me; } Buffers;
+typedef struct { float *full, *full2, *shard; size_t n, shard_n; int N, me; Zero3Backend *be; } Buffers;
 static void all_gather(void *p) {
     Buffers *b = p;
     MPI_Request req;
@@ -94,6 +108,37 @@ static void copy_sum(void *p) {
     }
 }
 
+// the trainer's collectives: through the backend, in its memory, started and waited on as the
+// engine does (the bf16 rows use the first half of each fp32 buffer's bytes as bf16 elements)
+static void engine_gather(Buffers *b, Zero3DType t) {
+    const size_t size = zero3_dtype_size(t);
+    b->be->wait(b->be->ctx, b->be->all_gather_start(b->be->ctx, (char *)b->full + (size_t)b->me * b->shard_n * size,
+                                                     b->full, b->shard_n, t));
+}
+static void engine_sum(Buffers *b, Zero3DType t) {
+    b->be->wait(b->be->ctx, b->be->reduce_scatter_start(b->be->ctx, b->full2, b->shard, b->shard_n, t));
+}
+static void engine_gather_f32(void *p) { engine_gather(p, ZERO3_F32); }
+static void engine_sum_f32(void *p) { engine_sum(p, ZERO3_F32); }
+static void engine_gather_bf16(void *p) { engine_gather(p, ZERO3_BF16); }
+static void engine_sum_bf16(void *p) { engine_sum(p, ZERO3_BF16); }
+// the bf16 rows' copies: the same bytes, half the fp32 rows'
+static void copy_bf16(void *p) {
+    Buffers *b = p;
+    const size_t bytes = b->shard_n * sizeof(uint16_t);
+    for (int r = 0; r < b->N; r++)
+        if (r != b->me) memcpy((char *)b->full + r * bytes, (char *)b->full2 + r * bytes, bytes);
+}
+static void copy_sum_bf16(void *p) {
+    Buffers *b = p;
+    uint16_t *dst = (uint16_t *)b->shard;
+    for (int r = 0; r < b->N; r++) {
+        if (r == b->me) continue;
+        const uint16_t *src = (const uint16_t *)b->full2 + r * b->shard_n;
+        for (size_t i = 0; i < b->shard_n; i++) dst[i] = f32_to_bf16(bf16_to_f32(dst[i]) + bf16_to_f32(src[i]));
+    }
+}
+
 static int parse_count(const char *text, long long lo, long long hi, long long *out) {
     char *end;
     long long v = strtoll(text, &end, 10);
@@ -103,7 +148,8 @@ static int parse_count(const char *text, long long lo, long long hi, long long *
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    Zero3Backend be;
+    backend_cpu_init(&be, &argc, &argv);   // MPI, and the backend's communication thread
     int N, me;
     MPI_Comm_size(MPI_COMM_WORLD, &N);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -111,10 +157,10 @@ int main(int argc, char **argv) {
     int nsizes = 2;
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!val) { if (me == 0) fprintf(stderr, "error: bench_collectives: %s: missing its value (%s)\n", flag, USAGE); MPI_Finalize(); return 1; }
+        if (!val) { if (me == 0) fprintf(stderr, "error: bench_collectives: %s: missing its value (%s)\n", flag, USAGE); backend_cpu_finish(&be); return 1; }
         i++;
         if (!strcmp(flag, "-reps")) {
-            if (!parse_count(val, 1, 64, &reps)) { if (me == 0) fprintf(stderr, "error: bench_collectives: -reps: expected an integer in [1, 64], got '%s'\n", val); MPI_Finalize(); return 1; }
+            if (!parse_count(val, 1, 64, &reps)) { if (me == 0) fprintf(stderr, "error: bench_collectives: -reps: expected an integer in [1, 64], got '%s'\n", val); backend_cpu_finish(&be); return 1; }
         } else if (!strcmp(flag, "-n")) {
             char copy_of[1024];
             snprintf(copy_of, sizeof copy_of, "%s", val);
@@ -123,38 +169,44 @@ int main(int argc, char **argv) {
                 // at most 2^31 - 1 elements a rank's shard (an MPI count), 1 GiB of fp32 per buffer
                 if (nsizes == MAX_SIZES || !parse_count(tok, N, 1LL << 28, &sizes[nsizes])) {
                     if (me == 0) fprintf(stderr, "error: bench_collectives: -n: expected up to %d comma-separated element counts in [%d, %lld], got '%s'\n", MAX_SIZES, N, 1LL << 28, val);
-                    MPI_Finalize();
+                    backend_cpu_finish(&be);
                     return 1;
                 }
                 nsizes++;
             }
-            if (!nsizes) { if (me == 0) fprintf(stderr, "error: bench_collectives: -n: no element count in '%s'\n", val); MPI_Finalize(); return 1; }
-        } else { if (me == 0) fprintf(stderr, "error: bench_collectives: %s: unknown flag (%s)\n", flag, USAGE); MPI_Finalize(); return 1; }
+            if (!nsizes) { if (me == 0) fprintf(stderr, "error: bench_collectives: -n: no element count in '%s'\n", val); backend_cpu_finish(&be); return 1; }
+        } else { if (me == 0) fprintf(stderr, "error: bench_collectives: %s: unknown flag (%s)\n", flag, USAGE); backend_cpu_finish(&be); return 1; }
     }
-    if (me == 0) printf("bench_collectives: %d ranks, fp32, median of %lld, the slowest rank's time\n", N, reps);
-    if (me == 0) printf("%12s %-15s %10s %10s %10s %8s\n", "elements", "collective", "ms", "copy ms", "GB/s", "x copy");
+    char path[160];
+    backend_cpu_describe(be.ctx, path, sizeof path);
+    if (me == 0) printf("bench_collectives: %d ranks, median of %lld, the slowest rank's time; the engine's rows: %s\n", N, reps, path);
+    if (me == 0) printf("%12s %-5s %-15s %10s %10s %10s %8s\n", "elements", "type", "collective", "ms", "copy ms", "GB/s", "x copy");
     for (int s = 0; s < nsizes; s++) {
-        Buffers b = {.N = N, .me = me};
+        Buffers b = {.N = N, .me = me, .be = &be};
         b.shard_n = (size_t)(sizes[s] / N);   // the engine pads a unit to a multiple of N: so does this
         b.n = b.shard_n * N;
-        b.full = malloc(b.n * sizeof(float));
-        b.full2 = malloc(b.n * sizeof(float));
-        b.shard = malloc(b.shard_n * sizeof(float));
+        b.full = be.alloc(be.ctx, b.n * sizeof(float));
+        b.full2 = be.alloc(be.ctx, b.n * sizeof(float));
+        b.shard = be.alloc(be.ctx, b.shard_n * sizeof(float));
         if (!b.full || !b.full2 || !b.shard) { fprintf(stderr, "error: bench_collectives: cannot allocate 3 buffers of %zu elements\n", b.n); MPI_Abort(MPI_COMM_WORLD, 1); }
         for (size_t i = 0; i < b.n; i++) b.full[i] = b.full2[i] = (float)(i % 1000) * 1e-3f;   // every page touched
         for (size_t i = 0; i < b.shard_n; i++) b.shard[i] = 1.0f;
         all_gather(&b);   // warm: MPI's first call between two ranks sets up their connection
-        const double bytes = (double)(N - 1) * b.shard_n * sizeof(float);   // what a rank receives
-        struct { const char *name; Action run, base; } rows[] = {
-            {"all-gather", all_gather, copy}, {"reduce-scatter", reduce_scatter, copy_sum}, {"by moves", by_moves, copy_sum}};
-        for (int k = 0; k < 3; k++) {
+        const double bytes = (double)(N - 1) * b.shard_n * sizeof(float);   // what a rank receives, fp32
+        struct { const char *name; Action run, base; double bytes; } rows[] = {
+            {"all-gather", all_gather, copy, bytes}, {"reduce-scatter", reduce_scatter, copy_sum, bytes},
+            {"by moves", by_moves, copy_sum, bytes},
+            {"engine gather", engine_gather_f32, copy, bytes}, {"engine sum", engine_sum_f32, copy_sum, bytes},
+            {"engine gather", engine_gather_bf16, copy_bf16, bytes / 2}, {"engine sum", engine_sum_bf16, copy_sum_bf16, bytes / 2}};
+        for (int k = 0; k < 7; k++) {
             double t = median_seconds(rows[k].run, &b, (int)reps), tc = median_seconds(rows[k].base, &b, (int)reps);
-            if (me == 0) printf("%12zu %-15s %10.2f %10.2f %10.2f %8.2f\n", b.n, rows[k].name, t * 1e3, tc * 1e3, bytes / t * 1e-9, t / tc);
+            if (me == 0) printf("%12zu %-5s %-15s %10.2f %10.2f %10.2f %8.2f\n", b.n, k < 5 ? "fp32" : "bf16", rows[k].name,
+                                t * 1e3, tc * 1e3, rows[k].bytes / t * 1e-9, t / tc);
         }
-        free(b.full);
-        free(b.full2);
-        free(b.shard);
+        be.free(be.ctx, b.full);
+        be.free(be.ctx, b.full2);
+        be.free(be.ctx, b.shard);
     }
-    MPI_Finalize();
+    backend_cpu_finish(&be);
     return 0;
 }
