@@ -2,9 +2,6 @@
 // a communication thread (so a unit's all-gather or reduce-scatter progresses while the next unit
 // computes), stamps for the timeline, and the shard math as plain C loops with OpenMP. Built
 // without USE_MPI it is a one-rank backend where every collective is a copy.
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE   // process_vm_readv (the reads of the peers' memory)
-#endif
 #include "backend_cpu.h"
 #include "../proc/proc.h"
 #include "../proc/bf16.h"
@@ -14,7 +11,6 @@
 #include <mpi.h>
 #endif
 #include <errno.h>
-#include <sys/uio.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -149,9 +145,6 @@ typedef struct {
     int shard_rank, shard_size, replica_size;
     int node_size, cross_size;
     int one_machine;      // every rank of the world shares this machine (proc/mpi_sum.h's rule)
-    // reads of the peers' memory (peer_reads_setup): on when every rank of the shard group can read
-    // every other's (one machine, one process namespace, the kernel's permission, a worker thread)
-    struct { int on; long *pid; uintptr_t *at; uint64_t token; } peers;
 } CpuGroups;
 
 // MPI sums elements of type t in this run (proc/mpi_sum.h's rule, on this run's machines)
@@ -304,39 +297,33 @@ static int sum_by_moves(const CpuGroups *g, const CpuOp *o) {
     return (o->kind == OP_REDUCE_SCATTER || o->kind == OP_ALL_REDUCE) && !mpi_sums_here(g, o->t);
 }
 
-// dst[i] = the sum of part[r][i] over r = 0..N-1, in rank order, in blocks of fp32 sums (so that
-// the adds vectorize; each element's order is the same either way); bf16 parts are added in fp32
-// and rounded once. Every part of a block is read before its sum is written, so one part may be
-// dst itself (a reduce-scatter in place that reads its own chunk where it lies).
+// dst[i] = the sum of parts[r*n + i] over r = 0..N-1, in rank order; bf16 parts are added in fp32
+// and rounded once (in blocks of fp32 sums, so that the adds vectorize; each element's order is
+// the same either way).
 #define SUM_BLOCK 1024
-static inline __attribute__((always_inline)) float part_at(const void *part, size_t i, int is_bf16) {
-    return is_bf16 ? bf16_to_f32(((const uint16_t *)part)[i]) : ((const float *)part)[i];
-}
-static inline __attribute__((always_inline)) void add_parts_of(void *dst, const void *const *part, int N, size_t n,
-                                                               int is_bf16) {
-    const size_t size = is_bf16 ? sizeof(uint16_t) : sizeof(float);
+static void add_parts(void *dst, const void *received, int N, size_t n, Zero3DType t) {
+    if (t != ZERO3_BF16) {
+        float *d = dst;
+        const float *parts = received;
+        for (size_t i = 0; i < n; i++) d[i] = parts[i];
+        for (int r = 1; r < N; r++) {
+            const float *part = parts + (size_t)r * n;
+            for (size_t i = 0; i < n; i++) d[i] += part[i];
+        }
+        return;
+    }
+    uint16_t *d = dst;
+    const uint16_t *parts = received;
     float sum[SUM_BLOCK];
     for (size_t i0 = 0; i0 < n; i0 += SUM_BLOCK) {
         const size_t len = n - i0 < SUM_BLOCK ? n - i0 : SUM_BLOCK;
-        const char *first = (const char *)part[0] + i0 * size;
-        for (size_t i = 0; i < len; i++) sum[i] = part_at(first, i, is_bf16);
+        for (size_t i = 0; i < len; i++) sum[i] = bf16_to_f32(parts[i0 + i]);
         for (int r = 1; r < N; r++) {
-            const char *next = (const char *)part[r] + i0 * size;
-            for (size_t i = 0; i < len; i++) sum[i] += part_at(next, i, is_bf16);
+            const uint16_t *part = parts + (size_t)r * n + i0;
+            for (size_t i = 0; i < len; i++) sum[i] += bf16_to_f32(part[i]);
         }
-        if (is_bf16) for (size_t i = 0; i < len; i++) ((uint16_t *)dst)[i0 + i] = f32_to_bf16(sum[i]);
-        else memcpy((float *)dst + i0, sum, len * sizeof(float));
+        for (size_t i = 0; i < len; i++) d[i0 + i] = f32_to_bf16(sum[i]);
     }
-}
-static void add_parts(void *dst, const void *const *part, int N, size_t n, Zero3DType t) {
-    if (t == ZERO3_BF16) add_parts_of(dst, part, N, n, 1);
-    else add_parts_of(dst, part, N, n, 0);
-}
-// The same over the parts as an all-to-all lands them: part r at received + r*n elements.
-static void add_received(void *dst, const void *received, int N, size_t n, Zero3DType t) {
-    const void *part[N];
-    for (int r = 0; r < N; r++) part[r] = (const char *)received + (size_t)r * n * zero3_dtype_size(t);
-    add_parts(dst, part, N, n, t);
 }
 
 // The all-reduce's split of an n-element buffer over N ranks, 4N ints: each rank's chunk (count,
@@ -402,7 +389,7 @@ static int sum_next(const CpuGroups *g, CpuComm *c, CpuOp *o) {
     int *split = o->sum.split;
     if (o->sum.phase == SUM_PARTS) {
         void *mine = o->kind == OP_REDUCE_SCATTER ? o->dst : (char *)o->dst + (size_t)split[N + me] * zero3_dtype_size(o->t);
-        add_received(mine, o->sum.parts, N, o->kind == OP_REDUCE_SCATTER ? o->n : (size_t)split[me], o->t);
+        add_parts(mine, o->sum.parts, N, o->kind == OP_REDUCE_SCATTER ? o->n : (size_t)split[me], o->t);
         parts_done(c, o);
         if (o->kind == OP_ALL_REDUCE) {
             o->sum.phase = SUM_GATHER;
@@ -678,147 +665,6 @@ static double link_hold(CpuBackend *b, CpuOp *o) {
     }
     return clock[0];
 }
-
-// ---- reads of the peers' memory ----
-// Between the ranks of one machine Open MPI moves a large message with one copy (CMA: the receiver
-// reads the sender's pages with process_vm_readv), wrapped in a protocol: fragments, a rendezvous
-// for each, a schedule from libnbc. bench_collectives measures the wrapped copy at 2.4-3.6x a
-// memcpy of its bytes; the read alone runs at about 2x. So where every rank of the shard group
-// can read every other's memory, the worker makes ZeRO-3's two large collectives of the reads
-// themselves, and MPI carries only what they need to agree on (8 bytes a rank, and a barrier):
-//   all-gather      the ranks swap the address of their shard; each reads every peer's shard
-//                   straight into its place in the gathered buffer (its own it copies, unless it
-//                   is there already); then a barrier, after which a shard may change again
-//   reduce-scatter  the ranks swap the address of their full buffer; each reads its chunk of every
-//                   peer's buffer, a block at a time (READ_BLOCK_BYTES, so the parts stay in the
-//                   cache), and adds the N parts in rank order, its own read where it lies
-//                   (add_parts, as a sum made of moves does: the same bits); then the barrier
-// The bytes a rank receives are those of the all-gather and the all-to-all they replace, and the
-// results bitwise theirs. A shared-memory window (MPI_Win_allocate_shared) would save the read's
-// own copy too, but the buffers a window can expose are fixed when it is made, and every page of
-// a peer's a rank touched would stay in its resident set, which is each rank's memory as the
-// kernel counts it (the peaks this program prints and its planner predicts).
-// Whether reads work is tried once per shard group (peer_reads_setup): each rank reads a token
-// from every peer (a process with the same number in another namespace has no such token, and a
-// kernel or container that forbids the read answers EPERM); unless every rank could, and every
-// rank runs a communication thread, no rank reads, and MPI moves everything. ZERO3_PEER_READS=0
-// turns the reads off (for measuring MPI's path against them). A peer that dies leaves its part
-// of the swap or the barrier undone: the watchdog's deadline ends the run as for any collective.
-#define READ_BLOCK_BYTES (512u << 10)
-#define PEER_TOKEN 0x5a45524f33524541ull   // "ZERO3REA"
-
-static uint64_t peer_token_of(long pid) { return PEER_TOKEN ^ ((uint64_t)pid * 0x9e3779b97f4a7c15ull); }
-
-// Reads `bytes` at address `at` of peer p into dst; 0, or the errno of the read that failed.
-static int peer_read_bytes(const CpuGroups *g, int p, void *dst, uintptr_t at, size_t bytes) {
-    while (bytes > 0) {
-        struct iovec local = {dst, bytes}, remote = {(void *)at, bytes};
-        const ssize_t got = process_vm_readv((pid_t)g->peers.pid[p], &local, 1, &remote, 1, 0);
-        if (got <= 0) return got < 0 ? errno : EIO;
-        dst = (char *)dst + got;
-        at += (uintptr_t)got;
-        bytes -= (size_t)got;
-    }
-    return 0;
-}
-
-// Tries the reads in the shard group (collective over it, on the compute thread before any
-// collective is queued): every rank's pid and token swapped, every peer's token read.
-static void peer_reads_setup(CpuBackend *b) {
-    CpuGroups *g = &b->groups;
-    free(g->peers.pid); free(g->peers.at);
-    g->peers.pid = NULL; g->peers.at = NULL; g->peers.on = 0;
-    int N, me;
-    MPI_Comm_size(g->shard, &N);
-    MPI_Comm_rank(g->shard, &me);
-    if (N < 2) return;
-    const char *want = getenv("ZERO3_PEER_READS");
-    g->peers.token = peer_token_of((long)getpid());
-    long mine[2] = {(long)getpid(), (long)(uintptr_t)&g->peers.token}, *all = xmalloc(2 * (size_t)N * sizeof(long));
-    check_mpi(MPI_Allgather(mine, 2, MPI_LONG, all, 2, MPI_LONG, g->shard), "all-gather (peer reads)");
-    g->peers.pid = xmalloc((size_t)N * sizeof(long));
-    g->peers.at = xmalloc((size_t)N * sizeof(uintptr_t));
-    for (int p = 0; p < N; p++) g->peers.pid[p] = all[2 * p];
-    int ok = b->comm.threaded && !(want && !strcmp(want, "0")), all_ok = 0;
-    for (int p = 0; p < N && ok; p++) {
-        uint64_t token = 0;
-        if (p != me) ok = peer_read_bytes(g, p, &token, (uintptr_t)all[2 * p + 1], sizeof token) == 0 &&
-                          token == peer_token_of(all[2 * p]);
-    }
-    free(all);
-    check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, g->shard), "all-reduce (peer reads)");
-    g->peers.on = all_ok;
-}
-
-// The collectives the reads make: the shard group's all-gathers, and its reduce-scatters that are
-// sums made of moves (an fp32 sum across machines stays MPI's).
-static int reads_peers(const CpuBackend *b, const CpuOp *o) {
-    return b->groups.peers.on && o->group == IN_SHARD_GROUP &&
-           (o->kind == OP_GATHER || (o->kind == OP_REDUCE_SCATTER && sum_by_moves(&b->groups, o)));
-}
-
-// Every rank's address of its buffer for collective o, into g->peers.at.
-static void peers_swap_addresses(CpuBackend *b, CpuOp *o, const void *mine) {
-    uintptr_t at = (uintptr_t)mine;
-    MPI_Request req;
-    check_mpi(MPI_Iallgather(&at, sizeof at, MPI_BYTE, b->groups.peers.at, sizeof at, MPI_BYTE, b->groups.shard, &req),
-              "all-gather (addresses)");
-    drive(b, o, &req);
-}
-// Every rank has read what it needs of the others' buffers: each may change its own again.
-static void peers_barrier(CpuBackend *b, CpuOp *o) {
-    MPI_Request req;
-    check_mpi(MPI_Ibarrier(b->groups.shard, &req), "barrier (reads done)");
-    drive(b, o, &req);
-}
-// A read that fails (the peer gone, its memory unmapped): one line, every rank ended.
-static void peer_read(CpuBackend *b, CpuOp *o, int p, void *dst, uintptr_t at, size_t bytes) {
-    const int err = peer_read_bytes(&b->groups, p, dst, at, bytes);
-    if (!err) return;
-    char what[160];
-    op_describe(o, what, sizeof what);
-    fprintf(stderr, "error (rank %d): %s: cannot read %zu bytes of shard rank %d's memory (process %ld): %s: ending every rank\n",
-            b->rank, what, bytes, p, b->groups.peers.pid[p], strerror(err));
-    fflush(stderr);
-    abort_every_rank();
-}
-
-static void gather_by_reads(CpuBackend *b, CpuOp *o) {
-    const int N = b->groups.shard_size, me = b->groups.shard_rank;
-    const size_t bytes = o->n * zero3_dtype_size(o->t);
-    peers_swap_addresses(b, o, o->src);
-    for (int k = 1; k < N; k++) {   // each rank starts at its next peer, so the ranks read different ones
-        const int p = (me + k) % N;
-        peer_read(b, o, p, (char *)o->dst + (size_t)p * bytes, b->groups.peers.at[p], bytes);
-    }
-    if (!o->in_place) memcpy((char *)o->dst + (size_t)me * bytes, o->src, bytes);
-    peers_barrier(b, o);
-}
-
-static void sum_by_reads(CpuBackend *b, CpuOp *o) {
-    const int N = b->groups.shard_size, me = b->groups.shard_rank;
-    const size_t size = zero3_dtype_size(o->t), block = READ_BLOCK_BYTES / size;
-    const char *mine = (const char *)o->src + (size_t)me * o->n * size;   // this rank's chunk of its own buffer
-    char *parts = parts_buffer(&b->comm, (size_t)N * block * size);
-    const void *part[N];
-    peers_swap_addresses(b, o, o->src);
-    for (size_t i0 = 0; i0 < o->n; i0 += block) {
-        const size_t len = o->n - i0 < block ? o->n - i0 : block;
-        for (int r = 0; r < N; r++) {   // part r: rank r's elements me*n + i0 .. + len (its own, where it lies)
-            part[r] = r == me ? mine + i0 * size : parts + (size_t)r * len * size;
-            if (r != me) peer_read(b, o, r, (void *)part[r], b->groups.peers.at[r] + ((size_t)me * o->n + i0) * size, len * size);
-        }
-        add_parts((char *)o->dst + i0 * size, part, N, len, o->t);
-    }
-    peers_barrier(b, o);
-}
-
-// Runs collective o to its end on the worker: by reads where they serve it, else MPI's transfers.
-static void op_run(CpuBackend *b, CpuOp *o) {
-    if (!reads_peers(b, o)) { op_start(b, o); drive_op(b, o); }
-    else if (o->kind == OP_GATHER) gather_by_reads(b, o);
-    else sum_by_reads(b, o);
-}
 #endif
 
 // A collective's data has moved: an in-place reduce-scatter that MPI summed is moved to where the
@@ -856,7 +702,8 @@ static void *comm_thread_main(void *arg) {
         c->qlen--;
         op_arm(b, o);
         pthread_mutex_unlock(&c->mu);
-        op_run(b, o);
+        op_start(b, o);
+        drive_op(b, o);
         op_report_stall(b, o);
         double begin = op_complete(b, o), t = now_seconds();
         pthread_mutex_lock(&c->mu);
@@ -972,9 +819,6 @@ static void cpu_make_groups(void *ctx, int G) {
     g->shard_rank = b->rank % G;
     g->shard_size = G;
     g->replica_size = b->world / G;
-#ifdef USE_MPI
-    peer_reads_setup(b);
-#endif
 }
 
 // ZeRO++: node groups of G consecutive ranks of the shard group, cross groups of the ranks with the
@@ -1279,7 +1123,6 @@ static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
                 "communication thread; collectives progress only while the compute thread is inside MPI\n", provided);
     c->threaded = b->world > 1 && wanted && c->thread_level_ok;
     if (c->threaded) comm_thread_start(b);
-    peer_reads_setup(b);
     b->exits = (ProcessExits){b->rank, b->world, cpu_shutdown, cpu_abort_all, b};
     proc_exits_lend(&b->exits);   // the process's first backend: the error path's rank and exits
 }
@@ -1383,8 +1226,6 @@ void backend_cpu_init(Zero3Backend *be, int *argc, char ***argv) {
 
 void backend_cpu_describe(const CpuBackend *b, char *buf, size_t n) {
     if (b->world == 1) snprintf(buf, n, "one rank: no collectives");
-    else if (b->comm.threaded && b->groups.peers.on)
-        snprintf(buf, n, "MPI on a communication thread (MPI_THREAD_SERIALIZED); its all-gathers and sums read the peers' memory");
     else if (b->comm.threaded) snprintf(buf, n, "MPI on a communication thread (MPI_THREAD_SERIALIZED)");
     else snprintf(buf, n, "MPI on the compute thread (%s)",
                   b->comm.thread_level_ok ? "ZERO3_COMM_THREAD=0" : "no MPI_THREAD_SERIALIZED");
@@ -1406,8 +1247,6 @@ void backend_cpu_finish(Zero3Backend *be) {
     pthread_cond_destroy(&b->comm.done);
     free(b->comm.stamps);
     free(b->comm.parts);
-    free(b->groups.peers.pid);
-    free(b->groups.peers.at);
     free(b->watch.nodes);
     free(b->chunks.sums);
     free(b);

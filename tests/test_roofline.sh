@@ -126,13 +126,14 @@ awk '
   }' "$work/bench.out" || fail "bench_cpu.sh's ratios do not follow from its rows"
 echo "ok: bench_cpu.sh's x floor, 2-rank ratio and copy cost follow from its own rows"
 
-# -- bench_collectives: the three rows a size, and a bad size refused on every rank
+# -- bench_collectives: MPI's three rows and the engine's four a size, and a bad size refused on every rank
 make -s build/bench_collectives >/dev/null || fail "build bench_collectives"
 mpirun -np 2 ./build/bench_collectives -n 4096,100000 -reps 1 >"$work/coll.out" 2>&1 || { cat "$work/coll.out"; fail "bench_collectives"; }
-[ "$(grep -cE '^ +(4096|100000) (all-gather|reduce-scatter|by moves) ' "$work/coll.out")" = 6 ] ||
-  { cat "$work/coll.out"; fail "bench_collectives printed other than 3 rows for each of 2 sizes"; }
+[ "$(grep -cE '^ +(4096|100000) fp32 +(all-gather|reduce-scatter|by moves) ' "$work/coll.out")" = 6 ] &&
+  [ "$(grep -cE '^ +(4096|100000) (fp32|bf16) +engine (gather|sum) ' "$work/coll.out")" = 8 ] ||
+  { cat "$work/coll.out"; fail "bench_collectives printed other than 3 MPI rows and 4 engine rows for each of 2 sizes"; }
 set +e
 timeout 30 mpirun -np 2 ./build/bench_collectives -n 1x >"$work/out" 2>"$work/err"
 check_failed "bench_collectives -n 1x" $? "$work/out" "$work/err" "-n: expected up to" 30
 set -e
-echo "ok: bench_collectives: 3 rows a size, a bad -n refused"
+echo "ok: bench_collectives: 7 rows a size, a bad -n refused"

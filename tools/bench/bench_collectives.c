@@ -18,18 +18,15 @@ and the same two collectives as the trainer runs them, through the CPU backend (
 its communication thread, started and waited on as the engine does), in fp32 and in bf16:
     engine gather    the backend's all-gather
     engine sum       the backend's reduce-scatter (a sum made of moves, as on one machine)
-Where the ranks can read each other's memory the backend makes both of reads of the peers' buffers
-(cpu/backend_cpu.c, "reads of the peers' memory"); ZERO3_PEER_READS=0 runs them on MPI's
-transfers instead, so the two runs side by side price the reads:
-
-    mpirun -np 2 ./build/bench_collectives
-    mpirun -np 2 -x ZERO3_PEER_READS=0 ./build/bench_collectives
-
+(The same rows at ea66f8e, where the backend made both of reads of the peers' buffers with
+process_vm_readv, priced those reads against MPI's transfers: docs/performance.md, "Reading the
+peers' memory".)
 and, beside them, what a memory copy of the same bytes costs on the same rank at the same moment
 (the other ranks copying too, so the memory's bandwidth is shared as in the collective):
     copy             memcpy of the (N-1)/N n elements a rank receives (one read, one write)
     copy+sum         the same bytes read from a second array and added into the shard, as a
                      reduce-scatter must (two reads, one write an element)
+(the bf16 rows' copy and copy+sum: the same over the bf16 elements, their sums rounded to bf16)
 Each figure is the median of R repetitions (default 5), every rank starting together (a barrier
 before each), the slowest rank's time. "x copy" is the collective over its copy: 1.0 means the
 library moves the bytes at the machine's copy speed, so a faster collective must copy less (shared
