@@ -396,6 +396,9 @@ static inline void bk_tile(Bf16Path path, float *out, size_t ldo, const uint32_t
 #define BK_B_PANEL_WORDS (BK_DEPTH_BLOCK / 2 * BK_TILE_COLS)
 typedef struct { const uint32_t *a_pre, *b_pre; size_t b_kstride; } BkPacked;
 
+// the length of the block that starts at `at` of `total` (a full `block`, or the ragged last one)
+static inline int bk_block_len(int total, int at, int block) { return total - at < block ? total - at : block; }
+
 static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a, size_t a_rs, size_t a_ks,
                            const void *b, int b_bf16, size_t b_ks, size_t b_ns, const float *bias, int accumulate,
                            int M, int N, int K, BkPacked pre) {
@@ -409,24 +412,24 @@ static inline void bk_gemm(Bf16Path path, float *out, size_t ldo, const float *a
     // 4 KiB page, where the hardware's prefetchers stop (lm head backward 264-301 -> 329-343
     // GFLOP/s on one thread, tools/bench/bench_bf16_kernels.c). The same sums in the same order.
     for (int r0 = 0; r0 < M; r0 += BK_ROW_BLOCK) {   // with pre.a_pre, M is one row block
-        int rows = M - r0 < BK_ROW_BLOCK ? M - r0 : BK_ROW_BLOCK;
+        int rows = bk_block_len(M, r0, BK_ROW_BLOCK);
         for (int k0 = 0, kb = 0; k0 < K; k0 += BK_DEPTH_BLOCK, kb++) {
-            int depth = K - k0 < BK_DEPTH_BLOCK ? K - k0 : BK_DEPTH_BLOCK, pairs = (depth + 1) / 2;
+            int depth = bk_block_len(K, k0, BK_DEPTH_BLOCK), pairs = (depth + 1) / 2;
             int mode = (accumulate || k0 > 0) ? MM_ADD : bias ? MM_BIAS : MM_STORE;
             const uint32_t *a_panels = pre.a_pre ? pre.a_pre + (size_t)kb * BK_A_BLOCK_WORDS : a_block;
             if (!pre.a_pre) bk_pack_a(a_block, a + (size_t)r0 * a_rs + (size_t)k0 * a_ks, a_rs, a_ks, rows, depth);
             const uint32_t *b_at = pre.b_pre ? pre.b_pre + (size_t)kb * pre.b_kstride : b_panels;
             for (int t = 0; !pre.b_pre && t < tiles; t++) {
-                int n0 = t * BK_TILE_COLS, cols = N - n0 < BK_TILE_COLS ? N - n0 : BK_TILE_COLS;
+                int n0 = t * BK_TILE_COLS, cols = bk_block_len(N, n0, BK_TILE_COLS);
                 bk_pack_b(b_panels + (size_t)t * BK_B_PANEL_WORDS, (const char *)b + ((size_t)k0 * b_ks + (size_t)n0 * b_ns) * b_elem,
                           b_bf16, b_ks, b_ns, depth, cols);
             }
             for (int r = 0; r < rows; r += BK_TILE_ROWS) {
-                int tile_rows = rows - r < BK_TILE_ROWS ? rows - r : BK_TILE_ROWS;
+                int tile_rows = bk_block_len(rows, r, BK_TILE_ROWS);
                 const uint32_t *a_panel = a_panels + (size_t)(r / BK_TILE_ROWS) * bk_a_panel_stride(pairs);
                 const uint32_t *next_a = r + BK_TILE_ROWS < rows ? a_panel + bk_a_panel_stride(pairs) : a_panel;
                 for (int t = 0; t < tiles; t++) {
-                    int n0 = t * BK_TILE_COLS, cols = N - n0 < BK_TILE_COLS ? N - n0 : BK_TILE_COLS;
+                    int n0 = t * BK_TILE_COLS, cols = bk_block_len(N, n0, BK_TILE_COLS);
                     bk_tile(path, out + (size_t)(r0 + r) * ldo + n0, ldo, a_panel, b_at + (size_t)t * BK_B_PANEL_WORDS,
                             pairs, tile_rows, cols, bias ? bias + n0 : NULL, mode, t == 0 ? next_a : a_panel);
                 }
@@ -460,9 +463,6 @@ static inline uint32_t *bk_pack_buffer(Bf16Matmul *mm, int which, size_t words) 
     }
     return mm->pack[which];
 }
-
-// the length of the block that starts at `at` of `total` (a full `block`, or the ragged last one)
-static inline int bk_block_len(int total, int at, int block) { return total - at < block ? total - at : block; }
 
 // Every block of A (row blocks x depth blocks) packed, the blocks split over the threads.
 static inline uint32_t *bk_pack_a_all(Bf16Matmul *mm, const float *a, size_t a_rs, size_t a_ks, int M, int K) {
@@ -510,8 +510,8 @@ static inline void bk_gemm_parallel(Bf16Matmul *mm, float *out_f32, uint16_t *ou
     for (int cb = 0; cb < col_blocks; cb++) {
         for (int rb = 0; rb < row_blocks; rb++) {
             int r0 = rb * BK_ROW_BLOCK, n0 = cb * BK_COL_BLOCK;
-            int rows = M - r0 < BK_ROW_BLOCK ? M - r0 : BK_ROW_BLOCK;
-            int cols = N - n0 < BK_COL_BLOCK ? N - n0 : BK_COL_BLOCK;
+            int rows = bk_block_len(M, r0, BK_ROW_BLOCK);
+            int cols = bk_block_len(N, n0, BK_COL_BLOCK);
             const float *a_at = a + (size_t)r0 * a_rs;
             const void *b_at = (const char *)b + (size_t)n0 * b_ns * b_elem;
             BkPacked pre = {a_pre ? a_pre + (size_t)rb * depth_blocks * BK_A_BLOCK_WORDS : NULL,
