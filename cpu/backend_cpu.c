@@ -746,11 +746,10 @@ static void compute_behind_worker(int behind) {
     if (behind > 0 && errno == 0) (void)setpriority(PRIO_PROCESS, 0, nice_now + behind > 19 ? 19 : nice_now + behind);
 }
 
-static void comm_thread_start(CpuBackend *b) {
+static void comm_thread_start(CpuBackend *b, int behind) {
     CpuComm *c = &b->comm;
     const char *poll = getenv("ZERO3_COMM_POLL_US");
     c->poll_ns = 1000L * (poll && *poll ? atol(poll) : 20);
-    const int behind = compute_nice_behind();
     if (pthread_create(&c->thread, NULL, comm_thread_main, b) != 0) fatal_local("cannot start the communication thread");
     pthread_setname_np(c->thread, "zero3-comm");   // its name in top -H and /proc/PID/task/*/comm
     c->started = 1;
@@ -1157,7 +1156,8 @@ static void cpu_start_mpi(CpuBackend *b, int *argc, char ***argv) {
     c->threaded = b->world > 1 && wanted && c->thread_level_ok;
     b->exits = (ProcessExits){b->rank, b->world, cpu_shutdown, cpu_abort_all, b};
     proc_exits_lend(&b->exits);   // the process's first backend: the error path's rank and exits
-    if (c->threaded) comm_thread_start(b);
+    const int behind = compute_nice_behind();   // checked on every run, a worker or none
+    if (c->threaded) comm_thread_start(b, behind);
 }
 #endif
 

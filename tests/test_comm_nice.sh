@@ -75,12 +75,15 @@ read -r main worker others <<<"$out"
 [ "$main" = "$base" ] && [ "$worker" = - ] || fail "1 rank: the main thread at nice $main with worker '$worker', want $base and none"
 echo "ok: a rank alone has no worker and keeps its nice"
 
-for v in abc 20 -1; do
-  rm -rf "$work/bad"
-  ZERO3_COMM_NICE=$v timeout 60 mpirun -np 2 -x ZERO3_COMM_NICE $BIN -e d2c64h2t64 -b 2 -t 32 -x 1 -v 0 -o "$work/bad" \
-    >"$work/out" 2>"$work/err"
-  check_failed "ZERO3_COMM_NICE=$v" $? "$work/out" "$work/err" "ZERO3_COMM_NICE: expected an integer in \[0, 19\]" 60
-  [ ! -e "$work/bad" ] || fail "ZERO3_COMM_NICE=$v: the output folder was made"
+for v in abc 20 -1 1x; do
+  for np in 2 1; do   # a rank alone has no worker, and refuses the value all the same
+    rm -rf "$work/bad"
+    launch=(); [ $np -gt 1 ] && launch=(mpirun -np $np -x ZERO3_COMM_NICE)
+    ZERO3_COMM_NICE=$v timeout 60 "${launch[@]}" $BIN -e d2c64h2t64 -b 2 -t 32 -x 1 -v 0 -o "$work/bad" \
+      >"$work/out" 2>"$work/err"
+    check_failed "ZERO3_COMM_NICE=$v, $np rank(s)" $? "$work/out" "$work/err" "ZERO3_COMM_NICE: expected an integer in \[0, 19\]" 60
+    [ ! -e "$work/bad" ] || fail "ZERO3_COMM_NICE=$v, $np rank(s): the output folder was made"
+  done
 done
-echo "ok: a bad ZERO3_COMM_NICE refused on every rank, nothing written"
+echo "ok: a bad ZERO3_COMM_NICE refused on every rank, on 2 ranks and on 1, nothing written"
 echo "comm_nice: ok"
